@@ -1,0 +1,34 @@
+# The two commands of the README: `make demo` and `make test`. Both create .venv and install
+# the package the first time; after that they need no network.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/genmem demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/bench_retrieval.py
+
+lint: $(STAMP)
+	$(BIN)/python -m pip install --quiet ruff mypy
+	$(BIN)/ruff check langchain_genmem tests examples benchmarks graphs
+	$(BIN)/mypy langchain_genmem
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

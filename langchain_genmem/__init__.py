@@ -1,0 +1,1 @@
+"""Generative Agents memory for LangChain and LangGraph."""

@@ -1,0 +1,94 @@
+"""Exceptions raised by langchain-genmem.
+
+Every error the package raises on purpose derives from one root, so callers can catch
+``GenMemError`` alone::
+
+    GenMemError
+    ├── ValidationError            bad input: names the field and the value (also a ValueError)
+    │   ├── UnknownNodeError       a node id that the stream does not hold (also a KeyError)
+    │   └── EmbeddingDimensionError a vector whose size does not fit the collection
+    ├── StorageError               the backing store refused or failed a call; nothing was committed
+    ├── InteropError               a Generative Agents folder could not be read (names file and node)
+    ├── ParseError                 an LLM reply had nothing usable (e.g. no rating in it)
+    └── ConfigurationError         something to install or set before this can run (says what)
+"""
+
+from __future__ import annotations
+
+
+class GenMemError(Exception):
+    """Root of every error raised by langchain-genmem."""
+
+
+class ValidationError(GenMemError, ValueError):
+    """Bad input: the message names the field and the offending value.
+
+    Attributes:
+        field: name of the field that was wrong, when there is one.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownNodeError(ValidationError, KeyError):
+    """A node id that the stream does not hold."""
+
+    def __init__(self, node_id: str, *, field: str = "node_id", persona: str | None = None) -> None:
+        where = f" of persona {persona!r}" if persona is not None else ""
+        super().__init__(f"{field}: no memory {node_id!r} in the stream{where}", field=field)
+        self.node_id = node_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class EmbeddingDimensionError(ValidationError):
+    """A vector whose size does not match the vectors already stored."""
+
+    def __init__(self, expected: int, got: int, *, where: str = "embedding") -> None:
+        super().__init__(
+            f"{where}: expected vectors of size {expected}, got {got}; "
+            "the store was made with another embedding model (pass the same embeddings, "
+            "or use another path/collection for this model)",
+            field="embedding",
+        )
+        self.expected = expected
+        self.got = got
+
+
+class StorageError(GenMemError):
+    """The backing store refused or failed a call; nothing of the call was committed."""
+
+
+class InteropError(GenMemError):
+    """A Generative Agents storage folder could not be read or written.
+
+    Attributes:
+        path: the file concerned.
+        node_id: the node concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, node_id: str | None = None) -> None:
+        where = ", ".join(x for x in (path, node_id) if x)
+        super().__init__(f"{where}: {message}" if where else message)
+        self.path = path
+        self.node_id = node_id
+
+
+class ParseError(GenMemError, ValueError):
+    """An LLM reply held nothing usable; the reply is kept on the error.
+
+    Attributes:
+        reply: the text that could not be parsed.
+    """
+
+    def __init__(self, message: str, *, reply: str = "") -> None:
+        shown = reply if len(reply) <= 200 else reply[:200] + "…"
+        super().__init__(f"{message} (reply: {shown!r})")
+        self.reply = reply
+
+
+class ConfigurationError(GenMemError):
+    """Something must be installed or set first; the message says what."""

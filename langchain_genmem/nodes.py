@@ -1,0 +1,140 @@
+"""Memory nodes: the ``ConceptNode`` of the original Generative Agents code, validated.
+
+A node is one memory of one persona: an *event* it perceived, a *thought* it had (a
+reflection, a plan, a memo) or a *chat* it took part in. Every field of the original
+``ConceptNode`` is kept with its original meaning, so that saved memories of the original
+simulation load and save unchanged (see :mod:`langchain_genmem.interop`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+NodeType = Literal["event", "thought", "chat"]
+NODE_TYPES: tuple[NodeType, ...] = ("event", "thought", "chat")
+NODE_ID_RE = re.compile(r"^node_([1-9][0-9]*)$")
+
+# The original gives thoughts a 30-day life (reflect.py); expiration is written, never read.
+THOUGHT_LIFETIME_DAYS = 30
+
+
+def node_number(node_id: str) -> int:
+    """Return N of a ``node_N`` id.
+
+    Args:
+        node_id: an id such as ``"node_12"``.
+
+    Returns:
+        The number after ``node_``.
+
+    Raises:
+        ValueError: the id is not of the ``node_N`` form.
+    """
+    match = NODE_ID_RE.match(node_id)
+    if match is None:
+        msg = f"node_id: {node_id!r} is not of the form node_N"
+        raise ValueError(msg)
+    return int(match.group(1))
+
+
+class MemoryNode(BaseModel):
+    """One memory of the stream, with every field of the original ``ConceptNode``.
+
+    Attributes:
+        node_id: ``node_N``, N being ``node_count``.
+        node_count: position of the node in the whole stream, from 1.
+        type_count: position of the node among nodes of its type, from 1.
+        type: ``"event"``, ``"thought"`` or ``"chat"``.
+        depth: 0 for events and chats; 1 + the deepest evidence for thoughts.
+        created: when the memory was made (simulation time for naive datetimes).
+        expiration: when it expires, or None. The original writes it and never reads it.
+        last_accessed: when retrieval last returned it; starts at ``created``.
+        subject: subject of the (subject, predicate, object) triple.
+        predicate: predicate of the triple.
+        object: object of the triple.
+        description: the memory in words; never empty.
+        embedding_key: the text whose vector stands for the memory; nodes with the same
+            key share one vector.
+        poignancy: importance, 1 (mundane) to 10 (poignant) in the original; any finite number.
+        keywords: keywords as written (the keyword index lowercases them).
+        filling: a thought's evidence node ids, an event's chat node ids, a chat's
+            ``[speaker, utterance]`` pairs; None or a bare string also occur in real data.
+    """
+
+    model_config = ConfigDict(validate_assignment=False, extra="forbid")
+
+    node_id: str
+    node_count: int = Field(ge=1)
+    type_count: int = Field(ge=1)
+    type: NodeType
+    depth: int = Field(ge=0)
+    created: datetime
+    expiration: datetime | None = None
+    last_accessed: datetime
+    subject: str = ""
+    predicate: str = ""
+    object: str = ""
+    description: str
+    embedding_key: str
+    poignancy: float
+    keywords: list[str] = Field(default_factory=list)
+    filling: Any = None
+
+    @field_validator("node_id")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        node_number(value)
+        return value
+
+    @field_validator("description")
+    @classmethod
+    def _check_description(cls, value: str) -> str:
+        if not value or not value.strip():
+            msg = "description: must be a non-empty text"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("poignancy", mode="before")
+    @classmethod
+    def _check_poignancy(cls, value: Any) -> float:
+        return check_poignancy(value)
+
+    @property
+    def evidence(self) -> list[str]:
+        """Evidence node ids of a thought (empty for other types or a non-list filling)."""
+        if self.type != "thought" or not isinstance(self.filling, list):
+            return []
+        return [x for x in self.filling if isinstance(x, str)]
+
+    @property
+    def spo(self) -> tuple[str, str, str]:
+        """The (subject, predicate, object) triple."""
+        return (self.subject, self.predicate, self.object)
+
+
+def check_poignancy(value: Any, field: str = "poignancy") -> float:
+    """Return ``value`` as a finite float, or raise naming the field.
+
+    Args:
+        value: the candidate poignancy.
+        field: the field name used in the error.
+
+    Returns:
+        The poignancy as a float.
+
+    Raises:
+        ValueError: the value is not a finite real number.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"{field}: expected a finite number, got {value!r}"
+        raise ValueError(msg)
+    number = float(value)
+    if not math.isfinite(number):
+        msg = f"{field}: expected a finite number, got {value!r}"
+        raise ValueError(msg)
+    return number
