@@ -1,0 +1,1 @@
+"""Test servers and fixtures shared by the integration tests and the example tests."""
