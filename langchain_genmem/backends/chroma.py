@@ -1,0 +1,226 @@
+"""Chroma backend: one collection of nodes, one small collection of per-persona states.
+
+Layout (personas may share both collections; every read names its persona):
+
+- ``<name>``: one record per node, id ``"<persona>::node_N"``, the node's vector as its
+  embedding, the description as its document, the other fields as metadata (datetimes as
+  float epochs, keywords and filling as JSON text, ``expiration`` absent when None).
+- ``<name>-state``: one record per persona, id ``"<persona>::state"``, a 1-d dummy vector,
+  metadata ``{persona, rev, node_count}`` and the whole :class:`StreamState` as JSON document.
+
+Chroma caps ``add`` batches (about 5,461 records) and ``get`` pages (32,766 ids); both are
+paged here. Chroma returns float64 vectors of the float32 values it stores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from langchain_genmem.backends.base import Head, StoredNode
+from langchain_genmem.errors import EmbeddingDimensionError, StorageError
+from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.state import StreamState
+from langchain_genmem.timeutil import from_epoch, to_epoch
+
+GET_PAGE = 32_000
+_DIM_ERROR = re.compile(r"dimension of (\d+), got (\d+)")
+# Chroma's ANN index is never used for ranking (scoring is exact, in numpy), so a light
+# graph keeps writes about four times faster. Pass ``configuration`` to change it.
+DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_neighbors": 8}}
+
+
+class ChromaBackend:
+    """Nodes and states of any number of personas in two Chroma collections.
+
+    Args:
+        client: any chromadb client (``PersistentClient``, ``EphemeralClient``, ``HttpClient``).
+        name: the node collection's name; the state collection is ``<name>-state``.
+        configuration: Chroma collection configuration used when the collection is created.
+    """
+
+    def __init__(
+        self, client: Any, name: str = "genmem", configuration: dict[str, Any] | None = None
+    ) -> None:
+        self.client = client
+        self.name = name
+        try:
+            self.nodes = client.get_or_create_collection(
+                name,
+                embedding_function=None,
+                configuration=configuration or DEFAULT_CONFIGURATION,
+                metadata={"genmem": "nodes"},
+            )
+            self.states = client.get_or_create_collection(
+                f"{name}-state", embedding_function=None, metadata={"genmem": "state"}
+            )
+        except Exception as e:
+            msg = f"could not open Chroma collection {name!r}: {e}"
+            raise StorageError(msg) from e
+        self.batch = int(getattr(client, "get_max_batch_size", lambda: 5000)() or 5000)
+
+    # reading
+
+    def read_head(self, persona: str) -> Head | None:
+        """The persona's revision and node count, or None for a persona never written."""
+        got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
+        if not got["ids"]:
+            return None
+        meta = got["metadatas"][0]
+        return Head(rev=int(meta["rev"]), node_count=int(meta["node_count"]))
+
+    def read_state(self, persona: str) -> StreamState | None:
+        """The persona's committed state, or None for a persona never written."""
+        got = self.states.get(ids=[_state_id(persona)], include=["documents"])
+        if not got["ids"]:
+            return None
+        return StreamState.model_validate_json(got["documents"][0])
+
+    def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
+        """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
+        out: list[StoredNode] = []
+        for lo in range(first, last + 1, GET_PAGE):
+            hi = min(last, lo + GET_PAGE - 1)
+            ids = [_node_id(persona, f"node_{i}") for i in range(lo, hi + 1)]
+            got = self.nodes.get(ids=ids, include=["embeddings", "metadatas", "documents"])
+            if len(got["ids"]) != len(ids):
+                missing = sorted(set(ids) - set(got["ids"]))[:3]
+                msg = f"persona {persona!r}: committed nodes missing from the store: {missing}"
+                raise StorageError(msg)
+            rows = sorted(
+                zip(got["metadatas"], got["documents"], got["embeddings"]),
+                key=lambda r: r[0]["node_count"],
+            )
+            out.extend(StoredNode(_node_from(m, d), np.asarray(v, dtype=np.float32)) for m, d, v in rows)
+        return out
+
+    def personas(self) -> list[str]:
+        """Every persona with a committed state, sorted."""
+        got = self.states.get(include=["metadatas"])
+        return sorted(m["persona"] for m in got["metadatas"])
+
+    # writing
+
+    def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
+        """Store new nodes page by page, then the state that makes them visible.
+
+        On any failure the pages already written are deleted again and nothing is visible.
+
+        Raises:
+            EmbeddingDimensionError: a vector does not fit the collection.
+            StorageError: Chroma failed; nothing was committed.
+        """
+        written: list[str] = []
+        try:
+            for chunk in _chunks(nodes, self.batch):
+                ids = [_node_id(persona, s.node.node_id) for s in chunk]
+                self.nodes.upsert(
+                    ids=ids,
+                    embeddings=np.vstack([s.vector for s in chunk]),
+                    metadatas=[_meta_of(persona, s.node) for s in chunk],
+                    documents=[s.node.description for s in chunk],
+                )
+                written.extend(ids)
+            self.write_state(persona, state)
+        except Exception as e:
+            self._undo(written)
+            raise _storage_error(e) from e
+
+    def write_state(self, persona: str, state: StreamState) -> None:
+        """Store a new state with no new nodes."""
+        self.states.upsert(
+            ids=[_state_id(persona)],
+            embeddings=np.ones((1, 1), dtype=np.float32),
+            metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count}],
+            documents=[state.model_dump_json()],
+        )
+
+    def write_access(self, persona: str, times: Mapping[str, float]) -> None:
+        """Store last-access times (epoch seconds) of existing nodes."""
+        items = list(times.items())
+        for chunk in _chunks(items, self.batch):
+            self.nodes.update(
+                ids=[_node_id(persona, node_id) for node_id, _ in chunk],
+                metadatas=[{"last_accessed": float(t)} for _, t in chunk],
+            )
+
+    def drop(self, persona: str) -> None:
+        """Delete every node and the state of a persona."""
+        self.nodes.delete(where={"persona": persona})
+        self.states.delete(ids=[_state_id(persona)])
+
+    def _undo(self, ids: list[str]) -> None:
+        for chunk in _chunks(ids, self.batch):
+            try:
+                self.nodes.delete(ids=list(chunk))
+            except Exception:  # noqa: BLE001 - best effort: uncommitted ids stay invisible anyway
+                return
+
+
+def _node_id(persona: str, node_id: str) -> str:
+    return f"{persona}::{node_id}"
+
+
+def _state_id(persona: str) -> str:
+    return f"{persona}::state"
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _storage_error(e: Exception) -> Exception:
+    found = _DIM_ERROR.search(str(e))
+    if found:
+        return EmbeddingDimensionError(int(found.group(1)), int(found.group(2)))
+    return StorageError(f"Chroma refused the write; nothing was committed: {e}")
+
+
+def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "persona": persona,
+        "node_id": node.node_id,
+        "node_count": node.node_count,
+        "type_count": node.type_count,
+        "type": node.type,
+        "depth": node.depth,
+        "created": to_epoch(node.created),
+        "last_accessed": to_epoch(node.last_accessed),
+        "subject": node.subject,
+        "predicate": node.predicate,
+        "object": node.object,
+        "embedding_key": node.embedding_key,
+        "poignancy": float(node.poignancy),
+        "keywords": json.dumps(node.keywords, ensure_ascii=False),
+        "filling": json.dumps(node.filling, ensure_ascii=False),
+    }
+    if node.expiration is not None:
+        meta["expiration"] = to_epoch(node.expiration)
+    return meta
+
+
+def _node_from(meta: Mapping[str, Any], document: str) -> MemoryNode:
+    expiration = meta.get("expiration")
+    return MemoryNode.model_construct(
+        node_id=meta["node_id"],
+        node_count=int(meta["node_count"]),
+        type_count=int(meta["type_count"]),
+        type=meta["type"],
+        depth=int(meta["depth"]),
+        created=from_epoch(meta["created"]),
+        expiration=None if expiration is None else from_epoch(expiration),
+        last_accessed=from_epoch(meta["last_accessed"]),
+        subject=meta["subject"],
+        predicate=meta["predicate"],
+        object=meta["object"],
+        description=document,
+        embedding_key=meta["embedding_key"],
+        poignancy=float(meta["poignancy"]),
+        keywords=json.loads(meta["keywords"]),
+        filling=json.loads(meta["filling"]),
+    )

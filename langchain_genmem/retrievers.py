@@ -1,0 +1,271 @@
+"""GenerativeAgentsRetriever: the weighted retrieval of Generative Agents as a LangChain retriever.
+
+Every candidate memory (the persona's events and thoughts; chats excluded and memories whose
+``embedding_key`` contains ``"idle"`` skipped, as in the original) is scored exactly by
+recency, relevance and importance (:mod:`langchain_genmem.scoring`); the best ``k`` come back
+as Documents and their ``last_accessed`` becomes the stream's clock time.
+
+Example:
+    .. code-block:: python
+
+        from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+
+        stream = MemoryStream("Maria Lopez", path=".genmem")
+        retriever = GenerativeAgentsRetriever(stream=stream, k=5)
+        docs = retriever.invoke("What is Maria working on?")
+        docs[0].metadata["score"], docs[0].metadata["relevance"]
+        retriever.retrieve_many(["Maria's studies", "Klaus Mueller"])  # new_retrieve
+
+Expiration: the original writes ``expiration`` on thoughts and never reads it. Here expired
+memories are skipped unless ``include_expired=True``; ``recency_mode="reverie"`` ignores
+expiration, as the original does.
+
+Access times: the in-process view is exact at once; the store is written behind (within the
+stream's ``flush_interval``, on ``stream.close()`` and at interpreter exit), so a retrieval
+never waits on a Chroma write. A crash can lose access times, never a memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, field_validator
+
+from langchain_genmem.errors import EmbeddingDimensionError, ValidationError
+from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.scoring import (
+    DEFAULT_GAINS,
+    RECENCY_MODES,
+    Candidates,
+    Ranking,
+    RecencyMode,
+    Weights,
+    cosine,
+    cosine_error,
+    exact_cosine,
+    rank,
+    recency,
+)
+from langchain_genmem.store import MemoryStream
+from langchain_genmem.timeutil import to_epoch
+
+
+@dataclass
+class RetrievalReport:
+    """What one retrieval did, in the spirit of seed 001's debug output.
+
+    Attributes:
+        query: the focal point.
+        status: ``"ok"`` or ``"no_candidates"``.
+        documents: the returned documents, best first.
+        accessed_ids: node ids whose ``last_accessed`` was set.
+        candidate_count: how many memories were scored.
+        min_score: lowest final score among candidates (None without candidates).
+        max_score: highest final score among candidates.
+    """
+
+    query: str
+    status: str
+    documents: list[Document] = field(default_factory=list)
+    accessed_ids: list[str] = field(default_factory=list)
+    candidate_count: int = 0
+    min_score: float | None = None
+    max_score: float | None = None
+
+
+class GenerativeAgentsRetriever(BaseRetriever):
+    """Scores every memory of a persona by recency, relevance and importance; returns the top k.
+
+    Setup:
+        A :class:`~langchain_genmem.MemoryStream` holds the memories. Weights and decay left
+        as None are the persona's own (stored with the stream, like the original's
+        ``scratch.json``: 1.0, 1.0, 1.0 and 0.99 unless changed).
+
+    Key init args:
+        stream: the persona's memory stream (held as ``memory_stream``, since ``stream``
+            is the Runnable method that streams output).
+        k: how many documents (``invoke(q, k=5)`` overrides it per call).
+        recency_mode: ``"hours"`` (default), ``"rank"`` or ``"reverie"`` (the original code).
+        recency_decay, recency_w, relevance_w, importance_w: None = the persona's values.
+        gains: global gains, default ``(0.5, 3.0, 2.0)``.
+        include_expired: score expired memories too.
+        update_access: set ``last_accessed`` of returned memories (the original does).
+
+    Invoke:
+        .. code-block:: python
+
+            docs = retriever.invoke("Klaus Mueller", k=3)
+            for d in docs:
+                print(d.metadata["node_id"], d.metadata["score"], d.page_content)
+
+    Metadata of each Document: ``node_id``, ``type``, ``created``, ``last_accessed``,
+    ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised),
+    ``cosine`` (raw), ``rank``, ``depth``, ``subject``, ``predicate``, ``object``,
+    ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
+
+    memory_stream: MemoryStream = Field(alias="stream")
+    k: int = Field(default=30, ge=0)
+    recency_mode: RecencyMode = "hours"
+    recency_decay: float | None = None
+    recency_w: float | None = None
+    relevance_w: float | None = None
+    importance_w: float | None = None
+    gains: tuple[float, float, float] = DEFAULT_GAINS
+    include_expired: bool = False
+    update_access: bool = True
+
+    @field_validator("recency_mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        if value not in RECENCY_MODES:
+            msg = f"recency_mode: expected one of {RECENCY_MODES}, got {value!r}"
+            raise ValueError(msg)
+        return value
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        return self.retrieve_with_report(query, k=k).documents
+
+    def retrieve_many(
+        self, focal_points: Sequence[str], k: int | None = None
+    ) -> dict[str, list[Document]]:
+        """The original ``new_retrieve``: each focal point in order, access times carried over.
+
+        Args:
+            focal_points: the focal points.
+            k: documents per focal point (default: the retriever's k).
+
+        Returns:
+            ``{focal_point: documents}`` in the order given.
+        """
+        return {fp: self.retrieve_with_report(fp, k=k).documents for fp in focal_points}
+
+    def nodes_for(self, query: str, k: int | None = None) -> list[MemoryNode]:
+        """Like ``invoke`` but returns the MemoryNodes themselves.
+
+        Args:
+            query: the focal point.
+            k: how many.
+
+        Returns:
+            The nodes, best first.
+        """
+        docs = self.retrieve_with_report(query, k=k).documents
+        return [self.memory_stream.get(d.metadata["node_id"]) for d in docs]
+
+    def retrieve_with_report(self, query: str, k: int | None = None) -> RetrievalReport:
+        """Retrieve and say what happened (status, candidates, score range, accessed ids).
+
+        Args:
+            query: the focal point.
+            k: how many (default: the retriever's k).
+
+        Returns:
+            The report, with the documents.
+        """
+        if not isinstance(query, str):
+            msg = f"query: expected a text, got {type(query).__name__}"
+            raise ValidationError(msg, field="query")
+        k = self.k if k is None else int(k)
+        stream = self.memory_stream
+        stream.refresh()
+        cache = stream._cache
+        n = cache.n
+        now = to_epoch(stream.clock())
+        rows = self._candidate_rows(now)
+        if rows.size == 0:
+            return RetrievalReport(query=query, status="no_candidates")
+        query_vector = np.asarray(stream.embeddings.embed_query(query))
+        if cache.dim is not None and query_vector.shape[0] != cache.dim:
+            raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
+        vectors, norms = cache.vectors[:n], cache.norms[:n]
+        every = rows.size == n  # all rows are candidates: slices, no gathers
+        pick = slice(0, n) if every else rows
+        cands = Candidates(
+            last_accessed=cache.last_accessed[pick],
+            type_code=cache.type_code[pick],
+            node_count=rows + 1,
+            poignancy=cache.poignancy[pick],
+            cosine=cosine(vectors, cache.inv_norms[:n], query_vector)[pick],
+        )
+
+        def exact(idx: np.ndarray) -> np.ndarray:
+            return exact_cosine(vectors[rows[idx]], norms[rows[idx]], query_vector)
+
+        state = stream._state
+        decay = state.recency_decay if self.recency_decay is None else self.recency_decay
+        raw_recency = recency(cands, self.recency_mode, decay, now)
+        error = cosine_error(vectors.shape[1], vectors.dtype)
+        ranked = rank(cands, raw_recency, self._weights(), k, exact, error)
+        best, scored = ranked.best, ranked.scored
+        if self.update_access and best.size:
+            stream._touch_rows(rows[best], now)
+        docs = [
+            self._document(rows[i], i, place, ranked) for place, i in enumerate(best)
+        ]
+        accessed = [d.metadata["node_id"] for d in docs]
+        return RetrievalReport(
+            query=query,
+            status="ok",
+            documents=docs,
+            accessed_ids=accessed if self.update_access else [],
+            candidate_count=int(rows.size),
+            min_score=float(scored.score.min()),
+            max_score=float(scored.score.max()),
+        )
+
+    def _candidate_rows(self, now: float) -> np.ndarray:
+        cache = self.memory_stream._cache
+        rows = cache.candidate_rows()
+        if cache.any_expiration and not self.include_expired and self.recency_mode != "reverie":
+            rows = rows[cache.expiration[rows] > now]
+        return rows
+
+    def _weights(self) -> Weights:
+        state = self.memory_stream._state
+        return Weights(
+            recency_w=state.recency_w if self.recency_w is None else self.recency_w,
+            relevance_w=state.relevance_w if self.relevance_w is None else self.relevance_w,
+            importance_w=state.importance_w if self.importance_w is None else self.importance_w,
+            gains=tuple(self.gains),  # type: ignore[arg-type]
+        )
+
+    def _document(self, row: int, i: int, place: int, r: Ranking) -> Document:
+        node = self.memory_stream._cache.nodes[row]
+        meta: dict[str, Any] = {
+            "persona": self.memory_stream.persona,
+            "node_id": node.node_id,
+            "type": node.type,
+            "created": node.created,
+            "last_accessed": node.last_accessed,
+            "expiration": node.expiration,
+            "poignancy": node.poignancy,
+            "score": float(r.scored.score[i]),
+            "recency": float(r.scored.recency[i]),
+            "relevance": float(r.scored.relevance[i]),
+            "importance": float(r.scored.importance[i]),
+            "cosine": float(r.cosine[i]),
+            "rank": place,
+            "depth": node.depth,
+            "subject": node.subject,
+            "predicate": node.predicate,
+            "object": node.object,
+            "keywords": list(node.keywords),
+            "filling": node.filling,
+            "embedding_key": node.embedding_key,
+        }
+        return Document(page_content=node.description, metadata=meta, id=node.node_id)

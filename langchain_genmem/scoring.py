@@ -1,0 +1,364 @@
+"""Pure numpy scoring of the weighted retrieval (``new_retrieve``; seeds 000, 001, 003).
+
+Every function here is pure and vectorised over the whole candidate set. The formula::
+
+    score = recency_w * gains[0] * recency
+          + relevance_w * gains[1] * relevance
+          + importance_w * gains[2] * importance
+
+with each component min-max normalised to [0, 1] over the candidates (all 0.5 when the
+values are equal), relevance the cosine similarity to the query, importance the poignancy
+and recency by mode:
+
+- ``"hours"``: ``decay ** hours since last access`` (the paper's definition; default);
+- ``"rank"``: ``decay ** position`` when ordered by last access, most recent first;
+- ``"reverie"``: the original code exactly: candidates (events newest first, then thoughts
+  newest first) stable-sorted by last access *ascending*, the i-th getting ``decay ** (i+1)``,
+  so the oldest access scores highest.
+
+Ties keep the candidate order of the original: by last access ascending, then events before
+thoughts, then newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+RecencyMode = Literal["hours", "rank", "reverie"]
+RECENCY_MODES: tuple[str, ...] = ("hours", "rank", "reverie")
+DEFAULT_GAINS = (0.5, 3.0, 2.0)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How the three components are combined.
+
+    Attributes:
+        recency_w: persona weight of recency.
+        relevance_w: persona weight of relevance.
+        importance_w: persona weight of importance.
+        gains: the global gains (the original's ``gw = [0.5, 3, 2]``).
+    """
+
+    recency_w: float = 1.0
+    relevance_w: float = 1.0
+    importance_w: float = 1.0
+    gains: tuple[float, float, float] = DEFAULT_GAINS
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The columns scoring reads, one entry per candidate, in any order.
+
+    Attributes:
+        last_accessed: epoch seconds of last access.
+        type_code: 0 for events, 1 for thoughts.
+        node_count: the node numbers (newer is larger).
+        poignancy: raw importance.
+        cosine: raw cosine similarity to the query.
+    """
+
+    last_accessed: np.ndarray
+    type_code: np.ndarray
+    node_count: np.ndarray
+    poignancy: np.ndarray
+    cosine: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.cosine.shape[0])
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Components and final scores of every candidate (indices as in Candidates).
+
+    Attributes:
+        recency: normalised recency.
+        relevance: normalised relevance.
+        importance: normalised importance.
+        score: the weighted sum.
+    """
+
+    recency: np.ndarray
+    relevance: np.ndarray
+    importance: np.ndarray
+    score: np.ndarray
+
+
+def cosine(vectors: np.ndarray, inv_norms: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row to the query, in the vectors' precision.
+
+    Args:
+        vectors: (n, d) matrix (float32 or float64).
+        inv_norms: (n,) float64 inverse row norms (0 for a zero row).
+        query: (d,) vector.
+
+    Returns:
+        (n,) float64 similarities; see :func:`cosine_error` for their accuracy.
+    """
+    q = np.asarray(query, dtype=np.float64)
+    q_norm = float(np.linalg.norm(q))
+    if vectors.shape[0] == 0 or q_norm == 0.0:
+        return np.zeros(vectors.shape[0])
+    dots = vectors @ (q / q_norm).astype(vectors.dtype)
+    return np.multiply(dots, inv_norms, dtype=np.float64)
+
+
+def inverse_norms(norms: np.ndarray) -> np.ndarray:
+    """``1 / norms``, with 0 where a norm is 0.
+
+    Args:
+        norms: row norms.
+
+    Returns:
+        The inverses.
+    """
+    out = np.zeros_like(norms, dtype=np.float64)
+    np.divide(1.0, norms, out=out, where=norms != 0)
+    return out
+
+
+def exact_cosine(vectors: np.ndarray, norms: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine similarity in float64, as the original computes it: ``a.b / (|a| |b|)``.
+
+    Args:
+        vectors: (m, d) rows to score.
+        norms: (m,) their norms.
+        query: (d,) vector.
+
+    Returns:
+        (m,) similarities.
+    """
+    q = np.asarray(query, dtype=np.float64)
+    dots = vectors.astype(np.float64) @ q
+    return _divide(dots, norms * float(np.linalg.norm(q)))
+
+
+def cosine_error(dim: int, dtype: np.dtype) -> float:
+    """A bound on ``|cosine(...) - exact_cosine(...)|`` for one row.
+
+    A float32 dot product of n terms is off by at most ``n u / (1 - n u)`` times
+    ``|a| |b|`` (u = 2**-24), one more ``u`` for rounding the query; float64 is exact enough.
+
+    Args:
+        dim: the vector size.
+        dtype: the matrix dtype.
+
+    Returns:
+        The bound (0.0 for float64).
+    """
+    if np.dtype(dtype) == np.float64:
+        return 0.0
+    nu = (dim + 2) * 2.0**-24
+    return nu / (1.0 - nu)
+
+
+def _divide(dots: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = dots / norms
+    out[~np.isfinite(out)] = 0.0
+    return out
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Min-max normalise to [0, 1]; all 0.5 when the values are equal (the original's rule).
+
+    Args:
+        values: the raw values.
+
+    Returns:
+        The normalised values.
+    """
+    if values.size == 0:
+        return values.astype(np.float64)
+    lo = float(values.min())
+    span = float(values.max()) - lo
+    if span == 0:
+        return np.full(values.shape, 0.5)
+    out = np.subtract(values, lo, dtype=np.float64)
+    out /= span  # the original's "* (1 - 0) / span + 0": multiplying by 1, adding 0 are exact
+    return out
+
+
+def tie_order(c: Candidates) -> np.ndarray:
+    """Indices of the candidates in the original's candidate order.
+
+    The original lists events newest first, then thoughts newest first, and stable-sorts
+    that list by last access ascending.
+
+    Args:
+        c: the candidates.
+
+    Returns:
+        The permutation.
+    """
+    return np.lexsort((-c.node_count, c.type_code, c.last_accessed))
+
+
+def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.ndarray:
+    """Raw (not normalised) recency of each candidate.
+
+    Args:
+        c: the candidates.
+        mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
+        decay: the decay factor.
+        now: the current time, epoch seconds.
+
+    Returns:
+        The recency values.
+    """
+    n = len(c)
+    if mode == "hours":
+        hours = np.maximum(now - c.last_accessed, 0.0) / 3600.0
+        return np.power(decay, hours)
+    if mode == "reverie":
+        order = tie_order(c)
+    elif mode == "rank":
+        order = np.lexsort((-c.node_count, -c.last_accessed))
+    else:
+        msg = f"recency_mode: expected one of {RECENCY_MODES}, got {mode!r}"
+        raise ValueError(msg)
+    out = np.empty(n)
+    out[order] = np.power(decay, np.arange(1, n + 1, dtype=np.float64))
+    return out
+
+
+def score(c: Candidates, rec: np.ndarray, w: Weights) -> Scored:
+    """Normalise the three components and combine them.
+
+    The arithmetic is the original's, term by term (``w * value * gain``), so that equal
+    scores there are equal here.
+
+    Args:
+        c: the candidates.
+        rec: raw recency from :func:`recency`.
+        w: the weights.
+
+    Returns:
+        The components and scores.
+    """
+    r, v, i = minmax(rec), minmax(c.cosine), minmax(c.poignancy)
+    return Scored(recency=r, relevance=v, importance=i, score=combine(r, v, i, w))
+
+
+def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarray:
+    """``recency_w*r*g0 + relevance_w*v*g1 + importance_w*i*g2``, in the original's order.
+
+    Args:
+        r: normalised recency.
+        v: normalised relevance.
+        i: normalised importance.
+        w: the weights.
+
+    Returns:
+        The scores.
+    """
+    total = _term(r, w.recency_w, w.gains[0])
+    total += _term(v, w.relevance_w, w.gains[1])
+    total += _term(i, w.importance_w, w.gains[2])
+    return total
+
+
+def _term(values: np.ndarray, weight: float, gain: float) -> np.ndarray:
+    if weight == 1.0:  # (x * 1.0) * g == x * g exactly: skip a pass
+        return values * gain
+    out = values * weight
+    out *= gain
+    return out
+
+
+def top_k(
+    scores: np.ndarray, c: Candidates, k: int, among: np.ndarray | None = None
+) -> np.ndarray:
+    """Indices of the k best candidates, best first; ties in the original's candidate order.
+
+    Runs in linear time plus a sort of the k (and any boundary ties).
+
+    Args:
+        scores: final scores of every candidate.
+        c: the candidates (for tie order).
+        k: how many.
+        among: consider only these candidate indices (default: all).
+
+    Returns:
+        Candidate indices.
+    """
+    pool = np.arange(scores.shape[0]) if among is None else among
+    n = pool.shape[0]
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    values = scores[pool]
+    if k < n:
+        pick = pool[values >= np.partition(values, n - k)[n - k]]
+    else:
+        pick = pool
+    keys = (-c.node_count[pick], c.type_code[pick], c.last_accessed[pick], -scores[pick])
+    return pick[np.lexsort(keys)][:k]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The outcome of :func:`rank`.
+
+    Attributes:
+        best: candidate indices of the top k, best first.
+        scored: components and scores of every candidate (exact for ``best``).
+        cosine: raw cosine of every candidate (exact for ``best``).
+    """
+
+    best: np.ndarray
+    scored: Scored
+    cosine: np.ndarray
+
+
+def rank(
+    c: Candidates,
+    raw_recency: np.ndarray,
+    w: Weights,
+    k: int,
+    exact: Callable[[np.ndarray], np.ndarray],
+    error: float,
+) -> Ranking:
+    """Exact top k from fast approximate cosines, refining only where it can matter.
+
+    ``c.cosine`` may be off by up to ``error`` (float32 arithmetic). The candidates that
+    could hold the minimum or maximum cosine are recomputed exactly first, so normalisation
+    is exact; then every candidate whose score could reach the k-th best is recomputed
+    exactly, and the top k is chosen among those. The result equals scoring everything in
+    float64, at the cost of one float32 pass and a few exact rows.
+
+    Args:
+        c: the candidates, with approximate cosines.
+        raw_recency: raw recency from :func:`recency`.
+        w: the weights.
+        k: how many.
+        exact: exact cosines of the given candidate indices.
+        error: bound on each approximate cosine's error (0 when already exact).
+
+    Returns:
+        The ranking.
+    """
+    cos = c.cosine.copy()
+    if error > 0 and cos.size:
+        for near_edge in (cos <= cos.min() + 2 * error, cos >= cos.max() - 2 * error):
+            idx = np.flatnonzero(near_edge)
+            cos[idx] = exact(idx)
+    cands = replace(c, cosine=cos)
+    scored = score(cands, raw_recency, w)
+    best = top_k(scored.score, cands, k)
+    span = float(cos.max() - cos.min()) if cos.size else 0.0
+    if error == 0 or best.size == 0 or span == 0:
+        return Ranking(best, scored, cos)
+    slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span
+    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
+    cos[near] = exact(near)
+    lo = float(cos.min())
+    scored.relevance[near] = (cos[near] - lo) / span
+    scored.score[near] = combine(
+        scored.recency[near], scored.relevance[near], scored.importance[near], w
+    )
+    return Ranking(top_k(scored.score, cands, k, among=near), scored, cos)

