@@ -255,35 +255,19 @@ class ImportanceScorer:
             job.accept(await self.model.abatch(requests, config))
         return job.result()
 
-    def score(
-        self,
-        persona: str,
-        node_type: str,
-        description: str,
-        *,
-        config: RunnableConfig | None = None,
-    ) -> float:
+    def score(self, persona: str, node_type: str, description: str) -> float:
         """Rate one memory with the per-type prompt (an idle event scores 1 with no call).
 
         Args:
             persona: the persona's name.
             node_type: ``"event"``, ``"thought"`` or ``"chat"``.
             description: the memory.
-            config: as for :meth:`score_many`.
 
         Returns:
             The rating, from 1 to 10.
         """
-        return self.score_many(persona, [(node_type, description)], config=config)[0]
+        return self.score_many(persona, [(node_type, description)])[0]
 
-    async def ascore(
-        self,
-        persona: str,
-        node_type: str,
-        description: str,
-        *,
-        config: RunnableConfig | None = None,
-    ) -> float:
+    async def ascore(self, persona: str, node_type: str, description: str) -> float:
         """Async :meth:`score`."""
-        items = [(node_type, description)]
-        return (await self.ascore_many(persona, items, config=config))[0]
+        return (await self.ascore_many(persona, [(node_type, description)]))[0]

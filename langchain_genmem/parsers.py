@@ -10,8 +10,8 @@ for an item they could not read, so that the caller decides (re-ask, skip, defau
 
 Rules shared by all readers:
 
-* Cleaning: code fences, ``<think>…</think>`` blocks, ``**``/``__`` emphasis and
-  backticks are removed first.
+* Cleaning: code fences, ``<think>…</think>`` blocks, ``**`` bold markers and backticks
+  are removed first.
 * Numbering: a line may start with a bullet (``-``, ``*``, ``•``) and a number such as
   ``1.``, ``1)``, ``(1)``, ``[1]``, ``1:``, ``1、``, ``#1``, ``Memory 1:``, ``Q1:``,
   ``第1条：``. ``1.7`` is a decimal, not item 1.
@@ -66,11 +66,11 @@ Triple = tuple[str, str, str]
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
 # A fence with its language tag ("```json" before a line break), or a bare fence.
 _FENCE = re.compile(r"```(?:[A-Za-z][\w+-]*(?=[ \t]*\r?\n))?")
-_EMPHASIS = re.compile(r"\*\*|__|`")
+_EMPHASIS = re.compile(r"\*\*|`")
 
 
 def _clean(text: str) -> str:
-    """Return ``text`` without reasoning blocks, code fences, emphasis and backticks."""
+    """Return ``text`` without reasoning blocks, code fences, bold and backticks."""
     text = _THINK.sub("", text)
     text = _FENCE.sub("\n", text)
     return _EMPHASIS.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
@@ -206,6 +206,9 @@ _KEYED_VALUE = re.compile(
 @lru_cache(maxsize=16)
 def _scale(low: int, high: int) -> re.Pattern[str]:
     """Return the pattern of mentions of the scale itself, such as ``1 to 10``."""
+    if low >= high:
+        msg = f"low, high: expected low < high, got {low!r} and {high!r}"
+        raise ValidationError(msg, field="low")
     return re.compile(
         rf"(?<![\d.]){low}\s*(?:-|–|—|~|～|to|到|至|and|和|或)\s*{high}(?![\d.])"
         rf"|满分\s*{high}\s*分?",
@@ -311,8 +314,6 @@ _CITATION_WORDS = re.compile(
     r"|index(?:es)?)\b|因为|由于|根据|证据|和|与|及|第|条|[\s,，、;；&#:：.]+",
     re.I,
 )
-
-
 _CITATION_RANGE = re.compile(r"(?P<first>\d+)(?:[-–~～](?P<last>\d+))?")
 
 

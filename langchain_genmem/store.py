@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.backends.chroma import ChromaBackend
@@ -394,7 +395,12 @@ class MemoryStream:
         """
         return self.add_many([{"type": "chat", "description": description, **fields}])[0]
 
-    def add_many(self, items: Sequence[Mapping[str, Any] | MemoryInput]) -> list[MemoryNode]:
+    def add_many(
+        self,
+        items: Sequence[Mapping[str, Any] | MemoryInput],
+        *,
+        state: Mapping[str, Any] | None = None,
+    ) -> list[MemoryNode]:
         """Add memories in one all-or-nothing write.
 
         Every item is validated, scored (when ``poignancy`` is omitted) and embedded before
@@ -404,36 +410,62 @@ class MemoryStream:
         Args:
             items: dicts with ``type`` and the fields of
                 :class:`~langchain_genmem.inputs.MemoryInput`.
+            state: state values to commit with the nodes, replacing what the write rules
+                computed (settings, ``kw_strength``, ``extra``); an importer uses it to keep
+                a saved ``kw_strength.json`` and ``scratch.json`` as the original does.
 
         Returns:
             The stored nodes, in the order given.
         """
-        batch = validate_items(items)
-        self._check_evidence(batch)
+        batch, overrides = self._prepare(items, state)
         wanted = self._unscored(batch)
         scores = self._scorer().score_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = self.embeddings.embed_documents(texts) if texts else []
-        return self._commit(batch, scores, dict(zip(texts, vectors)))
+        return self._commit(batch, scores, dict(zip(texts, vectors)), overrides)
 
     async def aadd_many(
-        self, items: Sequence[Mapping[str, Any] | MemoryInput]
+        self,
+        items: Sequence[Mapping[str, Any] | MemoryInput],
+        *,
+        state: Mapping[str, Any] | None = None,
     ) -> list[MemoryNode]:
         """Async :meth:`add_many`: scoring and embedding are awaited, the write runs in a thread.
 
         Args:
             items: as for :meth:`add_many`.
+            state: as for :meth:`add_many`.
 
         Returns:
             The stored nodes, in the order given.
         """
-        batch = validate_items(items)
-        self._check_evidence(batch)
+        batch, overrides = self._prepare(items, state)
         wanted = self._unscored(batch)
         scores = await self._scorer().ascore_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = await self.embeddings.aembed_documents(texts) if texts else []
-        return await asyncio.to_thread(self._commit, batch, scores, dict(zip(texts, vectors)))
+        embedded = dict(zip(texts, vectors))
+        return await asyncio.to_thread(self._commit, batch, scores, embedded, overrides)
+
+    def _prepare(
+        self, items: Sequence[Mapping[str, Any] | MemoryInput], state: Mapping[str, Any] | None
+    ) -> tuple[list[MemoryInput], dict[str, Any]]:
+        batch = validate_items(items)
+        self._check_evidence(batch)
+        overrides = dict(state or {})
+        for name, value in overrides.items():
+            if name not in (*SETTINGS, "kw_strength", "extra"):
+                msg = f"state.{name}: not a state value an import may set"
+                raise ValidationError(msg, field=name)
+        if overrides:
+            try:
+                StreamState.model_validate({**self._state.model_dump(), **overrides})
+            except PydanticValidationError as e:
+                first = e.errors()[0]
+                where = ".".join(str(x) for x in first["loc"])
+                msg = f"state.{where}: {first['msg']} (got {first.get('input')!r})"
+                raise ValidationError(msg, field=where) from e
+        return batch, overrides
 
     def _scorer(self) -> ImportanceScorerLike:
         if self.importance is None:
@@ -466,11 +498,14 @@ class MemoryStream:
         batch: Sequence[MemoryInput],
         scores: Sequence[float],
         embedded: Mapping[str, Sequence[float]],
+        overrides: Mapping[str, Any] | None = None,
     ) -> list[MemoryNode]:
         with self._lock:
             stored = self._build(batch, list(scores), embedded)
             dim = self._check_dims(stored)
             state = self._next_state([s.node for s in stored], dim)
+            if overrides:
+                state = state.model_copy(update=dict(overrides))
             self.backend.commit(self.persona, stored, state)
             self._cache.append(stored)
             for s in stored:
