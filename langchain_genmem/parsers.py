@@ -83,7 +83,7 @@ def _json(text: str) -> Any:
         return None
     try:
         return json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # also too deep a nesting or too long an integer
         return None
 
 
@@ -94,7 +94,7 @@ _LABEL = re.compile(
     r"""^\s*
     (?:(?:memory|memories|item|statement|event|thought|chat|conversation|question|insight
         |triple|number|no\.?|q|记忆|事件|想法|对话|问题|洞察|陈述|第)\s*)?
-    [#(（\[【]?\s*(?P<number>\d+)\s*(?:条|个|项|号)?\s*
+    [#(（\[【]?\s*(?P<number>\d{1,9})\s*(?:条|个|项|号)?\s*
     (?:[.．](?!\d)|[)）\]】:：、])
     """,
     re.I | re.X,
@@ -141,7 +141,7 @@ def _unquote(text: str) -> str:
 
 
 def _int_key(key: str) -> int | None:
-    digits = re.fullmatch(r"\s*\D{0,12}?(\d+)\s*", key)
+    digits = re.fullmatch(r"\s*\D{0,12}?(\d{1,9})\s*", key)
     return int(digits.group(1)) if digits else None
 
 
@@ -189,11 +189,12 @@ def _numbered(text: str, n: int, read: Callable[[Any], T | None]) -> list[T | No
 # --- ratings --------------------------------------------------------------------------
 
 _NUM = r"\d+(?:\.\d+)?"
-_VALUE_SRC = rf"(?P<num>{_NUM})\s*(?:(?P<pct>%)|(?:/|out\s+of)\s*(?P<den>{_NUM}))?"
+_VALUE_SRC = rf"(?P<num>{_NUM})(?:\s*(?P<pct>%)|\s*(?:/|out\s+of)\s*(?P<den>{_NUM}))?"
 _VALUE = re.compile(rf"(?<![A-Za-z_]){_VALUE_SRC}", re.I)
-_VALUE_ANY = re.compile(rf"{_NUM}\s*(?:%|(?:/|out\s+of)\s*{_NUM})?", re.I)
+_VALUE_ANY = re.compile(rf"{_NUM}(?:\s*%|\s*(?:/|out\s+of)\s*{_NUM})?", re.I)
 _VALUE_LIST = re.compile(
-    rf"[\[(（【]?\s*{_VALUE_ANY.pattern}(?:\s*[,，;；、]?\s*{_VALUE_ANY.pattern})+\s*[\])）】]?",
+    rf"[\[(（【]?\s*{_VALUE_ANY.pattern}(?:(?:\s*[,，;；、]\s*|\s+){_VALUE_ANY.pattern})+"
+    r"\s*[\])）】]?",
     re.I,
 )
 _KEYED_VALUE = re.compile(
@@ -230,7 +231,7 @@ def _read_rating(value: Any, low: int, high: int) -> int | None:
         number = number / 100 * high
     elif match["den"] and float(match["den"]) > 0:
         number = number / float(match["den"]) * high
-    return min(max(math.floor(number + 0.5), low), high)
+    return math.floor(min(max(number, low), high) + 0.5)
 
 
 def parse_rating(text: str, *, low: int = 1, high: int = 10) -> int:
@@ -314,7 +315,7 @@ _CITATION_WORDS = re.compile(
     r"|index(?:es)?)\b|因为|由于|根据|证据|和|与|及|第|条|[\s,，、;；&#:：.]+",
     re.I,
 )
-_CITATION_RANGE = re.compile(r"(?P<first>\d+)(?:[-–~～](?P<last>\d+))?")
+_CITATION_RANGE = re.compile(r"(?P<first>\d{1,9})(?:[-–~～](?P<last>\d{1,9}))?")
 
 
 def _citation(clause: str) -> list[int] | None:
@@ -421,8 +422,9 @@ def _triple_from_mapping(data: dict[Any, Any], fallback_subject: str) -> Triple 
     )
     if predicate is not None and obj is not None:
         return _make_triple([subject or "", predicate, obj], fallback_subject)
-    if len(data) == 1:
-        return _triple_from(next(iter(data.values())), fallback_subject)
+    inner = next(iter(data.values())) if len(data) == 1 else None
+    if isinstance(inner, (str, list)) or (isinstance(inner, dict) and len(inner) != 1):
+        return _triple_from(inner, fallback_subject)  # one wrapper: {"triple": [...]}
     return None
 
 
