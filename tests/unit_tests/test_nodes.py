@@ -1,0 +1,68 @@
+"""MemoryNode validation and keyword rules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from pydantic import ValidationError as PydanticError
+
+from langchain_genmem import MemoryNode
+from langchain_genmem.keywords import KeywordIndex, default_keywords
+
+BASE = dict(node_id="node_1", node_count=1, type_count=1, type="event", depth=0,
+            created=datetime(2023, 2, 13), last_accessed=datetime(2023, 2, 13),
+            description="Maria is idle", embedding_key="Maria is idle", poignancy=1)
+
+
+def test_every_concept_node_field_is_kept():
+    node = MemoryNode(**BASE)
+    assert set(MemoryNode.model_fields) == {
+        "node_id", "node_count", "type_count", "type", "depth", "created", "expiration",
+        "last_accessed", "subject", "predicate", "object", "description", "embedding_key",
+        "poignancy", "keywords", "filling",
+    }
+    assert node.expiration is None and node.spo == ("", "", "")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"type": "memo"}, "type"),
+        ({"description": ""}, "description"),
+        ({"poignancy": float("nan")}, "poignancy"),
+        ({"poignancy": "7"}, "poignancy"),
+        ({"node_id": "n1"}, "node_id"),
+        ({"node_count": 0}, "node_count"),
+        ({"depth": -1}, "depth"),
+    ],
+)
+def test_invalid_nodes_are_rejected_naming_the_field(change, field):
+    with pytest.raises(PydanticError) as info:
+        MemoryNode(**{**BASE, **change})
+    assert field in str(info.value)
+
+
+def test_evidence_only_for_thought_lists():
+    thought = MemoryNode(**{**BASE, "type": "thought", "filling": ["node_3", "node_1"]})
+    assert thought.evidence == ["node_3", "node_1"]
+    assert MemoryNode(**{**BASE, "type": "thought", "filling": None}).evidence == []
+    assert MemoryNode(**{**BASE, "filling": ["node_2"]}).evidence == []
+
+
+def test_default_keywords_follow_the_original():
+    assert default_keywords("event", "the Ville:cafe:counter", "is", "the Ville:cafe:busy") == [
+        "counter", "busy"]
+    assert default_keywords("thought", "Maria", "plan", "study") == ["Maria", "plan", "study"]
+    assert default_keywords("chat", "Maria", "chat with", "Maria") == ["Maria"]
+    assert default_keywords("event", "", "is", "idle") == ["idle"]
+
+
+def test_keyword_index_lookup_is_newest_first_and_case_blind():
+    idx = KeywordIndex()
+    for i, kws in enumerate([["Cafe", "Maria"], ["cafe"], ["MARIA", "咖啡"]], start=1):
+        idx.add(MemoryNode(**{**BASE, "node_id": f"node_{i}", "node_count": i, "keywords": kws,
+                              "predicate": "is", "object": "busy"}))
+    assert idx.lookup("event", ["CAFE"]) == ["node_2", "node_1"]
+    assert idx.lookup("event", ["maria", "cafe", "咖啡"]) == ["node_3", "node_2", "node_1"]
+    assert idx.strength["event"] == {"cafe": 2, "maria": 2, "咖啡": 1}

