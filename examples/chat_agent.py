@@ -1,0 +1,76 @@
+"""A chat agent with long-term Generative Agents memory, on any OpenAI-compatible server.
+
+Each turn it recalls memories for your message (weighted retrieval), answers with them in
+mind, stores the exchange with importance rated by the model, and reflects when enough has
+happened. Memories live in a local folder, so the next run remembers this one.
+
+    export OPENAI_API_KEY=...  [OPENAI_BASE_URL=...  OPENAI_MODEL=...]
+    python examples/chat_agent.py                       # interactive; empty line or Ctrl-D ends
+    python examples/chat_agent.py --script turns.txt    # one user message per line
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langchain_genmem import ConfigurationError, MemoryStream
+from langchain_genmem.agent import create_memory_agent
+from langchain_genmem.llm import chat_model_from_env
+
+
+def turns(script: str | None):
+    """User messages: the script's non-empty lines, or what is typed at the prompt."""
+    if script:
+        yield from (line.strip() for line in Path(script).read_text("utf-8").splitlines()
+                    if line.strip())
+        return
+    while True:
+        try:
+            line = input("you> ").strip()
+        except EOFError:
+            return
+        if not line:
+            return
+        yield line
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", default=".genmem-chat", help="memory folder (kept across runs)")
+    parser.add_argument("--name", default="Ada", help="the agent's name (its persona)")
+    parser.add_argument("--user", default="User", help="your name in its memories")
+    parser.add_argument("--script", help="a file with one user message per line")
+    parser.add_argument("-k", type=int, default=5, help="memories recalled per turn")
+    args = parser.parse_args()
+    try:
+        model = chat_model_from_env(temperature=0)
+    except ConfigurationError as e:
+        print(e, file=sys.stderr)
+        return 2
+    with MemoryStream(args.name, path=args.path) as stream:
+        # the checkpointer keeps this session's messages; the stream keeps memories for good
+        agent = create_memory_agent(model, stream, k=args.k, user=args.user,
+                                    checkpointer=InMemorySaver())
+        session = {"configurable": {"thread_id": "session"}}
+        print(f"[{args.name} remembers {len(stream)} memories from {args.path}]")
+        for text in turns(args.script):
+            if args.script:
+                print(f"you> {text}")
+            out = agent.invoke({"messages": [("user", text)]}, session)
+            recalled = [stream.get(i).description for i in out.get("recalled", [])]
+            for memory in recalled:
+                print(f"  (recalled) {memory}")
+            print(f"{args.name}> {out['messages'][-1].content}")
+            if out.get("reflection", {}).get("written"):
+                for node_id in out["reflection"]["written"]:
+                    print(f"  (reflected) {stream.get(node_id).description}")
+        print(f"[{len(stream)} memories saved in {args.path}]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,211 @@
+"""A LangGraph chat agent with Generative Agents memory.
+
+Each turn: ``recall`` retrieves memories for the user's message (weighted retrieval),
+``respond`` answers with them in the system prompt, ``remember`` stores the exchange (one chat
+memory and one event per utterance, importance rated by the model in one batched call), and
+``reflect`` runs the reflection graph when the trigger has fired.
+
+Example:
+    .. code-block:: python
+
+        from langchain_openai import ChatOpenAI
+        from langchain_genmem import MemoryStream
+        from langchain_genmem.agent import create_memory_agent
+
+        stream = MemoryStream("Ada", path=".genmem")
+        agent = create_memory_agent(ChatOpenAI(), stream)
+        out = agent.invoke({"messages": [("user", "My sister Lena lives in Porto.")]})
+        print(out["messages"][-1].content)
+
+Memories persist in the stream's store, so a new process (a new conversation) recalls what
+earlier ones were told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from langchain_genmem.errors import ValidationError
+from langchain_genmem.importance import ImportanceScorer, reply_text
+from langchain_genmem.retrievers import GenerativeAgentsRetriever
+from langchain_genmem.store import MemoryStream
+
+DEFAULT_AGENT_SYSTEM_PROMPT = (
+    "You are {persona}, talking with {user}. You have a long-term memory; these are the "
+    "memories that come to mind now, most relevant first:\n{memories}\n\n"
+    "Use them when they help, do not invent memories you do not have, and answer in the "
+    "language the user writes in."
+)
+NO_MEMORIES = "(nothing comes to mind yet)"
+
+
+class AgentState(TypedDict, total=False):
+    """State of the memory agent.
+
+    Attributes:
+        messages: the conversation (LangGraph's ``add_messages`` reducer).
+        recalled: node ids recalled for the last user message.
+        written: node ids stored in the last turn.
+        reflection: the reflection graph's output, when it ran.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    recalled: list[str]
+    written: list[str]
+    reflection: dict[str, Any]
+
+
+def create_memory_agent(
+    model: BaseChatModel,
+    stream: MemoryStream,
+    *,
+    retriever: GenerativeAgentsRetriever | None = None,
+    importance: ImportanceScorer | None = None,
+    k: int = 5,
+    user: str = "User",
+    system_prompt: str = DEFAULT_AGENT_SYSTEM_PROMPT,
+    reflect: bool = True,
+    checkpointer: Any = None,
+    store: Any = None,
+    name: str = "memory_agent",
+) -> Any:
+    """Build and compile the chat agent graph: recall → respond → remember → (reflect).
+
+    Args:
+        model: the chat model that answers, rates importance and reflects.
+        stream: the agent's memory stream (its persona is the agent's name).
+        retriever: the retriever to recall with; default a
+            :class:`~langchain_genmem.GenerativeAgentsRetriever` over ``stream`` with ``k``.
+        importance: the importance scorer; default ``ImportanceScorer(model)``.
+        k: memories recalled per turn (when no retriever is given).
+        user: the user's name in memories and prompts.
+        system_prompt: template with ``{persona}``, ``{user}`` and ``{memories}``.
+        reflect: run reflection when the stream's trigger has fired.
+        checkpointer: passed to ``compile()`` (keeps the conversation across invocations).
+        store: passed to ``compile()``.
+        name: the graph's name.
+
+    Returns:
+        The compiled graph; input ``{"messages": [...]}``.
+    """
+    if not user.strip():
+        msg = "user: expected a non-empty name"
+        raise ValidationError(msg, field="user")
+    for field in ("{persona}", "{user}", "{memories}"):
+        if field not in system_prompt:
+            msg = f"system_prompt: the template must contain {field}"
+            raise ValidationError(msg, field="system_prompt")
+    retriever = retriever or GenerativeAgentsRetriever(stream=stream, k=k)
+    scorer = importance or ImportanceScorer(model)
+    persona = stream.persona
+
+    def recall(state: AgentState) -> dict[str, Any]:
+        docs = retriever.invoke(_last_user_text(state["messages"]))
+        return {"recalled": [d.metadata["node_id"] for d in docs]}
+
+    def respond(state: AgentState) -> dict[str, Any]:
+        return {"messages": [model.invoke(_prompt(state))]}
+
+    async def arespond(state: AgentState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(_prompt(state))]}
+
+    def _prompt(state: AgentState) -> list[BaseMessage]:
+        docs = [stream.get(i) for i in state.get("recalled", [])]
+        memories = format_memories([Document(page_content=n.description) for n in docs])
+        system = system_prompt.format(persona=persona, user=user, memories=memories)
+        return [SystemMessage(system), *state["messages"]]
+
+    def remember(state: AgentState) -> dict[str, Any]:
+        items = exchange_memories(persona, user, _last_user_text(state["messages"]),
+                                  reply_text(state["messages"][-1]))
+        scores = scorer.score_many(persona, [(i["type"], i["description"]) for i in items])
+        for item, score in zip(items, scores):
+            item["poignancy"] = score
+        return {"written": [n.node_id for n in stream.add_many(items)]}
+
+    def route(state: AgentState) -> Literal["reflect", "__end__"]:
+        return "reflect" if reflect and stream.state.reflection_due else END
+
+    def run_reflection(state: AgentState) -> dict[str, Any]:
+        from langchain_genmem.reflection import create_reflection_graph
+
+        out = create_reflection_graph(model, stream, importance=scorer).invoke({})
+        return {"reflection": dict(out)}
+
+    builder = StateGraph(AgentState)
+    builder.add_node("recall", recall)
+    builder.add_node("respond", RunnableLambda(respond, afunc=arespond, name="respond"))
+    builder.add_node("remember", remember)
+    builder.add_node("reflect", run_reflection)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "respond")
+    builder.add_edge("respond", "remember")
+    builder.add_conditional_edges("remember", route, ["reflect", END])
+    builder.add_edge("reflect", END)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def exchange_memories(persona: str, user: str, said: str, reply: str) -> list[dict[str, Any]]:
+    """The memories one exchange leaves: an event per utterance and the chat itself.
+
+    Events are what weighted retrieval recalls (it skips chats, as the original does); the
+    chat node keeps the exchange verbatim, like the original's chat memories.
+
+    Args:
+        persona: the agent's name.
+        user: the user's name.
+        said: what the user said.
+        reply: what the agent answered.
+
+    Returns:
+        Items for :meth:`MemoryStream.add_many` (without poignancy).
+    """
+    return [
+        {"type": "event", "description": f"{user} said to {persona}: {said}",
+         "subject": user, "predicate": "say", "object": persona},
+        {"type": "event", "description": f"{persona} answered {user}: {reply}",
+         "subject": persona, "predicate": "answer", "object": user},
+        {"type": "chat", "description": f"conversation between {persona} and {user}",
+         "subject": persona, "predicate": "chat with", "object": user,
+         "filling": [[user, said], [persona, reply]]},
+    ]
+
+
+def format_memories(docs: Sequence[Document]) -> str:
+    """Memories as a bulleted list for a prompt.
+
+    Args:
+        docs: the recalled documents.
+
+    Returns:
+        One ``- description`` line per memory, or a note that none came to mind.
+    """
+    return "\n".join(f"- {d.page_content}" for d in docs) or NO_MEMORIES
+
+
+def _last_user_text(messages: Sequence[BaseMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return reply_text(message)
+    msg = "messages: the agent needs a user message to answer"
+    raise ValidationError(msg, field="messages")
+
+
+
+
+__all__ = [
+    "DEFAULT_AGENT_SYSTEM_PROMPT",
+    "AgentState",
+    "create_memory_agent",
+    "exchange_memories",
+    "format_memories",
+]

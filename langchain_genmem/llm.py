@@ -1,0 +1,52 @@
+"""A chat model from the standard OpenAI variables, for the CLI and the examples.
+
+``OPENAI_API_KEY`` (required), ``OPENAI_BASE_URL`` (any OpenAI-compatible server: OpenAI,
+Ollama, vLLM, llama.cpp, LM Studio...) and ``OPENAI_MODEL`` (default ``gpt-4o-mini``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_genmem.errors import ConfigurationError
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+MISSING_KEY_HINT = """\
+This needs a chat model. Set the standard OpenAI variables, for example:
+
+  export OPENAI_API_KEY=sk-...                       # any non-empty value for local servers
+  export OPENAI_BASE_URL=http://localhost:11434/v1   # optional: Ollama, vLLM, llama.cpp...
+  export OPENAI_MODEL=gpt-4o-mini                    # optional: the model name to use
+"""
+
+
+def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+    """``ChatOpenAI`` configured from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``.
+
+    Args:
+        env: the variables (default ``os.environ``).
+        **kwargs: more ``ChatOpenAI`` arguments (temperature, max_retries...).
+
+    Returns:
+        The chat model.
+
+    Raises:
+        ConfigurationError: ``OPENAI_API_KEY`` is not set (the message says what to set), or
+            langchain-openai is not installed.
+    """
+    env = os.environ if env is None else env
+    if not env.get("OPENAI_API_KEY"):
+        raise ConfigurationError(MISSING_KEY_HINT)
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as e:
+        msg = "the chat model needs langchain-openai: pip install 'langchain-genmem[openai]'"
+        raise ConfigurationError(msg) from e
+    options: dict[str, Any] = {"model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
+                               "api_key": env["OPENAI_API_KEY"]}
+    if env.get("OPENAI_BASE_URL"):
+        options["base_url"] = env["OPENAI_BASE_URL"]
+    return ChatOpenAI(**{**options, **kwargs})

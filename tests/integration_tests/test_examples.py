@@ -1,0 +1,67 @@
+"""Every example runs offline; the ones that need a model talk to a scripted server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+IMPORTANCE = r"rate the likely poignancy of each of the following"
+
+
+def run_example(name: str, *args: str, env: dict[str, str] | None = None,
+                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**base, **(env or {})}, cwd=cwd or ROOT)
+    return done
+
+
+def test_quickstart(tmp_path):
+    done = run_example("quickstart.py", "--path", str(tmp_path / "store"))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    ranked = out.split("== the same retriever")[0]
+    assert ranked.index("Valentine's Day party") < ranked.index("quantum physics")
+    assert "System: You are Maria Lopez. Your relevant memories:" in out
+    assert "Human: Who invited you to a party?" in out
+
+
+def test_chat_agent_says_what_to_set_without_a_model(tmp_path):
+    done = run_example("chat_agent.py", "--path", str(tmp_path / "m"))
+    assert done.returncode == 2
+    assert "export OPENAI_API_KEY=" in done.stderr and "OPENAI_BASE_URL" in done.stderr
+
+
+def test_chat_agent_remembers_across_runs(tmp_path, scripted_openai):
+    srv = scripted_openai([
+        {"when": IMPORTANCE, "reply": "1. 7\n2. 3\n3. 6"},
+        # answered only if the second run's prompt carries the first run's memory
+        {"when": r"Lena lives in Porto.*Where does my sister live\?",
+         "reply": "Your sister Lena lives in Porto."},
+        {"when": r"My name is Sam", "reply": "Nice to meet you, Sam! Porto is lovely."},
+    ])
+    first = tmp_path / "first.txt"
+    first.write_text("My name is Sam and my sister Lena lives in Porto.\n", "utf-8")
+    second = tmp_path / "second.txt"
+    second.write_text("Where does my sister live?\n", "utf-8")
+    store = str(tmp_path / "memories")
+
+    one = run_example("chat_agent.py", "--path", store, "--script", str(first), env=srv.env())
+    assert one.returncode == 0, one.stderr
+    assert "Ada> Nice to meet you, Sam!" in one.stdout
+    assert "[Ada remembers 0 memories" in one.stdout and "[3 memories saved" in one.stdout
+
+    two = run_example("chat_agent.py", "--path", store, "--script", str(second), env=srv.env())
+    assert two.returncode == 0, two.stderr
+    assert "[Ada remembers 3 memories" in two.stdout
+    assert "(recalled) User said to Ada: My name is Sam and my sister Lena lives in Porto." in two.stdout
+    assert "Ada> Your sister Lena lives in Porto." in two.stdout
+    answers = [r for r in srv.requests() if r["reply"] == "Your sister Lena lives in Porto."]
+    system = answers[0]["messages"][0]
+    assert system["role"] == "system" and "Lena lives in Porto" in system["content"]
+    scored = [r for r in srv.requests() if r["rule"] == 0]
+    assert len(scored) == 2  # one batched importance call per turn
