@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 
 import chromadb
 import numpy as np
-from chromadb.config import Settings
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
@@ -45,7 +44,7 @@ def items(n: int, dim: int) -> list[dict]:
 
 
 def bare_chroma(path: str, batch: list[dict]) -> tuple[float, float]:
-    client = chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(path=path)
     col = client.get_or_create_collection("bare", embedding_function=None,
                                           configuration=DEFAULT_CONFIGURATION)
     size = client.get_max_batch_size()

@@ -732,13 +732,13 @@ def _number(node_id: str) -> int | None:
 
 def _chroma_backend(path: Any, client: Any, name: str) -> ChromaBackend:
     import chromadb
-    from chromadb.config import Settings
 
-    settings = Settings(anonymized_telemetry=False)
+    # Default settings on purpose: Chroma refuses a second client of the same folder (or of
+    # the in-process ephemeral system) with other settings, so ours must match the user's.
     if client is None and path is not None:
-        client = chromadb.PersistentClient(path=str(path), settings=settings)
+        client = chromadb.PersistentClient(path=str(path))
     elif client is None:
-        client = chromadb.EphemeralClient(settings=settings)
+        client = chromadb.EphemeralClient()
         name = f"{name}-{uuid.uuid4().hex[:12]}"
     return ChromaBackend(client, name)
 
