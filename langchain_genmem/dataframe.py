@@ -1,0 +1,158 @@
+"""pandas views of a memory stream, for notebooks (seed 004's ``get_memory_df`` and
+``retrieve_memories``).
+
+pandas is an optional extra: ``pip install 'langchain-genmem[pandas]'``.
+
+Example:
+    .. code-block:: python
+
+        from langchain_genmem import GenerativeAgentsRetriever
+        from langchain_genmem.dataframe import get_memory_df, retrieve_memories
+
+        get_memory_df(stream).groupby("type").poignancy.mean()
+        retriever = GenerativeAgentsRetriever(stream=stream, k=10)
+        retrieve_memories(retriever, "Klaus Mueller", filter='relevance > 0.5 and type == "thought"')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_genmem.errors import ConfigurationError
+from langchain_genmem.filters import apply_filter, check_columns, parse_filter
+from langchain_genmem.nodes import MemoryNode
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from langchain_core.documents import Document
+
+    from langchain_genmem.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.store import MemoryStream
+
+# Columns of retrieve_memories, the score components first.
+RESULT_COLUMNS = (
+    "node_id",
+    "description",
+    "score",
+    "recency",
+    "relevance",
+    "importance",
+    "poignancy",
+    "cosine",
+    "type",
+    "depth",
+    "rank",
+    "created",
+    "last_accessed",
+    "expiration",
+    "subject",
+    "predicate",
+    "object",
+    "keywords",
+    "filling",
+    "embedding_key",
+    "persona",
+)
+NODE_COLUMNS = tuple(MemoryNode.model_fields)
+
+
+def require_pandas() -> Any:
+    """Import pandas, or say how to install it.
+
+    Returns:
+        The pandas module.
+
+    Raises:
+        ConfigurationError: pandas is not installed.
+    """
+    try:
+        import pandas
+    except ImportError as e:
+        msg = "this needs pandas: pip install 'langchain-genmem[pandas]'"
+        raise ConfigurationError(msg) from e
+    return pandas
+
+
+def get_memory_df(stream: MemoryStream, *, vectors: bool = False) -> pd.DataFrame:
+    """Every memory of the stream as one row, oldest (``node_1``) first.
+
+    Args:
+        stream: the persona's stream.
+        vectors: add an ``embedding`` column with each memory's vector.
+
+    Returns:
+        One row per node with every node field (``node_id``, ``type``, ``depth``,
+        ``created``, ``last_accessed``, ``poignancy``, ``description``, ``filling``...).
+
+    Raises:
+        ConfigurationError: pandas is not installed.
+    """
+    pd = require_pandas()
+    nodes = stream.nodes()[::-1]
+    df = pd.DataFrame([n.model_dump() for n in nodes], columns=list(NODE_COLUMNS))
+    if vectors:
+        df["embedding"] = [stream.vector(n.node_id) for n in nodes]
+    return df
+
+
+def retrieve_memories(
+    retriever: GenerativeAgentsRetriever,
+    query: str,
+    *,
+    k: int | None = None,
+    filter: str | None = None,  # noqa: A002 - seed 004's name
+) -> pd.DataFrame:
+    """Weighted retrieval as a table, best first, optionally filtered before the top k.
+
+    As in seed 004, the filter applies to every scored candidate and the best ``k`` that pass
+    are returned; only those get their ``last_accessed`` updated (when the retriever
+    updates access times).
+
+    Args:
+        retriever: the retriever (its weights, mode and stream).
+        query: the focal point.
+        k: how many rows (default: the retriever's k).
+        filter: a filter expression over the result columns, e.g.
+            ``'relevance > 0.5 and type == "thought"'`` (see :mod:`langchain_genmem.filters`).
+
+    Returns:
+        Columns ``node_id``, ``description``, ``score``, ``recency``, ``relevance``,
+        ``importance``, ``poignancy``, ``cosine``, ``type``, ``depth``, ``rank``,
+        ``created``, ``last_accessed`` and the other node fields.
+
+    Raises:
+        ConfigurationError: pandas is not installed.
+        ValidationError: a bad filter or an unknown column.
+    """
+    pd = require_pandas()
+    k = retriever.k if k is None else k
+    if filter is None:
+        docs = retriever.retrieve_with_report(query, k=k).documents
+        return _frame(pd, [document_row(d) for d in docs])
+    expr = parse_filter(filter)
+    check_columns(expr, RESULT_COLUMNS)
+    stream = retriever.memory_stream
+    peek = retriever.model_copy(update={"update_access": False})
+    docs = peek.retrieve_with_report(query, k=len(stream)).documents
+    df = apply_filter(_frame(pd, [document_row(d) for d in docs]), expr).head(k)
+    if retriever.update_access and len(df):
+        stream.mark_accessed(list(df["node_id"]))
+        df = df.assign(last_accessed=[stream.get(i).last_accessed for i in df["node_id"]])
+    return df.reset_index(drop=True).assign(rank=range(len(df)))
+
+
+def document_row(doc: Document) -> dict[str, Any]:
+    """A retrieved Document as one flat row: its metadata and its text as ``description``.
+
+    Args:
+        doc: a document from :class:`~langchain_genmem.GenerativeAgentsRetriever`.
+
+    Returns:
+        The row.
+    """
+    return {**doc.metadata, "description": doc.page_content}
+
+
+def _frame(pd: Any, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=list(RESULT_COLUMNS))
