@@ -136,7 +136,8 @@ def _reflect(
 ) -> Step[ConversationReflection]:
     persona = stream.persona
     fields = {"conversation": conversation, "persona": persona, "partner": partner}
-    replies = yield Ask([messages("", prompts[name].format(**fields)) for name in ("planning", "memo")])
+    asked = ("planning", "memo")
+    replies = yield Ask([messages("", prompts[name].format(**fields)) for name in asked])
     planning, memo = (sentence(persona, reply) for reply in replies)
     texts = {"planning": f"For {persona}'s planning: {planning}" if planning else None,
              "memo": memo}
@@ -149,7 +150,8 @@ def _reflect(
     drafts = {name: Draft(text, [chat.node_id], topic) for name, text in texts.items() if text}
     nodes: list[MemoryNode] = []
     if drafts:
-        nodes, lost = yield from write_thoughts(stream, prompts, list(drafts.values()), "conversation")
+        thoughts = list(drafts.values())
+        nodes, lost = yield from write_thoughts(stream, prompts, thoughts, "conversation")
         dropped += lost
     written = dict(zip(drafts, nodes))
     return ConversationReflection(

@@ -1,13 +1,14 @@
 """Reflection as a LangGraph graph: from recent memories to thoughts with evidence.
 
 :func:`create_reflection_graph` builds the reflection of Generative Agents (seed 002, stages
-1 to 7; seed 004's condensing and window trigger) as a compiled ``StateGraph``::
+1 to 7 but the thoughts after a conversation; seed 004's condensing and window trigger) as a
+compiled ``StateGraph``::
 
     check_trigger → focal_points → retrieve × questions (Send, in parallel)
                   → insights → condense → write_back → reset_trigger
 
 Each model-calling stage is written once, as a generator that yields what it needs (model
-calls, importance ratings, a stream write) and gets the results back; :class:`_Runner`
+calls, importance ratings, a stream write) and gets the results back; :class:`Runner`
 serves those requests with ``batch``/``score_many``/``add_many`` in the sync node and with
 ``abatch``/``ascore_many``/``aadd_many`` in the async one, so both paths run the same code.
 The same pieces write the thoughts after a conversation
@@ -31,7 +32,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Overwrite, Send
 
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.errors import ParseError, ValidationError
 from langchain_genmem.importance import ImportanceScorer, reply_text
 from langchain_genmem.keywords import unique
 from langchain_genmem.nodes import MemoryNode
@@ -71,6 +72,9 @@ from langchain_genmem.store import MemoryStream, thought_expiration
 __all__ = ["DEFAULT_REFLECTION_PROMPTS", "PROMPT_FIELDS", "create_reflection_graph"]
 
 T = TypeVar("T")
+
+FALLBACK_POIGNANCY = 4.0
+"""The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
 
 # --- prompts -------------------------------------------------------------------------------
 
@@ -163,7 +167,8 @@ class Ask:
 
 @dataclass(frozen=True)
 class Score:
-    """Rate (type, text) items with the importance scorer; the stage gets the ratings."""
+    """Rate (type, text) items with the importance scorer; the stage gets the ratings, or
+    the scorer's ``ParseError`` when it found no rating for an item even asked alone."""
 
     items: list[tuple[str, str]]
 
@@ -204,7 +209,7 @@ class _CallCounter(BaseCallbackHandler):
 
 def _with_counter(config: RunnableConfig | None, counter: _CallCounter) -> RunnableConfig:
     """Return ``config`` with ``counter`` added to its callbacks (inherited by child runs)."""
-    config = dict(config or {})  # type: ignore[assignment]
+    config = config or {}
     callbacks = config.get("callbacks")
     if callbacks is None:
         merged: Any = [counter]
@@ -240,10 +245,10 @@ class Runner:
         """Run a stage to its end; return its result and how many model calls it made."""
         counter = _CallCounter()
         config = _with_counter(config, counter)
-        answer: Any = None
         try:
+            request = next(step)
             while True:
-                answer = self._serve(step.send(answer), config)
+                request = step.send(self._serve(request, config))
         except StopIteration as done:
             return done.value, counter.calls
 
@@ -251,10 +256,10 @@ class Runner:
         """Async :meth:`run`."""
         counter = _CallCounter()
         config = _with_counter(config, counter)
-        answer: Any = None
         try:
+            request = next(step)
             while True:
-                answer = await self._aserve(step.send(answer), config)
+                request = step.send(await self._aserve(request, config))
         except StopIteration as done:
             return done.value, counter.calls
 
@@ -263,7 +268,10 @@ class Runner:
             replies = self.model.batch(request.requests, config) if request.requests else []
             return [_text(reply) for reply in replies]
         if isinstance(request, Score):
-            return self.importance.score_many(self.stream.persona, request.items, config=config)
+            try:
+                return self.importance.score_many(self.stream.persona, request.items, config=config)
+            except ParseError as error:
+                return error
         return self.stream.add_many(request.items)
 
     async def _aserve(self, request: Ask | Score | Write, config: RunnableConfig) -> Any:
@@ -272,7 +280,10 @@ class Runner:
             return [_text(reply) for reply in replies]
         if isinstance(request, Score):
             persona = self.stream.persona
-            return await self.importance.ascore_many(persona, request.items, config=config)
+            try:
+                return await self.importance.ascore_many(persona, request.items, config=config)
+            except ParseError as error:
+                return error
         return await self.stream.aadd_many(request.items)
 
     def node(
@@ -379,7 +390,9 @@ def write_thoughts(
 
     The triples come from one batched call (prompt ``"triples"``); a thought whose triple is
     unreadable gets (persona, ``"reflect"``, its topic) and a ``"triple_fallback"`` record.
-    Poignancy comes from one ``score_many`` call with the thought prompt. Every thought is
+    Poignancy comes from one ``score_many`` call with the thought prompt; if the scorer
+    finds no rating even asking a thought alone, every thought of the write gets
+    :data:`FALLBACK_POIGNANCY` and a ``"rating_fallback"`` record. Every thought is
     created at the stream's clock, expires 30 days later (as in the original), and takes
     its keywords from its triple (the stream's rule); the stream computes its depth.
 
@@ -397,10 +410,13 @@ def write_thoughts(
     fields = {"statements": statements, "n": len(drafts), "persona": persona}
     [reply] = yield Ask([messages("", prompts["triples"].format(**fields))])
     triples = parse_triples(reply, len(drafts), fallback_subject=persona)
+    dropped: list[Dropped] = []
     ratings = yield Score([("thought", draft.text) for draft in drafts])
+    if isinstance(ratings, ParseError):
+        dropped.append(drop(stage, "rating_fallback", text=excerpt(ratings.reply)))
+        ratings = [FALLBACK_POIGNANCY] * len(drafts)
     created = stream.clock()
     items: list[dict[str, Any]] = []
-    dropped: list[Dropped] = []
     for draft, triple, rating in zip(drafts, triples, ratings):
         if triple is None:
             triple = (persona, "reflect", draft.topic)
@@ -446,6 +462,10 @@ class _Reflection:
         fields["persona"] = self.stream.persona
         system = self.prompts.get(f"{name}_system", "").format(**fields)
         return messages(system, self.prompts[name].format(**fields))
+
+    def _numbered(self, node_ids: Sequence[str]) -> str:
+        """The memories' embedding keys, numbered from 0 as the insights prompt shows them."""
+        return format_numbered([self.stream.get(node_id).embedding_key for node_id in node_ids])
 
     def _trigger(self) -> tuple[TriggerReport, list[MemoryNode]]:
         state = self.stream.state
@@ -496,10 +516,11 @@ class _Reflection:
         if not memories:
             return {"status": "no_questions", "dropped": [drop("focal_points", "no_memories")]}
         statements = "".join(f"{node.embedding_key}\n" for node in memories)
-        [reply] = yield Ask([self._ask("focal_points", statements=statements, n=self.n_focal_points)])
+        n = self.n_focal_points
+        [reply] = yield Ask([self._ask("focal_points", statements=statements, n=n)])
         questions = parse_focal_points(reply)
-        dropped = [drop("focal_points", "over_max", text=q) for q in questions[self.n_focal_points :]]
-        questions = questions[: self.n_focal_points]
+        dropped = [drop("focal_points", "over_max", text=q) for q in questions[n:]]
+        questions = questions[:n]
         if not questions:
             dropped.append(drop("focal_points", "unreadable_reply", text=excerpt(reply)))
         return {
@@ -544,7 +565,7 @@ class _Reflection:
         requests = [
             self._ask(
                 "insights",
-                statements=format_numbered([self.stream.get(i).embedding_key for i in r["node_ids"]]),
+                statements=self._numbered(r["node_ids"]),
                 n=self.n_insights,
                 question=r["question"],
             )
@@ -752,8 +773,8 @@ def create_reflection_graph(
     if not isinstance(stream, MemoryStream):
         msg = f"stream: expected a MemoryStream, got {type(stream).__name__}"
         raise ValidationError(msg, field="stream")
-    if retriever is not None and (
-        not isinstance(retriever, GenerativeAgentsRetriever) or retriever.memory_stream is not stream
+    if retriever is not None and not (
+        isinstance(retriever, GenerativeAgentsRetriever) and retriever.memory_stream is stream
     ):
         msg = "retriever: expected a GenerativeAgentsRetriever over the same stream"
         raise ValidationError(msg, field="retriever")

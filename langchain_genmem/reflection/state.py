@@ -20,6 +20,8 @@ What a run dropped, and why, is listed in ``dropped`` as :class:`Dropped` record
   and spacing); it is written once, with the evidence of both.
 * ``"triple_fallback"``: the model's (subject, predicate, object) for ``text`` was
   unreadable; the fallback triple was written instead (the thought itself was written).
+* ``"rating_fallback"``: the importance scorer found no rating, even asking alone; the
+  thoughts of that write got the fallback poignancy (4, the original's fail-safe).
 """
 
 from __future__ import annotations
