@@ -71,7 +71,8 @@ def test_writes_the_planning_thought_and_the_memo_exactly(stream):
     planning = f"For {PERSONA}'s planning: {PERSONA} needs to meet Klaus at noon."
     memo = f"{PERSONA} is glad Klaus invited her."
     statements = f"1. {planning}\n2. {memo}\n"
-    assert model.sent(TRIPLES) == [("", DEFAULT_BATCH_TRIPLE_PROMPT.format(n=2, statements=statements))]
+    triples = DEFAULT_BATCH_TRIPLE_PROMPT.format(n=2, statements=statements)
+    assert model.sent(TRIPLES) == [("", triples)]
     marked = f"1. [thought] {planning}\n2. [thought] {memo}\n"
     assert model.sent(RATINGS)[0][1] == DEFAULT_BATCH_IMPORTANCE_PROMPT.format(
         persona=PERSONA, persona_description="", n=2, memories=marked)
@@ -90,10 +91,12 @@ def test_writes_the_planning_thought_and_the_memo_exactly(stream):
 
 def test_a_given_conversation_text_and_prompts_are_used(stream):
     model = model_for()
-    prompts = {"planning": "{persona} and {partner} need to remember for her planning:\n{conversation}"}
+    prompts = {"planning": (
+        "{persona}, {partner} need to remember for her planning:\n{conversation}"
+    )}
     reflect_on_conversation(model, stream, partner="Klaus Mueller", conversation="A: b\n",
                             prompts=prompts)
-    assert (("", f"{PERSONA} and Klaus Mueller need to remember for her planning:\nA: b\n")
+    assert (("", f"{PERSONA}, Klaus Mueller need to remember for her planning:\nA: b\n")
             in model.calls)
 
 

@@ -48,10 +48,10 @@ CONDENSE = "Please condense"
 TRIPLES = "Turn each of the following"
 RATINGS = "rate the likely poignancy"
 ONE = "What does Maria Lopez study?"
-QUESTIONS = "What does Maria Lopez study?\n2) Who is Klaus Mueller?\n3) How does Maria spend her day?"
+QUESTIONS = f"{ONE}\n2) Who is Klaus Mueller?\n3) How does Maria spend her day?"
 
 
-# --- a scripted chat model -------------------------------------------------------------------
+# --- a scripted chat model ------------------------------------------------------------------------
 
 
 def auto_triples(prompt: str) -> str:
@@ -115,7 +115,7 @@ def scripted(
     )
 
 
-# --- a small stream ---------------------------------------------------------------------------
+# --- a small stream -------------------------------------------------------------------------------
 
 MEMORIES = [
     ("event", "Maria Lopez is idle", 1),
@@ -158,9 +158,13 @@ def fill(stream: MemoryStream, clock: Clock) -> MemoryStream:
     return stream
 
 
+def new_stream(clock: Clock, persona: str = PERSONA) -> MemoryStream:
+    return MemoryStream(persona, embeddings=DeterministicFakeEmbedding(size=16), clock=clock)
+
+
 @pytest.fixture
 def stream(clock: Clock) -> MemoryStream:
-    return fill(MemoryStream(PERSONA, embeddings=DeterministicFakeEmbedding(size=16), clock=clock), clock)
+    return fill(new_stream(clock), clock)
 
 
 def focal_human(*keys: str) -> str:
@@ -176,12 +180,13 @@ def assert_counts(out: dict[str, Any], model: ScriptedChatModel) -> None:
     assert out["llm_calls"] == len(model.calls)
 
 
-# --- the graph's shape ---------------------------------------------------------------------------
+# --- the graph's shape ----------------------------------------------------------------------------
 
 
 def test_mermaid_drawing_matches_the_snapshot(stream):
     # After an intended change of the graph's shape, regenerate the snapshot with
-    #   GENMEM_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/unit_tests/test_reflection_graph.py -k mermaid
+    #   GENMEM_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest \
+    #       tests/unit_tests/test_reflection_graph.py -k mermaid
     # and review the diff of tests/unit_tests/snapshots/reflection_graph.mmd.
     drawing = create_reflection_graph(scripted(), stream).get_graph().draw_mermaid()
     if os.environ.get("GENMEM_UPDATE_SNAPSHOTS"):
@@ -203,7 +208,7 @@ def test_compile_options_pass_through(stream):
     assert graph.checkpointer is saver
 
 
-# --- a whole reflection, exactly ----------------------------------------------------------------
+# --- a whole reflection, exactly ------------------------------------------------------------------
 
 
 def test_full_reflection_sends_exact_prompts_and_writes_the_thoughts(stream):
@@ -215,7 +220,8 @@ def test_full_reflection_sends_exact_prompts_and_writes_the_thoughts(stream):
 
     # focal points: the 3 (importance_ele_n) most recently accessed, oldest first
     assert model.sent(FOCAL) == [
-        (DEFAULT_QUESTIONS_SYSTEM_PROMPT, focal_human(KEYS["node_6"], KEYS["node_7"], KEYS["node_8"]))
+        (DEFAULT_QUESTIONS_SYSTEM_PROMPT,
+         focal_human(KEYS["node_6"], KEYS["node_7"], KEYS["node_8"]))
     ]
     assert model.sent(FOCAL)[0][1].startswith(
         "Maria Lopez enjoys physics\nMaria Lopez is eating lunch at Hobbs Cafe\n"
@@ -242,17 +248,20 @@ def test_full_reflection_sends_exact_prompts_and_writes_the_thoughts(stream):
     # no question had more than max_insights: condense made no call
     assert model.sent(CONDENSE) == []
     # the same two insights for three questions: written once each, evidence united
-    union = lambda texts: list(dict.fromkeys(i for e in out["insights"] for x in e["insights"]  # noqa: E731
-                                              if x["text"] in texts for i in x["evidence"]))
+    def union(text: str) -> list[str]:
+        given = [x["evidence"] for e in out["insights"] for x in e["insights"] if x["text"] == text]
+        return list(dict.fromkeys(i for evidence in given for i in evidence))
+
     assert out["written"] == ["node_9", "node_10"]
     loves, works = (stream.get(i) for i in out["written"])
     assert loves.description == "Maria Lopez loves physics"
-    assert loves.filling == union({"Maria Lopez loves physics"})
-    assert works.filling == union({"Maria Lopez works hard"})
+    assert loves.filling == union("Maria Lopez loves physics")
+    assert works.filling == union("Maria Lopez works hard")
     assert [d["reason"] for d in out["dropped"]] == ["duplicate"] * 4
     # one triple call and one importance call for both thoughts, exactly
     statements = "1. Maria Lopez loves physics\n2. Maria Lopez works hard\n"
-    assert model.sent(TRIPLES) == [("", DEFAULT_BATCH_TRIPLE_PROMPT.format(n=2, statements=statements))]
+    triples = DEFAULT_BATCH_TRIPLE_PROMPT.format(n=2, statements=statements)
+    assert model.sent(TRIPLES) == [("", triples)]
     memories = "1. [thought] Maria Lopez loves physics\n2. [thought] Maria Lopez works hard\n"
     assert model.sent(RATINGS) == [
         (DEFAULT_IMPORTANCE_SYSTEM_PROMPT, DEFAULT_BATCH_IMPORTANCE_PROMPT.format(
@@ -261,7 +270,7 @@ def test_full_reflection_sends_exact_prompts_and_writes_the_thoughts(stream):
     # the memory written
     for number, node in enumerate((loves, works), 1):
         assert node.type == "thought"
-        assert (node.subject, node.predicate, node.object) == (PERSONA, "think about", f"topic {number}")
+        assert node.spo == (PERSONA, "think about", f"topic {number}")
         assert node.keywords == [PERSONA, "think about", f"topic {number}"]
         assert node.poignancy == 6
         assert node.created == NOW and node.last_accessed == NOW
@@ -285,7 +294,7 @@ def test_output_has_the_keys_the_cli_reads(stream):
 
 
 def test_parallel_branches_see_the_same_state_and_mark_access_once(stream, clock):
-    questions = ["What does Maria Lopez study?", "Who is Klaus Mueller?", "How does Maria spend her day?"]
+    questions = [ONE, "Who is Klaus Mueller?", "How does Maria spend her day?"]
     fixed = GenerativeAgentsRetriever(stream=stream, update_access=False)
     expected = [[n.node_id for n in fixed.nodes_for(q, k=4)] for q in questions]
     before = {n.node_id: n.last_accessed for n in stream.nodes()}
@@ -346,7 +355,7 @@ def test_counters_after_a_reset_use_the_window(stream):
 
 
 def test_counters_need_a_memory(clock):
-    empty = MemoryStream(PERSONA, embeddings=DeterministicFakeEmbedding(size=16), clock=clock)
+    empty = new_stream(clock)
     empty.update_settings(importance_trigger_curr=-1)
     out = create_reflection_graph(scripted(), empty).invoke({})
     assert out["status"] == "not_due"
@@ -375,13 +384,15 @@ def test_window_policy_not_due_below_the_threshold(stream):
     assert out["trigger"]["threshold"] == 12 and out["status"] == "reflected"
 
 
-# --- condense ----------------------------------------------------------------------------------------
+# --- condense -------------------------------------------------------------------------------------
 
+TWO = "A insight [0]\n2. B insight [1]"
 SEVEN = "\n".join(f"{i}. insight number {i} [{i - 1}]" for i in range(1, 8))
 
 
 def test_condense_asks_once_per_question_over_the_maximum(stream):
-    model = scripted(insights=SEVEN, condense="1. Maria Lopez studies a lot [0, 1]\n2. short [9]", focal=ONE)
+    condensed = "1. Maria Lopez studies a lot [0, 1]\n2. short [9]"
+    model = scripted(insights=SEVEN, condense=condensed, focal=ONE)
     out = create_reflection_graph(model, stream, n_focal_points=1).invoke({})
     listed = "".join(f"{i}. insight number {i} [{i - 1}]\n" for i in range(1, 7))
     assert model.sent(CONDENSE) == [(DEFAULT_CONDENSE_SYSTEM_PROMPT.format(n=5),
@@ -413,7 +424,7 @@ def test_a_condensed_reply_over_the_maximum_is_cut(stream):
     assert [d["text"] for d in out["dropped"] if d["reason"] == "over_max"] == ["c3"]
 
 
-# --- malformed replies --------------------------------------------------------------------------------
+# --- malformed replies ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("reply", ["", "   \n", "1)\n2)", "```\n```"])
@@ -431,12 +442,13 @@ def test_extra_questions_are_dropped(stream):
     model = scripted(focal=QUESTIONS + "\n4) One too many?")
     out = create_reflection_graph(model, stream).invoke({})
     assert len(out["focal_points"]) == 3
-    assert {"stage": "focal_points", "reason": "over_max", "text": "One too many?"} in out["dropped"]
+    extra = {"stage": "focal_points", "reason": "over_max", "text": "One too many?"}
+    assert extra in out["dropped"]
     assert len(model.sent(INSIGHTS)) == 3
 
 
 def test_forced_run_without_memories_makes_no_call(clock):
-    empty = MemoryStream(PERSONA, embeddings=DeterministicFakeEmbedding(size=16), clock=clock)
+    empty = new_stream(clock)
     model = scripted()
     out = create_reflection_graph(model, empty, force=True).invoke({})
     assert out["status"] == "no_questions" and model.calls == []
@@ -465,7 +477,8 @@ def test_insight_replies_without_usable_evidence_write_nothing(stream, reply):
 
 def test_numbers_out_of_range_are_dropped_alone_and_reported(stream):
     # 6 memories are shown, numbered 0-5: a 1-based numbering cites 6, which does not exist
-    model = scripted(insights="Maria Lopez likes physics (because of 5, 6)\n2. Maria Lopez naps (because of 7)", focal=ONE)
+    reply = "Maria Lopez likes physics (because of 5, 6)\n2. Maria Lopez naps (because of 7)"
+    model = scripted(insights=reply, focal=ONE)
     out = create_reflection_graph(model, stream, n_focal_points=1).invoke({})
     entry = out["insights"][0]
     assert entry["insights"] == [{"text": "Maria Lopez likes physics",
@@ -491,34 +504,50 @@ def test_one_bad_reply_does_not_drop_the_other_questions(stream):
 
 
 def test_duplicate_insights_in_one_reply_are_merged(stream):
-    model = scripted(insights="Maria Lopez likes physics [0]\n2. maria lopez  likes physics. [3, 0]", focal=ONE)
+    reply = "Maria Lopez likes physics [0]\n2. maria lopez  likes physics. [3, 0]"
+    model = scripted(insights=reply, focal=ONE)
     out = create_reflection_graph(model, stream, n_focal_points=1).invoke({})
     entry = out["insights"][0]
-    assert [(x["text"], x["cited"]) for x in entry["insights"]] == [("Maria Lopez likes physics", [0, 3])]
+    merged = [(x["text"], x["cited"]) for x in entry["insights"]]
+    assert merged == [("Maria Lopez likes physics", [0, 3])]
     assert len(out["written"]) == 1
 
 
 def test_unreadable_triples_fall_back_and_are_reported(stream):
-    model = scripted(insights="A insight [0]\n2. B insight [1]", triples="1. (Maria Lopez, like, physics)", focal=ONE)
+    model = scripted(insights=TWO, triples="1. (Maria Lopez, like, physics)", focal=ONE)
     out = create_reflection_graph(model, stream, n_focal_points=1).invoke({})
     first, second = (stream.get(i) for i in out["written"])
     assert first.spo == (PERSONA, "like", "physics")
     assert second.spo == (PERSONA, "reflect", out["focal_points"][0])
     assert second.keywords == [PERSONA, "reflect", out["focal_points"][0]]
-    assert {"stage": "write_back", "reason": "triple_fallback", "text": "B insight"} in out["dropped"]
+    fallback = {"stage": "write_back", "reason": "triple_fallback", "text": "B insight"}
+    assert fallback in out["dropped"]
 
 
 def test_unreadable_batched_ratings_are_asked_alone_and_counted(stream):
     ratings = ["prose only", "7", "8"]
-    model = scripted(insights="A insight [0]\n2. B insight [1]", ratings=ratings, focal=ONE)
-    out = create_reflection_graph(model, stream, n_focal_points=1).invoke({}, {"max_concurrency": 1})
+    model = scripted(insights=TWO, ratings=ratings, focal=ONE)
+    graph = create_reflection_graph(model, stream, n_focal_points=1)
+    out = graph.invoke({}, {"max_concurrency": 1})
     assert [stream.get(i).poignancy for i in out["written"]] == [7, 8]
     assert out["llm_calls"] == 1 + 1 + 1 + 3 == len(model.calls)
 
 
+@pytest.mark.parametrize("run", ["sync", "async"])
+async def test_unratable_thoughts_get_the_fail_safe_poignancy(stream, run):
+    model = scripted(insights=TWO, ratings="no idea", focal=ONE)
+    graph = create_reflection_graph(model, stream, n_focal_points=1)
+    out = graph.invoke({}) if run == "sync" else await graph.ainvoke({})
+    assert [stream.get(i).poignancy for i in out["written"]] == [4, 4]
+    assert out["dropped"] == [{"stage": "write_back", "reason": "rating_fallback",
+                               "text": "no idea"}]
+    # focal points, insights, triples, the batch of ratings, then each thought alone
+    assert out["llm_calls"] == len(model.calls) == 1 + 1 + 1 + 1 + 2
+
+
 def test_a_question_with_nothing_to_retrieve_is_not_asked(clock):
     # only expired thoughts: the focal points see them, the retriever skips them
-    stream = MemoryStream(PERSONA, embeddings=DeterministicFakeEmbedding(size=16), clock=clock)
+    stream = new_stream(clock)
     stream.add_thought("Maria Lopez liked chess", poignancy=5, expiration=T0)
     clock.now = NOW
     model = scripted(focal=ONE)
@@ -528,16 +557,15 @@ def test_a_question_with_nothing_to_retrieve_is_not_asked(clock):
     assert len(model.calls) == 1 == out["llm_calls"]
 
 
-# --- async ------------------------------------------------------------------------------------------------
+# --- async ----------------------------------------------------------------------------------------
 
 
 async def test_async_run_matches_the_sync_run(clock):
     results = []
     for run in ("sync", "async"):
         clock.now = T0
-        stream = fill(MemoryStream(PERSONA, embeddings=DeterministicFakeEmbedding(size=16),
-                                   clock=clock), clock)
-        model = scripted(insights="Maria Lopez loves physics (because of 0, 1)\n2. Maria Lopez naps [9]")
+        stream = fill(new_stream(clock), clock)
+        model = scripted(insights="Maria Lopez loves physics (because of 0, 1)\n2. naps [9]")
         graph = create_reflection_graph(model, stream)
         out = graph.invoke({}) if run == "sync" else await graph.ainvoke({})
         nodes = [stream.get(i).model_dump() for i in out["written"]]
@@ -552,7 +580,7 @@ async def test_async_stream_of_updates(stream):
     assert names[0] == "check_trigger" and names[-1] == "reset_trigger"
 
 
-# --- counting, checkpointing, callbacks -------------------------------------------------------------------
+# --- counting, checkpointing, callbacks -----------------------------------------------------------
 
 
 class Starts(BaseCallbackHandler):
@@ -586,7 +614,7 @@ def test_a_given_importance_scorer_is_used(stream):
     assert out["llm_calls"] == len(model.calls) + len(scorer_model.calls) == 6
 
 
-# --- prompts and arguments ----------------------------------------------------------------------------------
+# --- prompts and arguments ------------------------------------------------------------------------
 
 
 def test_prompts_are_overridable_by_name(stream):
@@ -619,7 +647,7 @@ def test_bad_prompts_are_refused(stream, prompts, message):
 
 
 def test_bad_arguments_are_refused(stream, clock):
-    other = MemoryStream("Klaus Mueller", embeddings=DeterministicFakeEmbedding(size=16), clock=clock)
+    other = new_stream(clock, "Klaus Mueller")
     cases = [
         ({"trigger": "sometimes"}, "trigger"),
         ({"window": 0}, "window"),
@@ -638,15 +666,17 @@ def test_bad_arguments_are_refused(stream, clock):
         create_reflection_graph(scripted(), "Maria")  # type: ignore[arg-type]
 
 
-# --- imports ------------------------------------------------------------------------------------------------
+# --- imports --------------------------------------------------------------------------------------
 
 
 def test_modules_import_alone_in_fresh_processes():
     # importance imports reflection.prompts, which runs reflection/__init__ first: no cycle
     modules = ["langchain_genmem.importance", "langchain_genmem.reflection",
                "langchain_genmem.reflection.prompts", "langchain_genmem.reflection.conversation"]
-    runs = [subprocess.Popen([sys.executable, "-c", f"import {m}"], stderr=subprocess.PIPE, text=True)
-            for m in modules]
+    runs = [
+        subprocess.Popen([sys.executable, "-c", f"import {m}"], stderr=subprocess.PIPE, text=True)
+        for m in modules
+    ]
     for module, run in zip(modules, runs):
         _, errors = run.communicate(timeout=120)
         assert run.returncode == 0, f"{module}: {errors}"
