@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/genmem demo
+	$(BIN)/genmem demo "data/generative_agents/July1_the_ville_isabella_maria_klaus-step-3-12/personas/Maria Lopez/bootstrap_memory/associative_memory"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
