@@ -18,7 +18,13 @@ from langchain_genmem.errors import (
     UnknownNodeError,
     ValidationError,
 )
+from langchain_genmem.importance import ImportanceScorer
 from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.reflection import (
+    areflect_on_conversation,
+    create_reflection_graph,
+    reflect_on_conversation,
+)
 from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
 from langchain_genmem.state import StreamState
 from langchain_genmem.store import MemoryStream
@@ -28,6 +34,7 @@ __all__ = [
     "EmbeddingDimensionError",
     "GenMemError",
     "GenerativeAgentsRetriever",
+    "ImportanceScorer",
     "InteropError",
     "MemoryNode",
     "MemoryStream",
@@ -38,4 +45,7 @@ __all__ = [
     "StreamState",
     "UnknownNodeError",
     "ValidationError",
+    "areflect_on_conversation",
+    "create_reflection_graph",
+    "reflect_on_conversation",
 ]

@@ -56,6 +56,7 @@ __all__ = [
     "parse_ratings",
     "parse_triple",
     "parse_triples",
+    "text_key",
 ]
 
 T = TypeVar("T")
@@ -120,7 +121,7 @@ def _lines(text: str) -> Iterator[tuple[int | None, str]]:
             yield label, rest
 
 
-def _key(text: str) -> str:
+def text_key(text: str) -> str:
     """Return the comparison key of a text: case, spacing and final stop ignored."""
     return " ".join(text.casefold().split()).rstrip(".。")
 
@@ -302,8 +303,8 @@ def parse_focal_points(text: str, n: int | None = None) -> list[str]:
     seen: set[str] = set()
     for _, rest in _lines(_INLINE_ITEM.sub("\n", _clean(text))):
         question = _unquote(rest)
-        if _has_letter(question) and _key(question) not in seen:
-            seen.add(_key(question))
+        if _has_letter(question) and text_key(question) not in seen:
+            seen.add(text_key(question))
             questions.append(question)
     return questions if n is None else questions[: max(n, 0)]
 
@@ -379,7 +380,7 @@ def parse_insights(text: str) -> list[tuple[str, list[int]]]:
             if last is not None:
                 last.extend(number for number in cited if number not in last)
             continue
-        _, last = merged.setdefault(_key(insight), (insight, []))
+        _, last = merged.setdefault(text_key(insight), (insight, []))
         last.extend(number for number in cited if number not in last)
     return list(merged.values())
 

@@ -10,6 +10,7 @@ EXPECTED_ALL = sorted([
     "EmbeddingDimensionError",
     "GenMemError",
     "GenerativeAgentsRetriever",
+    "ImportanceScorer",
     "InteropError",
     "MemoryNode",
     "MemoryStream",
@@ -20,6 +21,9 @@ EXPECTED_ALL = sorted([
     "StreamState",
     "UnknownNodeError",
     "ValidationError",
+    "areflect_on_conversation",
+    "create_reflection_graph",
+    "reflect_on_conversation",
 ])
 
 
