@@ -65,3 +65,36 @@ def test_chat_agent_remembers_across_runs(tmp_path, scripted_openai):
     assert system["role"] == "system" and "Lena lives in Porto" in system["content"]
     scored = [r for r in srv.requests() if r["rule"] == 0]
     assert len(scored) == 2  # one batched importance call per turn
+
+
+DAY_RULES = [
+    {"when": r"most salient high-level questions",
+     "reply": "1) How does Isabella Rodriguez feel about the Valentine's Day party?\n"
+              "2) What does Hobbs Cafe mean to Isabella Rodriguez?"},
+    {"when": r"high-level insights can you infer",
+     "reply": "1. Isabella Rodriguez is excited about the Valentine's Day party (because of 0, 1)\n"
+              "2. Isabella Rodriguez takes pride in running Hobbs Cafe (because of 2, 99)"},
+    {"when": r"\(subject, predicate, object\) triple",
+     "reply": "1. (Isabella Rodriguez, be excited about, Valentine's Day party)\n"
+              "2. (Isabella Rodriguez, take pride in, Hobbs Cafe)"},
+    {"when": r"rate the likely poignancy of each of the following", "reply": "1. 7\n2. 6"},
+    {"when": r"following event for Isabella.*Event: [^\n]*(Valentine|party)", "reply": "8"},
+    {"when": r"following event for Isabella", "reply": "3"},
+]
+
+
+def test_reflect_over_a_day(tmp_path, scripted_openai):
+    srv = scripted_openai(DAY_RULES)
+    done = run_example("reflect_over_a_day.py", "--path", str(tmp_path / "day"), env=srv.env())
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "10:00  [ 8.0] Isabella Rodriguez is planning a Valentine's Day party" in out
+    assert "07:00  [ 3.0] Isabella Rodriguez is opening Hobbs Cafe" in out
+    assert "-> reflection due" in out
+    assert "reflection: reflected" in out
+    assert "Isabella Rodriguez is excited about the Valentine's Day party" in out
+    assert "Isabella Rodriguez takes pride in running Hobbs Cafe" in out
+    assert out.count("    because: ") >= 3  # every insight cites real memories
+    assert "trigger reset to 20" in out
+    calls = [r for r in srv.requests() if r["rule"] is not None]
+    assert f"{len(calls) - 7} model calls" in out  # 7 events were rated before reflecting

@@ -1,0 +1,87 @@
+"""A simulated day of events, then a reflection that writes cited insights as thoughts.
+
+The stream runs on a simulation clock: each event is stamped with its time of day, and the
+reflection happens "at night". Importance of each event is rated by the model, the trigger
+counts down as in the original, and the reflection graph turns the day into thoughts that cite
+the memories they rest on.
+
+    export OPENAI_API_KEY=...  [OPENAI_BASE_URL=...  OPENAI_MODEL=...]
+    python examples/reflect_over_a_day.py [--path FOLDER]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from datetime import datetime, timedelta
+
+from langchain_genmem import (
+    ConfigurationError,
+    ImportanceScorer,
+    MemoryStream,
+    create_reflection_graph,
+)
+from langchain_genmem.llm import chat_model_from_env
+
+PERSONA = "Isabella Rodriguez"
+DAY = [
+    # (time, description, subject, predicate, object)
+    ("07:00", "Isabella Rodriguez is opening Hobbs Cafe", PERSONA, "open", "Hobbs Cafe"),
+    ("08:30", "Maria Lopez ordered her usual latte at Hobbs Cafe", "Maria Lopez", "order",
+     "latte"),
+    ("10:00", "Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe", PERSONA,
+     "plan", "Valentine's Day party"),
+    ("12:15", "Klaus Mueller said he would come to the Valentine's Day party", "Klaus Mueller",
+     "accept", "party invitation"),
+    ("15:00", "Isabella Rodriguez is decorating the cafe with red and pink flowers", PERSONA,
+     "decorate", "cafe"),
+    ("18:30", "Isabella Rodriguez is counting the day's earnings", PERSONA, "count",
+     "earnings"),
+    ("21:00", "Isabella Rodriguez is closing Hobbs Cafe", PERSONA, "close", "Hobbs Cafe"),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
+    args = parser.parse_args()
+    try:
+        model = chat_model_from_env(temperature=0)
+    except ConfigurationError as e:
+        print(e, file=sys.stderr)
+        return 2
+    now = [datetime(2023, 2, 13, 6, 0)]
+    path = args.path or tempfile.mkdtemp(prefix="genmem-day-")
+    scorer = ImportanceScorer(model)
+    with MemoryStream(PERSONA, path=path, clock=lambda: now[0], importance=scorer) as stream:
+        # the day: one event at a time, each rated by the model as it happens
+        stream.update_settings(importance_trigger_max=20, importance_trigger_curr=20)
+        for clock, description, s, p, o in DAY:
+            hour, minute = map(int, clock.split(":"))
+            now[0] = now[0].replace(hour=hour, minute=minute)
+            node = stream.add_event(description, subject=s, predicate=p, object=o)
+            print(f"{clock}  [{node.poignancy:>4.1f}] {description}")
+        state = stream.state
+        print(f"\ntrigger: {state.importance_trigger_curr:g} left of "
+              f"{state.importance_trigger_max:g} after {state.importance_ele_n} events "
+              f"-> reflection {'due' if state.reflection_due else 'not due'}")
+
+        now[0] += timedelta(hours=2)  # 23:00: the persona reflects on the day
+        out = create_reflection_graph(model, stream, importance=scorer).invoke({})
+        print(f"reflection: {out['status']}, {out['llm_calls']} model calls "
+              f"(the original would make {out['original_llm_calls']})")
+        for question in out["focal_points"]:
+            print(f"  question: {question}")
+        for node_id in out["written"]:
+            thought = stream.get(node_id)
+            print(f"\n{node_id} (depth {thought.depth}, poignancy {thought.poignancy:g}): "
+                  f"{thought.description}")
+            for evidence in thought.evidence:
+                print(f"    because: {stream.get(evidence).description}")
+        print(f"\ntrigger reset to {stream.state.importance_trigger_curr:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""LangGraph deployment entry points (``langgraph.json`` points here)."""
