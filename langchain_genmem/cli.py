@@ -24,7 +24,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -48,7 +48,6 @@ from langchain_genmem.interop.generative_agents import (
     persona_of,
     scratch_time,
 )
-from langchain_genmem.scoring import DEFAULT_GAINS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,6 +64,9 @@ DEFAULT_FIXTURE = Path(
 DEFAULT_MODEL = "gpt-4o-mini"
 _CLI_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 _WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
+COMPONENTS = ("recency", "relevance", "importance")
+DEFAULT_PATH = Path(".genmem")
+DEFAULT_PNG = Path("genmem-explain.png")
 _TABLE_COLUMNS = ("#", "node", "type", "created", "score", "recency", "relevance", "importance")
 _TABLE_WIDTH = 76  # cells the columns before the description take (padding and rules included)
 _CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Zen Hei", "SimHei", "Microsoft YaHei")
@@ -178,26 +180,6 @@ class Weights:
             update_access=touch,
         )
 
-    def formula(self, stream: MemoryStream) -> str:
-        """The effective score formula, e.g. ``0.5×recency + 3×relevance + 2×importance``.
-
-        Args:
-            stream: the stream whose settings fill the unset weights.
-
-        Returns:
-            The formula.
-        """
-        state = stream.state
-        own = (self.recency_w, self.relevance_w, self.importance_w)
-        base = (state.recency_w, state.relevance_w, state.importance_w)
-        names = ("recency", "relevance", "importance")
-        parts = [
-            f"{_num((w if w is not None else b) * g)}×{n}"
-            for w, b, g, n in zip(own, base, DEFAULT_GAINS, names, strict=True)
-        ]
-        decay = state.recency_decay if self.decay is None else self.decay
-        return f"score = {' + '.join(parts)}  (recency mode {self.mode.value}, decay {_num(decay)})"
-
 
 @dataclass
 class Store:
@@ -241,15 +223,17 @@ class Store:
                 else:
                     self._client = chromadb.PersistentClient(path=str(self.path))
             except Exception as e:  # noqa: BLE001 - chromadb raises many kinds
-                where = f"the Chroma server at {self.host}:{self.port}" if self.host else str(self.path)
-                hint = "start it (chroma run --port N) or drop --chroma-host" if self.host else ""
-                msg = f"cannot open {where} ({_first_line(e)}){'; ' + hint if hint else ''}"
+                msg = f"cannot open {self.where()} ({_first_line(e)})"
+                if self.host:
+                    msg = f"{msg}; start it (chroma run --port N) or drop --chroma-host"
                 raise StorageError(msg) from e
         return self._client
 
     def where(self) -> str:
         """The store in words."""
-        return f"{self.host}:{self.port}" if self.host else str(self.path)
+        if self.host:
+            return f"the Chroma server at {self.host}:{self.port}"
+        return f"the store at {self.path}"
 
     def backend(self) -> ChromaBackend:
         """The storage backend on the collection."""
@@ -306,7 +290,7 @@ class Store:
             return personas[0]
         if not personas:
             msg = (
-                f"the store at {self.where()} holds no memories yet; run "
+                f"{self.where()} holds no memories yet; run "
                 "`genmem import FOLDER` or `genmem --persona NAME add ...`"
             )
         else:
@@ -324,7 +308,7 @@ def _main(
     path: Annotated[
         Path,
         typer.Option("--path", help="Folder of the embedded Chroma store (created if missing)."),
-    ] = Path(".genmem"),
+    ] = DEFAULT_PATH,
     chroma_host: Annotated[
         str | None,
         typer.Option("--chroma-host", help="Use the Chroma server on this host instead of --path."),
@@ -503,13 +487,14 @@ def search(
     """Weighted retrieval (recency, relevance, importance), with each memory's components."""
     stream = _store(ctx).open()
     weights = Weights(mode, recency_w, relevance_w, importance_w, decay)
-    rows = retrieve_rows(weights.retriever(stream, k, touch=not peek), query, k, filter_)
+    retriever = weights.retriever(stream, k, touch=not peek)
+    rows = retrieve_rows(retriever, query, k, filter_)
     if as_json:
         _echo_json(rows)
         return
     console = _console()
     console.print(score_table(rows, title=f"{stream.persona}: {query}"))
-    console.print(weights.formula(stream), highlight=False)
+    console.print(formula(retriever), highlight=False)
 
 
 @app.command()
@@ -517,32 +502,28 @@ def keywords(
     ctx: typer.Context,
     subject: Annotated[str, typer.Argument(help="Subject of the perceived event.")],
     predicate: Annotated[str, typer.Argument(help="Predicate of the perceived event.")],
-    object_: Annotated[str, typer.Argument(metavar="OBJECT", help="Object of the perceived event.")],
+    object_: Annotated[
+        str, typer.Argument(metavar="OBJECT", help="Object of the perceived event.")
+    ],
     limit: Annotated[int, typer.Option("--limit", min=0, help="Memories shown per type.")] = 10,
     as_json: AsJson = False,
 ) -> None:
     """The original's keyword retrieval: events and thoughts indexed under s, p or o."""
     stream = _store(ctx).open()
     report = keyword_report(stream, (subject, predicate, object_), limit)
-    if as_json:
-        _echo_json(report)
-    else:
-        print_keyword_report(_console(), report)
+    _show(report, print_keyword_report, as_json)
 
 
 @app.command()
 def stats(
     ctx: typer.Context,
-    top: Annotated[int, typer.Option("--top", min=0, help="Keyword strengths shown per type.")] = 10,
+    top: Annotated[
+        int, typer.Option("--top", min=0, help="Keyword strengths shown per type.")
+    ] = 10,
     as_json: AsJson = False,
 ) -> None:
     """Counts per type, depths, keyword strengths, reflection trigger and settings."""
-    stream = _store(ctx).open()
-    report = stream_stats(stream, top)
-    if as_json:
-        _echo_json(report)
-    else:
-        print_stats(_console(), report)
+    _show(stream_stats(_store(ctx).open(), top), print_stats, as_json)
 
 
 @app.command()
@@ -551,7 +532,7 @@ def explain(
     query: Annotated[str, typer.Argument(help="The focal point to explain.")],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The PNG file to write.")
-    ] = Path("genmem-explain.png"),
+    ] = DEFAULT_PNG,
     k: K = 10,
     mode: Mode = RecencyMode.hours,
     recency_w: RecencyW = None,
@@ -640,6 +621,36 @@ def retrieve_rows(
     return retrieve_memories(retriever, query, k=k, filter=filter_).to_dict("records")
 
 
+def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:
+    """What each normalised component is multiplied by: persona or given weight × gain.
+
+    Args:
+        retriever: the retriever.
+
+    Returns:
+        ``{"recency": ..., "relevance": ..., "importance": ...}``.
+    """
+    w = retriever._weights()  # the retriever's own resolution of None to the persona's weights
+    weights = (w.recency_w, w.relevance_w, w.importance_w)
+    return {n: x * g for n, x, g in zip(COMPONENTS, weights, w.gains, strict=True)}
+
+
+def formula(retriever: GenerativeAgentsRetriever) -> str:
+    """The score formula a retriever applies, e.g. ``score = 0.5×recency + 3×relevance + ...``.
+
+    Args:
+        retriever: the retriever.
+
+    Returns:
+        The formula, with the recency mode and decay.
+    """
+    parts = " + ".join(f"{_num(g)}×{n}" for n, g in effective_gains(retriever).items())
+    decay = retriever.recency_decay
+    if decay is None:
+        decay = retriever.memory_stream.state.recency_decay
+    return f"score = {parts}  (recency mode {retriever.recency_mode}, decay {_num(decay)})"
+
+
 def score_table(
     rows: Sequence[Mapping[str, Any]], *, title: str | None, width: int | None = None
 ) -> Table:
@@ -659,7 +670,8 @@ def score_table(
 
     table = Table(title=title, box=None, title_justify="left", pad_edge=False, header_style="bold")
     for name in _TABLE_COLUMNS:
-        table.add_column(name, justify="left" if name in ("node", "type") else "right", no_wrap=True)
+        justify = "left" if name in ("node", "type") else "right"
+        table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("description", overflow="fold")
     room = None if width is None else max(20, width - _TABLE_WIDTH)
     for i, r in enumerate(rows, start=1):
@@ -671,7 +683,7 @@ def score_table(
             r["node_id"],
             r["type"],
             f"{r['created']:%m-%d %H:%M}",
-            *(f"{r[c]:.2f}" for c in ("score", "recency", "relevance", "importance")),
+            *(f"{r[c]:.2f}" for c in ("score", *COMPONENTS)),
             text,
         )
     return table
@@ -697,7 +709,8 @@ def keyword_report(stream: MemoryStream, spo: tuple[str, str, str], limit: int) 
     return {
         "query": list(spo),
         "strength": {
-            t: {kw: strength[t].get(kw.lower(), 0) for kw in spo if kw} for t in ("event", "thought")
+            t: {kw: strength[t].get(kw.lower(), 0) for kw in spo if kw}
+            for t in ("event", "thought")
         },
         **{
             name: {
@@ -778,8 +791,8 @@ def print_stats(console: Console, report: Mapping[str, Any]) -> None:
         f"{report['persona']}: {_plural(report['memories'], 'memory', 'memories')} ({types}); "
         f"{report['vector_size']}-d vectors; clock {report['clock']:{_CLI_TIME_FORMAT}}",
         f"depth histogram: {depths}",
-        f"reflection trigger: {trig['importance_trigger_curr']} of {trig['importance_trigger_max']} "
-        f"left after {trig['importance_ele_n']} events ({due})",
+        f"reflection trigger: {trig['importance_trigger_curr']} of "
+        f"{trig['importance_trigger_max']} left after {trig['importance_ele_n']} events ({due})",
         "settings: " + ", ".join(f"{k} {v}" for k, v in report["settings"].items()),
     ]
     for kind, counts in report["keyword_strength"].items():
@@ -805,19 +818,13 @@ def save_explain_png(
     Raises:
         ConfigurationError: matplotlib is not installed.
     """
-    try:
-        import matplotlib  # noqa: F401 - the optional extra itself
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as e:
-        msg = "explain needs matplotlib: pip install 'langchain-genmem[plot]'"
-        raise ConfigurationError(msg) from e
-    weights = retriever._weights()
-    gains = {
-        "recency": weights.recency_w * weights.gains[0],
-        "relevance": weights.relevance_w * weights.gains[1],
-        "importance": weights.importance_w * weights.gains[2],
-    }
+    from langchain_genmem.dataframe import require_extra
+
+    require_extra("matplotlib", "plot", "explain")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    gains = effective_gains(retriever)
     fig = Figure(figsize=(11, 1.2 + 0.45 * max(len(rows), 1)), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -855,7 +862,8 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
     started = time.perf_counter()
     persona = persona_of(folder) or "demo persona"
     say = _sayer(console)
-    say("genmem demo", "Generative Agents memory offline; default model multilingual-e5-small (384-d)")
+    say("genmem demo", "Generative Agents memory offline; default model "
+        "multilingual-e5-small (384-d)")
     stream = load_associative_memory(folder, persona=persona, progress=progress)
     imported = time.perf_counter() - started
     then = stream.clock()
@@ -872,11 +880,12 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
     ]
     for name, why, weights in sections:
         say(name, why)
-        rows = retrieve_rows(weights.retriever(stream, k, touch=False), focal, k, None)
+        retriever = weights.retriever(stream, k, touch=False)
+        rows = retrieve_rows(retriever, focal, k, None)
         console.print(score_table(rows, title=None, width=console.width))
-        console.print(f"   {weights.formula(stream)}", highlight=False)
+        console.print(f"   {formula(retriever)}", highlight=False)
     retrieve_rows(Weights().retriever(stream, 3, touch=True), focal, 3, None)
-    later = then.replace(hour=18, minute=0, second=0)
+    later = then + timedelta(hours=3)
     stream.clock = FixedClock(later)
     say("5. Recall", f"the top 3 of 3. are retrieved at {then:%H:%M} (last_accessed := now); "
         f"at {later:%H:%M} the query of 4. puts them first")
@@ -942,12 +951,10 @@ def _chat_model() -> Any:
             f"another server, OPENAI_BASE_URL; OPENAI_MODEL, default {DEFAULT_MODEL})"
         )
         raise ConfigurationError(msg)
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError as e:
-        msg = "reflect needs langchain-openai: pip install 'langchain-genmem[openai]'"
-        raise ConfigurationError(msg) from e
-    return ChatOpenAI(
+    from langchain_genmem.dataframe import require_extra
+
+    openai = require_extra("langchain_openai", "openai", "reflect")
+    return openai.ChatOpenAI(
         model=os.environ.get("OPENAI_MODEL", DEFAULT_MODEL),
         base_url=os.environ.get("OPENAI_BASE_URL") or None,
     )
@@ -986,6 +993,13 @@ def _console() -> Console:
     from rich.console import Console
 
     return Console(width=None if sys.stdout.isatty() else _WIDTH, highlight=False)
+
+
+def _show(report: Mapping[str, Any], printer: Any, as_json: bool) -> None:
+    if as_json:
+        _echo_json(report)
+    else:
+        printer(_console(), report)
 
 
 def _echo_json(data: Any) -> None:

@@ -11,11 +11,13 @@ Example:
 
         get_memory_df(stream).groupby("type").poignancy.mean()
         retriever = GenerativeAgentsRetriever(stream=stream, k=10)
-        retrieve_memories(retriever, "Klaus Mueller", filter='relevance > 0.5 and type == "thought"')
+        retrieve_memories(retriever, "Klaus Mueller", k=5,
+                          filter='relevance > 0.5 and type == "thought"')
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +59,27 @@ RESULT_COLUMNS = (
 NODE_COLUMNS = tuple(MemoryNode.model_fields)
 
 
+def require_extra(module: str, extra: str, purpose: str) -> Any:
+    """Import a module of an optional extra, or say how to install the extra.
+
+    Args:
+        module: the module to import (``"pandas"``, ``"matplotlib"``).
+        extra: the package extra that provides it (``"pandas"``, ``"plot"``).
+        purpose: what needs it, for the message.
+
+    Returns:
+        The module.
+
+    Raises:
+        ConfigurationError: the module is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        msg = f"{purpose} needs {module}: pip install 'langchain-genmem[{extra}]'"
+        raise ConfigurationError(msg) from e
+
+
 def require_pandas() -> Any:
     """Import pandas, or say how to install it.
 
@@ -66,12 +89,7 @@ def require_pandas() -> Any:
     Raises:
         ConfigurationError: pandas is not installed.
     """
-    try:
-        import pandas
-    except ImportError as e:
-        msg = "this needs pandas: pip install 'langchain-genmem[pandas]'"
-        raise ConfigurationError(msg) from e
-    return pandas
+    return require_extra("pandas", "pandas", "this")
 
 
 def get_memory_df(stream: MemoryStream, *, vectors: bool = False) -> pd.DataFrame:

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from langchain_genmem.errors import InteropError, ValidationError
+from langchain_genmem.errors import EmbeddingDimensionError, InteropError, ValidationError
 from langchain_genmem.inputs import validate_items
 from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
 from langchain_genmem.nodes import NODE_ID_RE, MemoryNode
@@ -367,11 +367,15 @@ def _open_empty(
     return stream
 
 
-def _fill(stream: MemoryStream, saved: SavedMemory, *, reembed: bool | None, progress: bool) -> None:
+def _fill(
+    stream: MemoryStream, saved: SavedMemory, *, reembed: bool | None, progress: bool
+) -> None:
     vectors = _vectors(saved, stream.embeddings, reembed, progress, stream.persona)
     items = [{**item, "embedding": vectors[item["embedding_key"]]} for item in saved.items]
     try:
         stream.add_many(items, state=saved.state())
+    except EmbeddingDimensionError:
+        raise  # the store holds vectors of another size: its own message says what to do
     except ValidationError as e:
         raise InteropError(str(e), path=str(saved.folder / NODES_FILE)) from e
 
@@ -547,14 +551,17 @@ def _read_scratch(path: Path) -> tuple[dict[str, float], dict[str, Any]]:
         if name not in raw:
             continue
         value = raw[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
             raise InteropError(f"{name}: expected a number, got {value!r}", path=str(path))
         settings[name] = value
     extra = {k: v for k, v in raw.items() if k not in SETTINGS and _is_scalar(v)}
     return settings, extra
 
 
-def _parse_time(value: Any, fmt: str, *, where: str, path: str | None, node_id: str | None = None) -> datetime:
+def _parse_time(
+    value: Any, fmt: str, *, where: str, path: str | None, node_id: str | None = None
+) -> datetime:
     try:
         return datetime.strptime(value, fmt)
     except (TypeError, ValueError) as e:
@@ -623,10 +630,11 @@ def dump_associative_memory(stream: MemoryStream, folder: str | os.PathLike[str]
     scratch.update(state.extra)
     scratch.update({name: _plain(getattr(state, name)) for name in SETTINGS})
     strength = stream.kw_strength
+    vectors = stream.embeddings_by_key()
     files: list[tuple[Path, Any]] = [
         (root / NODES_FILE, {n.node_id: node_record(n) for n in stream.nodes()}),
-        (root / EMBEDDINGS_FILE, {k: _json_vector(v) for k, v in stream.embeddings_by_key().items()}),
-        (root / KW_STRENGTH_FILE, {f"kw_strength_{t}": strength.get(t, {}) for t in STRENGTH_TYPES}),
+        (root / EMBEDDINGS_FILE, {k: _json_vector(v) for k, v in vectors.items()}),
+        (root / KW_STRENGTH_FILE, _strength_record(strength)),
         (scratch_path, scratch),
     ]
     for path, data in files:
@@ -647,8 +655,8 @@ def node_record(node: MemoryNode) -> dict[str, Any]:
         "type_count": node.type_count,
         "type": node.type,
         "depth": node.depth,
-        "created": node.created.strftime(NODE_TIME_FORMAT),
-        "expiration": None if node.expiration is None else node.expiration.strftime(NODE_TIME_FORMAT),
+        "created": _format_time(node.created),
+        "expiration": _format_time(node.expiration),
         "subject": node.subject,
         "predicate": node.predicate,
         "object": node.object,
@@ -685,6 +693,14 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> No
             raise
     except OSError as e:
         raise InteropError(f"cannot write the file ({e})", path=str(path)) from e
+
+
+def _strength_record(strength: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    return {f"kw_strength_{t}": dict(strength.get(t, {})) for t in STRENGTH_TYPES}
+
+
+def _format_time(value: datetime | None) -> str | None:
+    return None if value is None else value.strftime(NODE_TIME_FORMAT)
 
 
 def _plain(value: float) -> int | float:

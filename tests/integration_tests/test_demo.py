@@ -60,7 +60,8 @@ def test_command_line_on_a_chroma_server(chroma_server, tmp_path: Path) -> None:
              "--collection", f"cli-{os.getpid()}"]
     result = runner.invoke(app, [*where, "import", str(ISABELLA), "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert f"into {chroma_server.host}:{chroma_server.port}" in result.output
-    rows = json.loads(runner.invoke(app, [*where, "search", "派对 party", "-k", "2", "--json"]).output)
+    assert f"into the Chroma server at {chroma_server.host}:{chroma_server.port}" in result.output
+    found = runner.invoke(app, [*where, "search", "派对 party", "-k", "2", "--json"])
+    rows = json.loads(found.output)
     assert rows[0]["node_id"] == "node_10"
     assert json.loads(runner.invoke(app, [*where, "stats", "--json"]).output)["memories"] == 14

@@ -36,7 +36,8 @@ def isabella_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Isabella imported once, with the real default model (re-embedded to 384-d)."""
     store = tmp_path_factory.mktemp("cli") / "store"
     result = run(store, "import", str(ASSOC), "--no-progress")
-    assert "Imported Isabella Rodriguez: 14 memories (8 events, 6 thoughts, 0 chats), 384-d" in result.output
+    expected = "Imported Isabella Rodriguez: 14 memories (8 events, 6 thoughts, 0 chats), 384-d"
+    assert expected in result.output
     return store
 
 
@@ -100,7 +101,8 @@ def test_import_needs_a_persona_when_the_path_does_not_name_one(tmp_path: Path) 
     shutil.copytree(ASSOC, folder)
     result = run(tmp_path / "store", "import", str(folder), code=2)
     assert "give --persona NAME" in result.output
-    out = run(tmp_path / "store", "--persona", "伊莎贝拉", "import", str(folder), "--no-progress").output
+    out = run(tmp_path / "store", "--persona", "伊莎贝拉", "import", str(folder),
+              "--no-progress").output
     assert "Imported 伊莎贝拉: 14 memories" in out
 
 
@@ -154,7 +156,9 @@ def test_add_every_kind_including_chinese(store: Path) -> None:
         (["add", "event", "x"], 2, "--poignancy"),
     ],
 )
-def test_add_refuses_bad_input_with_a_hint(store: Path, args: list[str], code: int, message: str) -> None:
+def test_add_refuses_bad_input_with_a_hint(
+    store: Path, args: list[str], code: int, message: str
+) -> None:
     result = run(store, *args, code=code)
     assert message in result.output
     assert len(MemoryStream("Isabella Rodriguez", path=store)) == 14
@@ -274,7 +278,9 @@ def test_explain_without_matplotlib_says_what_to_install(
     assert not (tmp_path / "x.png").exists()
 
 
-def test_reflect_without_api_key_says_what_to_set(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reflect_without_api_key_says_what_to_set(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     result = run(store, "reflect", code=2)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
@@ -294,7 +300,9 @@ def test_demo_on_a_small_persona(tmp_path: Path) -> None:
     assert not (tmp_path / "chroma.sqlite3").exists()  # the demo store is temporary
 
 
-def test_demo_without_the_fixture_is_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_without_the_fixture_is_a_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from langchain_genmem import cli
 
     monkeypatch.chdir(tmp_path)

@@ -18,11 +18,12 @@ from langchain_genmem.store import MemoryStream
 
 START = datetime(2023, 2, 13, 8, 0, 0)
 NOW = datetime(2023, 2, 13, 20, 0, 0)
+FAKE = DeterministicFakeEmbedding(size=32)
 
 
 @pytest.fixture
 def stream() -> MemoryStream:
-    s = MemoryStream("Maria Lopez", embeddings=DeterministicFakeEmbedding(size=32), clock=FixedClock(NOW))
+    s = MemoryStream("Maria Lopez", embeddings=FAKE, clock=FixedClock(NOW))
     items = [
         {"type": "event", "description": f"Maria Lopez does thing {i}", "poignancy": 1 + i % 9,
          "created": START + timedelta(minutes=30 * i), "predicate": "do", "object": f"thing {i}"}
@@ -30,8 +31,8 @@ def stream() -> MemoryStream:
     ]
     items.append({"type": "thought", "description": "Maria Lopez likes physics", "poignancy": 8,
                   "created": START + timedelta(hours=7), "filling": ["node_1", "node_2"]})
-    items.append({"type": "thought", "description": "Maria Lopez has a crush on Klaus", "poignancy": 9,
-                  "created": START + timedelta(hours=8), "filling": ["node_13"]})
+    items.append({"type": "thought", "description": "Maria Lopez has a crush on Klaus",
+                  "poignancy": 9, "created": START + timedelta(hours=8), "filling": ["node_13"]})
     items.append({"type": "chat", "description": "a chat", "poignancy": 3, "created": START,
                   "filling": [["Maria Lopez", "hi"], ["Klaus Mueller", "你好"]]})
     s.add_many(items)
@@ -56,7 +57,7 @@ def test_memory_df_can_carry_vectors(stream: MemoryStream) -> None:
 
 
 def test_memory_df_of_an_empty_stream_has_the_columns() -> None:
-    df = get_memory_df(MemoryStream("x", embeddings=DeterministicFakeEmbedding(size=4)))
+    df = get_memory_df(MemoryStream("x", embeddings=FAKE))
     assert len(df) == 0 and "description" in df.columns
 
 
@@ -103,12 +104,14 @@ def test_filter_errors_come_before_retrieval(stream: MemoryStream) -> None:
 
 
 def test_filter_on_an_empty_stream_gives_an_empty_table() -> None:
-    retriever = GenerativeAgentsRetriever(stream=MemoryStream("x", embeddings=DeterministicFakeEmbedding(size=4)))
+    retriever = GenerativeAgentsRetriever(stream=MemoryStream("x", embeddings=FAKE))
     df = retrieve_memories(retriever, "x", filter="relevance > 0.5")
     assert len(df) == 0 and list(df.columns) == list(RESULT_COLUMNS)
 
 
-def test_missing_pandas_says_how_to_install(stream: MemoryStream, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_pandas_says_how_to_install(
+    stream: MemoryStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ConfigurationError, match=r"pip install 'langchain-genmem\[pandas\]'"):
         get_memory_df(stream)

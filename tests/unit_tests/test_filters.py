@@ -59,7 +59,8 @@ def ids(df: pd.DataFrame, text: str) -> list[str]:
         ("relevance < 0.2 or relevance > 0.8", ["node_1", "node_3"]),
         ('(relevance < 0.2 or relevance > 0.8) and type == "thought"', ["node_3"]),
         ('relevance < 0.2 or relevance > 0.8 and type == "thought"', ["node_1", "node_3"]),
-        ("relevance > 0.5 AND NOT type == 'event' Or poignancy == 5", ["node_2", "node_3", "node_4"]),
+        ("relevance > 0.5 AND NOT type == 'event' Or poignancy == 5",
+         ["node_2", "node_3", "node_4"]),
         ("description == '玛丽亚在学习'", ["node_1"]),
         ("description == 'it\\'s raining'", ["node_2"]),
         ('description == "say \\"hi\\""', ["node_3"]),
@@ -156,7 +157,8 @@ def test_messages_say_where_and_what_is_allowed() -> None:
 
 
 def test_unknown_column_is_named_with_the_known_ones(df: pd.DataFrame) -> None:
-    with pytest.raises(ValidationError, match=r"unknown column '__class__'; columns are node_id, type"):
+    known = r"unknown column '__class__'; columns are node_id, type"
+    with pytest.raises(ValidationError, match=known):
         apply_filter(df, "__class__ > 1")
     with pytest.raises(ValidationError, match="unknown column 'score'"):
         check_columns(parse_filter("score > 1 or relevance > 1"), df.columns)

@@ -28,6 +28,7 @@ MARIA = DATA / "July1_the_ville_isabella_maria_klaus-step-3-12/personas/Maria Lo
 ISABELLA = DATA / "July1_the_ville_isabella_maria_klaus-step-3-2/personas/Isabella Rodriguez"
 FIXTURES = {"Maria Lopez": MARIA, "Isabella Rodriguez": ISABELLA}
 ASSOC = Path("bootstrap_memory/associative_memory")
+FAKE = DeterministicFakeEmbedding(size=8)
 
 
 class LookupEmbeddings(Embeddings):
@@ -62,6 +63,13 @@ def saved(folder: Path, name: str) -> Any:
     return json.loads((folder / name).read_text("utf-8"))
 
 
+def load(folder: Path, persona: str = "x", **kwargs: Any) -> MemoryStream:
+    """Load quietly, with a fake 8-d model unless another is given."""
+    kwargs.setdefault("embeddings", FAKE)
+    kwargs.setdefault("progress", False)
+    return load_associative_memory(folder, persona=persona, **kwargs)
+
+
 @pytest.fixture
 def isabella(tmp_path: Path) -> Path:
     """A writable copy of Isabella's bootstrap_memory; returns its associative_memory folder."""
@@ -83,7 +91,7 @@ def edit(path: Path, change: Any) -> None:
 def test_round_trip_keeps_every_field_with_the_stored_vectors(persona: str, tmp_path: Path) -> None:
     source = FIXTURES[persona]
     emb = LookupEmbeddings(source)
-    first = load_associative_memory(source / ASSOC, persona=persona, embeddings=emb, progress=False)
+    first = load(source / ASSOC, persona, embeddings=emb)
     assert emb.document_calls == 0  # the 1536-d vectors fit: nothing re-embedded
     raw_nodes = saved(source / ASSOC, "nodes.json")
     raw_vectors = saved(source / ASSOC, "embeddings.json")
@@ -103,15 +111,13 @@ def test_round_trip_keeps_every_field_with_the_stored_vectors(persona: str, tmp_
     assert saved(out, "kw_strength.json") == saved(source / ASSOC, "kw_strength.json")
     assert set(saved(out, "embeddings.json")) == set(raw_vectors)
 
-    second = load_associative_memory(out, persona=persona, embeddings=emb, progress=False)
+    second = load(out, persona, embeddings=emb)
     assert content(second) == content(first)
     assert second.clock() == first.clock()
 
 
 def test_loaded_state_follows_scratch_json() -> None:
-    stream = load_associative_memory(
-        MARIA / ASSOC, persona="Maria Lopez", embeddings=LookupEmbeddings(MARIA), progress=False
-    )
+    stream = load(MARIA / ASSOC, "Maria Lopez", embeddings=LookupEmbeddings(MARIA))
     scratch = saved(MARIA / "bootstrap_memory", "scratch.json")
     state = stream.state
     for name in ("recency_w", "relevance_w", "importance_w", "recency_decay",
@@ -120,14 +126,17 @@ def test_loaded_state_follows_scratch_json() -> None:
     assert state.extra["curr_time"] == "February 13, 2023, 15:17:40"
     assert state.extra["thought_count"] == 5
     assert "daily_req" not in state.extra  # lists are not scalar scratch values
-    assert stream.kw_strength["event"] == saved(MARIA / ASSOC, "kw_strength.json")["kw_strength_event"]
+    strength = saved(MARIA / ASSOC, "kw_strength.json")
+    assert stream.kw_strength == {
+        "event": strength["kw_strength_event"], "thought": strength["kw_strength_thought"]
+    }
     assert stream.state.type_count == {"event": 222, "thought": 42, "chat": 3}
     assert max(n.depth for n in stream.nodes()) == 3
     assert stream.clock() == datetime(2023, 2, 13, 15, 17, 40)
 
 
 def test_default_model_reembeds_the_1536d_vectors() -> None:
-    stream = load_associative_memory(ISABELLA / ASSOC, persona="Isabella Rodriguez", progress=False)
+    stream = load(ISABELLA / ASSOC, "Isabella Rodriguez", embeddings=None)
     assert stream.state.dim == 384
     node = stream.get("node_3")
     expected = stream.embeddings.embed_documents([node.embedding_key])[0]
@@ -138,12 +147,11 @@ def test_default_model_reembeds_the_1536d_vectors() -> None:
     ("size", "reembed", "kept"),
     [(1536, None, True), (1536, True, False), (8, None, False), (8, False, True)],
 )
-def test_vectors_are_kept_when_they_fit_unless_forced(size: int, reembed: bool | None, kept: bool) -> None:
+def test_vectors_are_kept_when_they_fit_unless_forced(
+    size: int, reembed: bool | None, kept: bool
+) -> None:
     emb = DeterministicFakeEmbedding(size=size)
-    stream = load_associative_memory(
-        ISABELLA / ASSOC, persona="Isabella Rodriguez", embeddings=emb, reembed=reembed,
-        progress=False,
-    )
+    stream = load(ISABELLA / ASSOC, embeddings=emb, reembed=reembed)
     node = stream.get("node_1")
     stored = saved(ISABELLA / ASSOC, "embeddings.json")[node.embedding_key]
     got = stream.vector("node_1")
@@ -154,22 +162,19 @@ def test_vectors_are_kept_when_they_fit_unless_forced(size: int, reembed: bool |
 
 
 def test_progress_bar_draws_on_stderr_only(capsys: pytest.CaptureFixture[str]) -> None:
-    emb = DeterministicFakeEmbedding(size=8)
-    load_associative_memory(ISABELLA / ASSOC, persona="Isabella Rodriguez", embeddings=emb)
+    load(ISABELLA / ASSOC, "Isabella Rodriguez", progress=True)
     out, err = capsys.readouterr()
     assert out == ""
     assert "Embedding Isabella Rodriguez" in err and "14/14" in err
-    load_associative_memory(ISABELLA / ASSOC, persona="I2", embeddings=emb, progress=False)
+    load(ISABELLA / ASSOC, "I2")
     assert capsys.readouterr().err == ""
 
 
 def test_clock_is_the_simulation_time_unless_given(isabella: Path) -> None:
-    emb = DeterministicFakeEmbedding(size=8)
     given = FixedClock(datetime(2024, 1, 1))
-    assert load_associative_memory(isabella, persona="a", embeddings=emb, progress=False,
-                                   clock=given).clock is given
+    assert load(isabella, "a", clock=given).clock is given
     (isabella.parent / "scratch.json").unlink()
-    stream = load_associative_memory(isabella, persona="b", embeddings=emb, progress=False)
+    stream = load(isabella, "b")
     assert stream.clock() == max(n.created for n in stream.nodes())  # no scratch: newest memory
     assert stream.state.recency_decay == 0.99  # the stream's default
 
@@ -177,8 +182,7 @@ def test_clock_is_the_simulation_time_unless_given(isabella: Path) -> None:
 def test_saved_strength_replaces_the_replayed_one_unless_empty(isabella: Path) -> None:
     edit(isabella / "kw_strength.json",
          lambda d: d.update(kw_strength_event={}, kw_strength_thought={"plan": 99}))
-    stream = load_associative_memory(isabella, persona="x", embeddings=DeterministicFakeEmbedding(size=8),
-                                     progress=False)
+    stream = load(isabella)
     # events: replayed (idle events do not count), as the original keeps them for an empty map
     assert stream.kw_strength == {
         "event": {"sleep": 1, "isabella rodriguez": 1, "bed": 1, "used": 1},
@@ -188,29 +192,28 @@ def test_saved_strength_replaces_the_replayed_one_unless_empty(isabella: Path) -
 
 def test_bare_string_evidence_id_loads_and_dumps_as_is(isabella: Path, tmp_path: Path) -> None:
     edit(isabella / "nodes.json", lambda d: d["node_14"].update(filling="node_2"))
-    stream = load_associative_memory(isabella, persona="x", embeddings=DeterministicFakeEmbedding(size=8),
-                                     progress=False)
+    stream = load(isabella)
     assert stream.get("node_14").filling == "node_2"
     assert stream.get("node_13").filling is None
-    dump_associative_memory(stream, tmp_path / "out" / "associative_memory")
-    assert saved(tmp_path / "out" / "associative_memory", "nodes.json")["node_14"]["filling"] == "node_2"
+    out = tmp_path / "out" / "associative_memory"
+    dump_associative_memory(stream, out)
+    assert saved(out, "nodes.json")["node_14"]["filling"] == "node_2"
 
 
-@pytest.mark.xfail(strict=True, reason="MemoryStream rejects a thought filling that is not a node id")
+@pytest.mark.xfail(strict=True, reason="MemoryStream refuses a thought filling not a node id")
 def test_bare_text_filling_loads(isabella: Path) -> None:
     edit(isabella / "nodes.json", lambda d: d["node_14"].update(filling="a note"))
-    stream = load_associative_memory(isabella, persona="x", embeddings=DeterministicFakeEmbedding(size=8),
-                                     progress=False)
+    stream = load(isabella)
     assert stream.get("node_14").filling == "a note"
 
 
 def test_chinese_persona_round_trip_through_a_storage_folder(tmp_path: Path) -> None:
     emb = DeterministicFakeEmbedding(size=16)
     stream = MemoryStream("玛丽亚", embeddings=emb, clock=FixedClock(datetime(2023, 2, 13, 9)))
-    e = stream.add_event("玛丽亚在咖啡馆学习物理", subject="玛丽亚", predicate="学习", object="物理",
-                         poignancy=4)
-    c = stream.add_chat("玛丽亚和克劳斯聊论文", poignancy=6,
-                        filling=[["玛丽亚", "你好，克劳斯！"], ["克劳斯", "论文写得怎么样？"]])
+    e = stream.add_event("玛丽亚在咖啡馆学习物理", subject="玛丽亚", predicate="学习",
+                         object="物理", poignancy=4)
+    lines = [["玛丽亚", "你好，克劳斯！"], ["克劳斯", "论文写得怎么样？"]]
+    c = stream.add_chat("玛丽亚和克劳斯聊论文", poignancy=6, filling=lines)
     stream.add_thought("玛丽亚喜欢物理", poignancy=7.5, evidence=[e.node_id, c.node_id],
                        keywords=["玛丽亚", "物理"])
     stream.set_extra(curr_time="February 13, 2023, 09:00:00", name="玛丽亚")
@@ -251,21 +254,21 @@ def test_import_storage_checks_every_persona_before_storing_any(tmp_path: Path) 
     (sim / "personas" / "Maria Lopez" / ASSOC / "kw_strength.json").write_text("{", "utf-8")
     store = tmp_path / "store"
     with pytest.raises(InteropError, match="kw_strength.json"):
-        import_storage(sim, embeddings=DeterministicFakeEmbedding(size=8), progress=False, path=store)
-    assert len(MemoryStream("Isabella Rodriguez", path=store, embeddings=DeterministicFakeEmbedding(size=8))) == 0
+        import_storage(sim, embeddings=FAKE, progress=False, path=store)
+    assert len(MemoryStream("Isabella Rodriguez", path=store, embeddings=FAKE)) == 0
 
 
 def test_dump_updates_our_keys_of_an_existing_scratch_and_keeps_the_rest(isabella: Path) -> None:
-    stream = load_associative_memory(isabella, persona="x", embeddings=DeterministicFakeEmbedding(size=8),
-                                     progress=False)
+    stream = load(isabella)
     stream.update_settings(recency_w=2.5, importance_trigger_curr=-3)
     before = saved(isabella.parent, "scratch.json")
     dump_associative_memory(stream, isabella)
     after = saved(isabella.parent, "scratch.json")
     assert after["recency_w"] == 2.5 and after["importance_trigger_curr"] == -3
     assert isinstance(after["importance_trigger_max"], int)
-    assert {k: v for k, v in after.items() if k not in ("recency_w", "importance_trigger_curr")} == {
-        k: v for k, v in before.items() if k not in ("recency_w", "importance_trigger_curr")
+    ours = ("recency_w", "importance_trigger_curr")
+    assert {k: v for k, v in after.items() if k not in ours} == {
+        k: v for k, v in before.items() if k not in ours
     }
     assert list(after) == list(before)  # keys stay where they were
 
@@ -324,29 +327,51 @@ def _key_of(folder: Path, node: str) -> str:
     return saved(folder, "nodes.json")[node]["embedding_key"]
 
 
+def _unlink(name: str) -> Any:
+    return lambda f: (f / name).unlink()
+
+
+def _write(name: str, text: str) -> Any:
+    return lambda f: (f.parent / name if name == "scratch.json" else f / name).write_text(text)
+
+
+def _vector(node: str, value: Any) -> Any:
+    def change(f: Path) -> None:
+        key = _key_of(f, node)
+        def apply(d: dict[str, Any]) -> None:
+            if value is None:
+                del d[key]
+            else:
+                d[key] = value
+
+        edit(f / "embeddings.json", apply)
+
+    return change
+
+
+def _nodes(change: Any) -> Any:
+    return lambda f: edit(f / "nodes.json", change)
+
+
+def _scratch(change: Any) -> Any:
+    return lambda f: edit(f.parent / "scratch.json", change)
+
+
+# case: (file named, node named or None, how to break the folder)
 MALFORMED = {
-    "missing nodes.json": ("nodes.json", None, lambda f: (f / "nodes.json").unlink()),
-    "missing embeddings.json": ("embeddings.json", None, lambda f: (f / "embeddings.json").unlink()),
-    "missing kw_strength.json": ("kw_strength.json", None, lambda f: (f / "kw_strength.json").unlink()),
-    "invalid JSON": ("nodes.json", None, lambda f: (f / "nodes.json").write_text('{"node_1": ', "utf-8")),
-    "invalid scratch JSON": ("scratch.json", None, lambda f: (f.parent / "scratch.json").write_text("[", "utf-8")),
-    "missing field": ("nodes.json", "node_3", lambda f: edit(f / "nodes.json", _drop_field)),
-    "gap in ids": ("nodes.json", "node_5", lambda f: edit(f / "nodes.json", _gap)),
-    "bad datetime": ("nodes.json", "node_2", lambda f: edit(f / "nodes.json", _bad_time)),
-    "bad type": ("nodes.json", "node_4", lambda f: edit(f / "nodes.json", _bad_type)),
-    "evidence not earlier": ("nodes.json", "node_10", lambda f: edit(f / "nodes.json", _future_evidence)),
-    "vector of wrong size": (
-        "embeddings.json", "node_4",
-        lambda f: edit(f / "embeddings.json", lambda d: d.update({_key_of(f, "node_4"): [0.1] * 7})),
-    ),
-    "key without vector": (
-        "embeddings.json", "node_6",
-        lambda f: edit(f / "embeddings.json", lambda d: d.pop(_key_of(f, "node_6"))),
-    ),
-    "bad curr_time": (
-        "scratch.json", None,
-        lambda f: edit(f.parent / "scratch.json", lambda d: d.update(curr_time="yesterday")),
-    ),
+    "missing nodes.json": ("nodes.json", None, _unlink("nodes.json")),
+    "missing embeddings.json": ("embeddings.json", None, _unlink("embeddings.json")),
+    "missing kw_strength.json": ("kw_strength.json", None, _unlink("kw_strength.json")),
+    "invalid JSON": ("nodes.json", None, _write("nodes.json", '{"node_1": ')),
+    "invalid scratch JSON": ("scratch.json", None, _write("scratch.json", "[")),
+    "missing field": ("nodes.json", "node_3", _nodes(_drop_field)),
+    "gap in ids": ("nodes.json", "node_5", _nodes(_gap)),
+    "bad datetime": ("nodes.json", "node_2", _nodes(_bad_time)),
+    "bad type": ("nodes.json", "node_4", _nodes(_bad_type)),
+    "evidence not earlier": ("nodes.json", "node_10", _nodes(_future_evidence)),
+    "vector of wrong size": ("embeddings.json", "node_4", _vector("node_4", [0.1] * 7)),
+    "key without vector": ("embeddings.json", "node_6", _vector("node_6", None)),
+    "bad curr_time": ("scratch.json", None, _scratch(lambda d: d.update(curr_time="yesterday"))),
 }
 
 
@@ -357,28 +382,40 @@ def test_malformed_input_names_file_and_node_and_stores_nothing(
     file, node, breaks = MALFORMED[case]
     breaks(isabella)
     store = tmp_path / "store"
-    emb = DeterministicFakeEmbedding(size=8)
     with pytest.raises(InteropError) as info:
-        load_associative_memory(isabella, persona="Isabella Rodriguez", embeddings=emb,
-                                progress=False, path=store)
+        load(isabella, "Isabella Rodriguez", path=store)
     message = str(info.value)
     assert file in message and info.value.path is not None and info.value.path.endswith(file)
     if node is not None:
         assert info.value.node_id == node and node in message
-    assert len(MemoryStream("Isabella Rodriguez", path=store, embeddings=emb)) == 0
+    assert len(MemoryStream("Isabella Rodriguez", path=store, embeddings=FAKE)) == 0
 
 
 def test_a_persona_with_memories_is_not_imported_twice(isabella: Path, tmp_path: Path) -> None:
-    emb = DeterministicFakeEmbedding(size=8)
     store = tmp_path / "store"
-    load_associative_memory(isabella, persona="Isabella Rodriguez", embeddings=emb, progress=False,
-                            path=store)
+    load(isabella, "Isabella Rodriguez", path=store)
     with pytest.raises(InteropError, match="already has 14 memories"):
-        load_associative_memory(isabella, persona="Isabella Rodriguez", embeddings=emb,
-                                progress=False, path=store)
-    assert len(MemoryStream("Isabella Rodriguez", path=store, embeddings=emb)) == 14
+        load(isabella, "Isabella Rodriguez", path=store)
+    assert len(MemoryStream("Isabella Rodriguez", path=store, embeddings=FAKE)) == 14
+
+
+def test_one_add_many_carries_nodes_and_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, dict[str, Any]]] = []
+    original = MemoryStream.add_many
+
+    def spy(self: MemoryStream, items: Any, *, state: Any = None) -> Any:
+        calls.append((len(items), dict(state or {})))
+        return original(self, items, state=state)
+
+    monkeypatch.setattr(MemoryStream, "add_many", spy)
+    load(ISABELLA / ASSOC)
+    assert len(calls) == 1
+    count, state = calls[0]
+    assert count == 14
+    assert state["recency_decay"] == 0.995 and state["extra"]["curr_time"]
+    assert set(state["kw_strength"]) == {"event", "thought"}
 
 
 def test_not_a_folder_is_named(tmp_path: Path) -> None:
     with pytest.raises(InteropError, match="no such folder"):
-        load_associative_memory(tmp_path / "nope", persona="x", progress=False)
+        load(tmp_path / "nope")
