@@ -135,7 +135,8 @@ def test_score_is_the_weighted_sum_of_the_components(clock):
     assert docs[0].metadata["relevance"] == 1.0
     for d in docs:
         m = d.metadata
-        expected = 0.7 * m["recency"] * 1.0 + 1.3 * m["relevance"] * 2.0 + 0.4 * m["importance"] * 3.0
+        expected = (0.7 * m["recency"] * 1.0 + 1.3 * m["relevance"] * 2.0
+                    + 0.4 * m["importance"] * 3.0)
         assert m["score"] == pytest.approx(expected, abs=1e-12)
     assert [d.metadata["score"] for d in docs] == sorted((d.metadata["score"] for d in docs),
                                                          reverse=True)

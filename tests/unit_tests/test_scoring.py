@@ -51,6 +51,12 @@ def cands(
     )
 
 
+def tied(rng: np.random.Generator, n: int, accesses: int, **columns) -> Candidates:
+    """Candidates in shuffled node order with only ``accesses`` distinct access times."""
+    return cands(NOW - HOUR * rng.integers(0, accesses, n), type_code=rng.integers(0, 2, n),
+                 node_count=rng.permutation(n) + 1, **columns)
+
+
 # ---------------------------------------------------------------- the seeds, restated
 
 
@@ -156,10 +162,7 @@ def test_unknown_recency_mode_is_refused():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_tie_order_is_the_originals_candidate_order(seed):
-    rng = np.random.default_rng(seed)
-    n = 60
-    c = cands(NOW - HOUR * rng.integers(0, 4, n), type_code=rng.integers(0, 2, n),
-              node_count=rng.permutation(n) + 1)
+    c = tied(np.random.default_rng(seed), 60, accesses=4)
     assert tie_order(c).tolist() == original_order(c)
 
 
@@ -185,8 +188,7 @@ def test_top_k_edges():
 def test_top_k_equals_a_stable_sort_with_ties_at_the_boundary(seed):
     rng = np.random.default_rng(seed)
     n = 80
-    c = cands(NOW - HOUR * rng.integers(0, 3, n), type_code=rng.integers(0, 2, n),
-              node_count=rng.permutation(n) + 1)
+    c = tied(rng, n, accesses=3)
     scores = rng.integers(0, 4, n).astype(np.float64)  # few values: ties everywhere
     order = original_order(c)
     for k in range(n + 2):
@@ -293,8 +295,7 @@ def random_candidates(seed: int, n: int, dim: int):
     col = rng.integers(0, dim, n)
     vectors[nudged, col[nudged]] = np.nextafter(vectors[nudged, col[nudged]], np.float32(np.inf))
     vectors[rng.random(n) < 0.02] = 0.0  # a few zero vectors: cosine 0
-    c = cands(NOW - HOUR * rng.integers(0, 5, n), type_code=rng.integers(0, 2, n),
-              poignancy=rng.integers(1, 11, n), node_count=rng.permutation(n) + 1)
+    c = tied(rng, n, accesses=5, poignancy=rng.integers(1, 11, n))
     # the query is close to one stored vector, so relevance has a clear top and a long tail
     q = base[0].astype(np.float64) + 0.01 * rng.standard_normal(dim)
     return c, vectors, q

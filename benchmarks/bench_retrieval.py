@@ -1,0 +1,518 @@
+"""Per-query latency of GenerativeAgentsRetriever.invoke against named baselines.
+
+For each size N (synthetic memories: 384-d float32 unit vectors, poignancy 1-10, created and
+last accessed over 30 days in 10-second steps, 90% events, 9% thoughts, 1% chats, 3% of events
+with an "idle" embedding_key), in one run:
+
+- ``invoke``: ``GenerativeAgentsRetriever(k=30).invoke`` on a MemoryStream in an embedded
+  (persistent) Chroma folder, built with ``add_many``; recency modes "hours" and "reverie";
+- ``scoring``: the scoring step alone, the calls the retriever makes (``scoring.cosine`` over
+  every row, ``recency``, ``rank``) on the same float32 matrix;
+- ``V@q``: the bare numpy matrix-vector product on that matrix, the floor of exact scoring;
+- ``python``: the original algorithm restated in pure Python (dicts, loops and a pure-Python
+  ``cos_sim``, as seed 001's code node, with seed 000's candidate order); above
+  ``--python-max`` memories it runs on the first ``--python-max`` and is extrapolated linearly;
+- ``TW``: LangChain's ``TimeWeightedVectorStoreRetriever`` (k=30, decay_rate 0.01, importance
+  = (poignancy-1)/9 as an ``other_score_keys`` key) over a langchain-chroma ``Chroma`` (cosine
+  space) holding the same candidate memories, with its recall@30 against our exact top 30
+  ("hours" mode) and against the exhaustive ranking of its own formula.
+
+Query i is embedded as vector i of a precomputed table (a memory vector plus noise), so no
+model time hides the retriever's. Every latency is the median over ``--queries`` queries
+times ``--repeats`` rounds.
+
+Usage:
+    python benchmarks/bench_retrieval.py [--sizes 10000,100000,1000000] [--queries 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from langchain_genmem import scoring
+from langchain_genmem.backends.chroma import DEFAULT_CONFIGURATION
+
+K = 30
+DECAY = 0.99
+STEP = 10  # seconds between simulation steps
+SPAN_DAYS = 30
+CHUNK = 50_000  # memories per add_many call while building
+TOPICS = 200
+
+
+def log(*parts: object) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass
+class Data:
+    """N synthetic memories (row i is node_{i+1}) and the query vectors."""
+
+    vectors: np.ndarray  # (n, dim) float32, unit rows
+    queries: np.ndarray  # (q, dim) float32
+    types: list[str]
+    keys: list[str]
+    poignancy: np.ndarray  # int
+    created: list[datetime]  # naive local times, oldest first
+    now: datetime
+
+    @property
+    def n(self) -> int:
+        return self.vectors.shape[0]
+
+    @property
+    def candidates(self) -> np.ndarray:
+        """Rows the original scores: events and thoughts without an "idle" key."""
+        return np.array([i for i, (t, k) in enumerate(zip(self.types, self.keys))
+                         if t != "chat" and "idle" not in k])
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix
+
+
+def make_data(n: int, dim: int, n_queries: int, seed: int) -> Data:
+    """Memories in TOPICS topics: a topic's centroid plus as much noise (cosine about 0.7 to
+    the centroid, 0.5 between two memories of a topic, 0 across topics); a query is a topic's
+    centroid plus noise, so about n / TOPICS memories are relevant to it."""
+    rng = np.random.default_rng(seed)
+    centroids = unit_rows(rng.standard_normal((TOPICS, dim), dtype=np.float32))
+    topic = rng.integers(0, TOPICS, n)
+    vectors = rng.standard_normal((n, dim), dtype=np.float32)
+    for block, of in zip(chunks(vectors), chunks(topic)):  # in blocks, in place
+        unit_rows(block)
+        block += centroids[of]
+        unit_rows(block)
+    noise = unit_rows(rng.standard_normal((n_queries, dim), dtype=np.float32))
+    queries = unit_rows(centroids[rng.integers(0, TOPICS, n_queries)] + noise)
+    now = datetime.now().replace(microsecond=0)
+    steps = np.sort(rng.integers(0, SPAN_DAYS * 86400 // STEP, n))[::-1]
+    created = [now - timedelta(seconds=int(s) * STEP) for s in steps]
+    types = rng.choice(["event", "thought", "chat"], n, p=[0.90, 0.09, 0.01]).tolist()
+    idle = rng.random(n) < 0.03
+    keys = [f"m{i} is idle" if idle[i] and t == "event" else f"m{i}" for i, t in enumerate(types)]
+    return Data(vectors, queries, types, keys, rng.integers(1, 11, n), created, now)
+
+
+def chunks(matrix: np.ndarray, size: int = CHUNK) -> list[np.ndarray]:
+    """Row blocks, so float64 copies of a large float32 matrix stay small."""
+    return [matrix[lo : lo + size] for lo in range(0, matrix.shape[0], size)]
+
+
+class VectorTable(Embeddings):
+    """Memory key i (``m{i}``...) is vector i, query ``q{j}`` is query vector j."""
+
+    def __init__(self, data: Data) -> None:
+        self.data = data
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        rows = [int(t.split()[0][1:]) for t in texts]
+        return self.data.vectors[rows].tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.data.queries[int(text[1:])].tolist()
+
+
+def query_texts(data: Data) -> list[str]:
+    return [f"q{j}" for j in range(data.queries.shape[0])]
+
+
+# ---------------------------------------------------------------- timing
+
+
+def median_ms(
+    contenders: dict[str, Callable[[int], object]], n_inputs: int, repeats: int
+) -> dict[str, float]:
+    """Median ms per call of each contender over inputs 0..n_inputs-1 and ``repeats`` rounds.
+
+    Calls are interleaved (round, input, contender), so a burst of load from other processes
+    hits every contender alike; each contender is called once before timing starts.
+    """
+    for fn in contenders.values():
+        fn(0)
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for i in range(n_inputs):
+            for name, fn in contenders.items():
+                t = time.perf_counter()
+                fn(i)
+                times[name].append(time.perf_counter() - t)
+    return {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
+
+
+# ---------------------------------------------------------------- ours
+
+
+def build_stream(data: Data, folder: str) -> tuple[MemoryStream, float]:
+    stream = MemoryStream("bench", embeddings=VectorTable(data), path=folder,
+                          clock=lambda: data.now)
+    t = time.perf_counter()
+    for lo in range(0, data.n, CHUNK):
+        stream.add_many([
+            {"type": data.types[i], "description": f"memory {i}", "embedding_key": data.keys[i],
+             "poignancy": int(data.poignancy[i]), "created": data.created[i],
+             "embedding": data.vectors[i]}
+            for i in range(lo, min(lo + CHUNK, data.n))
+        ])
+        log(f"  stream: {min(lo + CHUNK, data.n)}/{data.n} memories")
+    return stream, time.perf_counter() - t
+
+
+@dataclass
+class Columns:
+    """What the retriever's scoring step reads, as the stream's cache holds it."""
+
+    vectors: np.ndarray
+    norms: np.ndarray
+    inv_norms: np.ndarray
+    rows: np.ndarray
+    last_accessed: np.ndarray
+    type_code: np.ndarray
+    poignancy: np.ndarray
+    now: float
+
+    @classmethod
+    def of(cls, data: Data) -> Columns:
+        norms = np.concatenate([np.linalg.norm(v.astype(np.float64), axis=1)
+                                for v in chunks(data.vectors)])
+        epoch = np.array([c.timestamp() for c in data.created])
+        code = {"event": 0, "thought": 1, "chat": 2}
+        return cls(data.vectors, norms, scoring.inverse_norms(norms), data.candidates, epoch,
+                   np.array([code[t] for t in data.types], dtype=np.int8),
+                   data.poignancy.astype(np.float64), data.now.timestamp())
+
+
+def scoring_step(col: Columns, query: np.ndarray, mode: str) -> np.ndarray:
+    """The retriever's scoring calls: cosine over every row, then recency and rank."""
+    rows = col.rows
+    cands = scoring.Candidates(
+        last_accessed=col.last_accessed[rows], type_code=col.type_code[rows],
+        node_count=rows + 1, poignancy=col.poignancy[rows],
+        cosine=scoring.cosine(col.vectors, col.inv_norms, query)[rows],
+    )
+
+    def exact(idx: np.ndarray) -> np.ndarray:
+        return scoring.exact_cosine(col.vectors[rows[idx]], col.norms[rows[idx]], query)
+
+    raw = scoring.recency(cands, mode, DECAY, col.now)  # type: ignore[arg-type]
+    error = scoring.cosine_error(col.vectors.shape[1], col.vectors.dtype)
+    return scoring.rank(cands, raw, scoring.Weights(), K, exact, error).best
+
+
+# ---------------------------------------------------------------- the original, in pure Python
+
+
+def cos_sim(a: list[float], b: list[float]) -> float:
+    if not a or not b or len(a) != len(b):
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(x * x for x in b))
+    if na < 1e-8 or nb < 1e-8:
+        return 0.0
+    return dot / (na * nb)
+
+
+def normalize(d: dict[str, float]) -> dict[str, float]:
+    vmin, vmax = min(d.values()), max(d.values())
+    span = vmax - vmin
+    if span == 0:
+        return {key: 0.5 for key in d}
+    return {key: (v - vmin) * 1.0 / span + 0.0 for key, v in d.items()}
+
+
+def python_rows(data: Data, m: int) -> list[dict]:
+    return [{"id": f"node_{i + 1}", "type": data.types[i], "embedding_key": data.keys[i],
+             "poignancy": int(data.poignancy[i]), "last_accessed": data.created[i].timestamp(),
+             "embedding": data.vectors[i].tolist()} for i in range(m)]
+
+
+def python_retrieve(rows: list[dict], focal: list[float], now: float, top_k: int = K) -> list[str]:
+    """new_retrieve for one focal point: rows oldest first, as the stream was written."""
+    events = [r for r in reversed(rows) if r["type"] == "event"]
+    thoughts = [r for r in reversed(rows) if r["type"] == "thought"]
+    nodes = [r for r in events + thoughts if "idle" not in r["embedding_key"]]
+    nodes = sorted(nodes, key=lambda r: r["last_accessed"])
+    ids = [r["id"] for r in nodes]
+    recency = normalize({ids[i]: DECAY ** (i + 1) for i in range(len(ids))})
+    importance = normalize({r["id"]: float(r["poignancy"]) for r in nodes})
+    relevance = normalize({r["id"]: cos_sim(r["embedding"], focal) for r in nodes})
+    gw = [0.5, 3.0, 2.0]
+    master = {i: 1.0 * recency[i] * gw[0] + 1.0 * relevance[i] * gw[1] + 1.0 * importance[i] * gw[2]
+              for i in ids}
+    best = sorted(master, key=lambda i: master[i], reverse=True)[:top_k]
+    by_id = {r["id"]: r for r in nodes}
+    for i in best:
+        by_id[i]["last_accessed"] = now
+    return best
+
+
+# ---------------------------------------------------------------- LangChain's TimeWeighted
+
+
+def build_time_weighted(data: Data, folder: str, hnsw: str):
+    import chromadb
+    from chromadb.config import Settings
+    from langchain_chroma import Chroma
+    from langchain_classic.retrievers import TimeWeightedVectorStoreRetriever
+
+    config: dict = {"space": "cosine"}
+    if hnsw == "light":
+        config.update(DEFAULT_CONFIGURATION["hnsw"])
+    client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
+    store = Chroma("time-weighted", embedding_function=VectorTable(data), client=client,
+                   collection_configuration={"hnsw": config})
+    tw = TimeWeightedVectorStoreRetriever(vectorstore=store, decay_rate=1 - DECAY, k=K,
+                                          other_score_keys=["importance"])
+    rows = data.candidates
+    t = time.perf_counter()
+    for lo in range(0, rows.size, 5000):
+        tw.add_documents([
+            Document(page_content=data.keys[i], metadata={
+                "node_id": f"node_{i + 1}", "importance": (float(data.poignancy[i]) - 1) / 9,
+                "last_accessed_at": data.created[i].timestamp(),
+                "created_at": data.created[i].timestamp()})
+            for i in rows[lo : lo + 5000].tolist()
+        ])
+        if (lo // 5000) % 20 == 19 or lo + 5000 >= rows.size:
+            log(f"  TimeWeighted: {min(lo + 5000, rows.size)}/{rows.size} memories")
+    return tw, time.perf_counter() - t
+
+
+def time_weighted_ids(tw, query: str) -> list[str]:
+    """TW's top k, with its in-memory access times put back (so every query sees fresh data)."""
+    docs = tw.invoke(query)
+    for d in docs:
+        d.metadata["last_accessed_at"] = d.metadata["created_at"]
+    return [d.metadata["node_id"] for d in docs]
+
+
+def time_weighted_exhaustive(data: Data, col: Columns, queries: np.ndarray) -> list[list[str]]:
+    """TW's own formula (recency + importance + cosine) over every candidate, exactly."""
+    rows = col.rows
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    cos = np.vstack([v.astype(np.float64) @ q.T for v in chunks(data.vectors)])[rows]
+    cos *= col.inv_norms[rows, None]
+    base = DECAY ** ((col.now - col.last_accessed[rows]) / 3600) + (col.poignancy[rows] - 1) / 9
+    return [[f"node_{rows[i] + 1}" for i in np.argsort(-(base + c), kind="stable")[:K]]
+            for c in cos.T]
+
+
+def recall(truth: Sequence[str], got: Sequence[str]) -> float:
+    return len(set(truth) & set(got)) / len(truth)
+
+
+# ---------------------------------------------------------------- one size
+
+
+@dataclass
+class Result:
+    n: int
+    build_s: float = 0.0
+    invoke_ms: float = 0.0
+    invoke_reverie_ms: float = 0.0
+    scoring_ms: float = 0.0
+    matvec_ms: float = 0.0
+    python_ms: float = math.nan
+    python_note: str = ""
+    tw_ms: float = math.nan
+    tw_build_s: float = math.nan
+    recall_ours: float = math.nan
+    recall_own: float = math.nan
+    agree: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def run_size(n: int, args: argparse.Namespace) -> Result:
+    res = Result(n)
+    data = make_data(n, args.dim, args.queries, args.seed)
+    queries = query_texts(data)
+    qvec = [data.queries[j].astype(np.float64) for j in range(len(queries))]
+    work = tempfile.mkdtemp(prefix="bench-retrieval-")
+    try:
+        log(f"[{n}] building the stream with add_many")
+        stream, res.build_s = build_stream(data, os.path.join(work, "stream"))
+        exact_top = GenerativeAgentsRetriever(stream=stream, k=K, update_access=False)
+        reverie_top = exact_top.model_copy(update={"recency_mode": "reverie"})
+
+        col = Columns.of(data)
+        m = min(n, args.python_max)
+        rows = python_rows(data, m)
+        if m == n:  # same algorithm, same data: the pure-Python top 30 must be ours
+            fresh = [dict(r) for r in rows]
+            res.agree = python_retrieve(fresh, qvec[0].tolist(), 0.0) == [
+                d.metadata["node_id"] for d in reverie_top.invoke(queries[0])]
+
+        tw = None
+        if n <= args.tw_max:
+            log(f"[{n}] building TimeWeighted's Chroma ({args.tw_hnsw} HNSW)")
+            tw, res.tw_build_s = build_time_weighted(data, os.path.join(work, "tw"), args.tw_hnsw)
+            ours = [[d.metadata["node_id"] for d in exact_top.invoke(q)] for q in queries]
+            theirs = [time_weighted_ids(tw, q) for q in queries]
+            own = time_weighted_exhaustive(data, col, np.array(qvec))
+            res.recall_ours = statistics.mean(map(recall, ours, theirs))
+            res.recall_own = statistics.mean(map(recall, own, theirs))
+
+        log(f"[{n}] timing")
+        q32 = [q.astype(np.float32) for q in qvec]
+        retriever = GenerativeAgentsRetriever(stream=stream, k=K)
+        reverie = retriever.model_copy(update={"recency_mode": "reverie"})
+        contenders = {
+            "matvec": lambda i: data.vectors @ q32[i],
+            "scoring": lambda i: scoring_step(col, qvec[i], "hours"),
+            "invoke": lambda i: retriever.invoke(queries[i]),
+            "reverie": lambda i: reverie.invoke(queries[i]),
+        }
+        if tw is not None:
+            contenders["tw"] = lambda i: tw.invoke(queries[i])
+        ms = median_ms(contenders, len(queries), args.repeats)
+        res.matvec_ms, res.scoring_ms = ms["matvec"], ms["scoring"]
+        res.invoke_ms, res.invoke_reverie_ms = ms["invoke"], ms["reverie"]
+        res.tw_ms = ms.get("tw", math.nan)
+        stream.close()
+
+        log(f"[{n}] timing the pure-Python original on {m} memories")
+        few = [q.tolist() for q in qvec[: args.python_queries]]
+        now = data.now.timestamp()
+        start = time.perf_counter()
+        for q in few:
+            python_retrieve(rows, q, now)
+        res.python_ms = 1e3 * (time.perf_counter() - start) / len(few) * n / m
+        res.python_note = "" if m == n else f"extrapolated x{n / m:g} from {m}"
+        return res
+    finally:
+        from chromadb.api.client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()  # the embedded clients of this size
+        gc.collect()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- report
+
+
+def machine() -> list[str]:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        blas = "threadpoolctl not installed"
+    else:
+        blas = "; ".join(f"{i.get('internal_api')} {i.get('version')} "
+                         f"kernel={i.get('architecture')} threads={i.get('num_threads')}"
+                         for i in threadpool_info() if i.get("user_api") == "blas")
+    env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                                      "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+           if k in os.environ}
+    return [
+        f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
+        f"{platform.machine()}",
+        f"BLAS: {blas}",
+        f"environment: {env or 'no OPENBLAS_/OMP_ variables set'}",
+    ]
+
+
+def fmt(x: float, spec: str = ".2f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
+def report(results: list[Result], args: argparse.Namespace) -> None:
+    print("# bench_retrieval")
+    for line in machine():
+        print(f"# {line}")
+    print(f"# k={K}, dim={args.dim}, {args.queries} queries x {args.repeats} rounds, medians; "
+          f"pure Python on {args.python_queries} queries; TimeWeighted HNSW: {args.tw_hnsw}")
+    print()
+    head = ("memories", "build s", "invoke ms", "reverie ms", "scoring ms", "V@q ms",
+            "python ms", "TW ms", "TW build s")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in results:
+        cells = (str(r.n), fmt(r.build_s, ".1f"), fmt(r.invoke_ms), fmt(r.invoke_reverie_ms),
+                 fmt(r.scoring_ms), fmt(r.matvec_ms), fmt(r.python_ms, ".0f"), fmt(r.tw_ms),
+                 fmt(r.tw_build_s, ".1f"))
+        print("| " + " | ".join(cells) + " |")
+    print()
+    head = ("memories", "python/invoke", "python/reverie", "scoring/V@q", "invoke/TW",
+            "TW recall@30 vs ours", "TW recall@30 vs own formula", "python agrees")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in results:
+        agree = "-" if r.agree is None else ("yes" if r.agree else "NO")
+        cells = (str(r.n), fmt(ratio(r.python_ms, r.invoke_ms), ".0f") + "x",
+                 fmt(ratio(r.python_ms, r.invoke_reverie_ms), ".0f") + "x",
+                 fmt(ratio(r.scoring_ms, r.matvec_ms)) + "x",
+                 fmt(ratio(r.invoke_ms, r.tw_ms)) + "x", fmt(r.recall_ours),
+                 fmt(r.recall_own), agree)
+        print("| " + " | ".join(cells) + " |")
+    notes = [f"{r.n}: python {r.python_note}" for r in results if r.python_note]
+    notes += [f"{r.n}: TimeWeighted skipped (--tw-max {args.tw_max})"
+              for r in results if r.n > args.tw_max]
+    print()
+    print("targets at 100000: python/invoke >= 300x, scoring/V@q <= 2x")
+    for note in notes:
+        print(f"note {note}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000",
+                        help="comma-separated memory counts (default: 10000,100000,1000000)")
+    parser.add_argument("--queries", type=int, default=10, help="queries per size (default 10)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="rounds over the queries (default 5)")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--python-queries", type=int, default=2,
+                        help="queries timed for the pure-Python original (default 2)")
+    parser.add_argument("--python-max", type=int, default=100_000,
+                        help="memories the pure-Python original runs on; more is extrapolated")
+    parser.add_argument("--tw-hnsw", choices=["light", "default"], default="light",
+                        help="TimeWeighted's Chroma HNSW: the stream's light build settings "
+                        "(default) or Chroma's defaults (builds about 3x slower)")
+    parser.add_argument("--tw-max", type=int, default=100_000,
+                        help="largest size with the TimeWeighted baseline (default 100000: its "
+                        "Chroma build at 1M adds about 15 minutes); 0 skips it")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit BLAS threads (threadpoolctl); default: leave as is")
+    args = parser.parse_args(argv)
+    args.queries = max(1, args.queries)
+    args.python_queries = max(1, min(args.python_queries, args.queries))
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if args.blas_threads:
+            from threadpoolctl import threadpool_limits
+
+            stack.enter_context(threadpool_limits(args.blas_threads, user_api="blas"))
+        results = [run_size(int(s), args) for s in args.sizes.split(",")]
+        report(results, args)
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

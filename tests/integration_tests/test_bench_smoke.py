@@ -1,0 +1,35 @@
+"""benchmarks/bench_retrieval.py runs end to end at a tiny size and prints its tables.
+
+Only the shape of the output is checked, never a timing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "bench_retrieval.py"
+
+
+@pytest.mark.slow
+def test_bench_retrieval_prints_its_tables() -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--sizes", "2000", "--queries", "3", "--repeats", "1"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("# BLAS: ") for line in lines)
+    latency = next(i for i, line in enumerate(lines) if line.startswith("| memories | build s"))
+    assert "invoke ms" in lines[latency] and "python ms" in lines[latency]
+    assert "TW ms" in lines[latency] and "V@q ms" in lines[latency]
+    assert lines[latency + 2].startswith("| 2000 |")
+    ratios = next(i for i, line in enumerate(lines) if line.startswith("| memories | python/"))
+    row = [cell.strip() for cell in lines[ratios + 2].strip("|").split("|")]
+    assert row[0] == "2000"
+    assert all(cell.endswith("x") for cell in row[1:5])  # every ratio was computed
+    assert row[-1] == "yes"  # the pure-Python original picked our top 30
