@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.errors import ConfigurationError
-from langchain_genmem.filters import apply_filter, check_columns, parse_filter
 from langchain_genmem.nodes import MemoryNode
 
 if TYPE_CHECKING:
@@ -144,6 +143,8 @@ def retrieve_memories(
         ValidationError: a bad filter or an unknown column.
     """
     pd = require_pandas()
+    from langchain_genmem.filters import apply_filter, check_columns, parse_filter
+
     k = retriever.k if k is None else k
     if filter is None:
         docs = retriever.retrieve_with_report(query, k=k).documents

@@ -35,9 +35,13 @@ from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pyparsing as pp
+from langchain_genmem.errors import ConfigurationError, ValidationError
 
-from langchain_genmem.errors import ValidationError
+try:
+    import pyparsing as pp
+except ImportError as e:  # pragma: no cover - installed with the pandas extra
+    _msg = "filters need pyparsing: pip install 'langchain-genmem[pandas]'"
+    raise ConfigurationError(_msg) from e
 
 if TYPE_CHECKING:
     import pandas as pd

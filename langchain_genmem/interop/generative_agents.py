@@ -89,6 +89,7 @@ _ITEM_FIELDS = (
     "embedding_key",
 )
 EMBED_BATCH = 32
+PROBE_TEXT = "size probe"  # embedded once to learn the model's vector size
 _FILE_MODE = 0o644
 
 
@@ -181,9 +182,9 @@ def load_associative_memory(
     for :func:`dump_associative_memory`. Everything is stored in one all-or-nothing write.
 
     Vectors: the saved ones are kept when they fit the embedding model, judged by size (one
-    probe text is embedded); otherwise every embedding_key is embedded again, in batches, with
-    a progress bar. Sizes cannot tell two models apart: pass ``reembed=True`` when a model
-    of the saved size is not the one that made the saved vectors.
+    short probe text is embedded as a query); otherwise every embedding_key is embedded
+    again, in batches, with a progress bar. Sizes cannot tell two models apart: pass
+    ``reembed=True`` when a model of the saved size is not the one that made the saved vectors.
 
     Clock: when ``clock`` is not given, the stream's clock stays at the simulation time of the
     save (scratch ``curr_time``, else the newest memory's ``created``), so recency and
@@ -391,8 +392,7 @@ def _vectors(
     if not keys:
         return {}
     if reembed is None:
-        probe = embeddings.embed_query(keys[0])
-        reembed = len(probe) != saved.dim
+        reembed = len(embeddings.embed_query(PROBE_TEXT)) != saved.dim
     if not reembed:
         return saved.vectors
     return embed_in_batches(embeddings, keys, progress=progress, label=f"Embedding {label}")
