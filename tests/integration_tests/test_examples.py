@@ -98,3 +98,16 @@ def test_reflect_over_a_day(tmp_path, scripted_openai):
     assert "trigger reset to 20" in out
     calls = [r for r in srv.requests() if r["rule"] is not None]
     assert f"{len(calls) - 7} model calls" in out  # 7 events were rated before reflecting
+
+
+def test_smallville(tmp_path):
+    done = run_example("smallville.py")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Maria Lopez: 267 memories, clock at 2023-02-13 15:17:40, recency_decay 0.99, " \
+           "trigger 19/150" in out
+    klaus = out.split("new_retrieve('Klaus Mueller'):")[1].split("new_retrieve(")[0]
+    assert klaus.count("Klaus Mueller") >= 3
+    college = out.split("new_retrieve('What is Maria working on for college?'):")[1]
+    assert "college" in college.split("retrieve() for")[0]
+    assert "retrieve() for the latest event 'Klaus Mueller is taking a break':" in out

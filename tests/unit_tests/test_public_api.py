@@ -23,6 +23,8 @@ EXPECTED_ALL = sorted([
     "ValidationError",
     "areflect_on_conversation",
     "create_reflection_graph",
+    "dump_associative_memory",
+    "load_associative_memory",
     "reflect_on_conversation",
 ])
 
