@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,6 +90,7 @@ _ITEM_FIELDS = (
     "embedding_key",
 )
 EMBED_BATCH = 32
+_ITEM_INDEX = re.compile(r"items\[(\d+)\]")  # where add_many names a bad item
 PROBE_TEXT = "size probe"  # embedded once to learn the model's vector size
 _FILE_MODE = 0o644
 
@@ -378,7 +380,9 @@ def _fill(
     except EmbeddingDimensionError:
         raise  # the store holds vectors of another size: its own message says what to do
     except ValidationError as e:
-        raise InteropError(str(e), path=str(saved.folder / NODES_FILE)) from e
+        item = _ITEM_INDEX.match(e.field or "")
+        node_id = f"node_{int(item.group(1)) + 1}" if item else None
+        raise InteropError(str(e), path=str(saved.folder / NODES_FILE), node_id=node_id) from e
 
 
 def _vectors(
@@ -494,10 +498,9 @@ def _read_node(path: Path, node_id: str, raw: Any) -> dict[str, Any]:
 def _check_evidence(filling: Any, number: int, where: Mapping[str, Any]) -> None:
     ids = [filling] if isinstance(filling, str) else filling if isinstance(filling, list) else []
     for ref in ids:
-        if not isinstance(ref, str):
-            continue
-        match = NODE_ID_RE.match(ref)
-        if match is None or int(match.group(1)) >= number:
+        match = NODE_ID_RE.match(ref) if isinstance(ref, str) else None
+        # Other texts are the stream's to accept or refuse (the original keeps them).
+        if match is not None and int(match.group(1)) >= number:
             msg = f"filling: {ref!r} is not the id of an earlier node"
             raise InteropError(msg, **where)
 
