@@ -19,7 +19,11 @@ from langchain_genmem.errors import (
     ValidationError,
 )
 from langchain_genmem.importance import ImportanceScorer
-from langchain_genmem.interop import dump_associative_memory, load_associative_memory
+from langchain_genmem.interop import (
+    dump_associative_memory,
+    import_storage,
+    load_associative_memory,
+)
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.reflection import (
     areflect_on_conversation,
@@ -49,6 +53,7 @@ __all__ = [
     "areflect_on_conversation",
     "create_reflection_graph",
     "dump_associative_memory",
+    "import_storage",
     "load_associative_memory",
     "reflect_on_conversation",
 ]

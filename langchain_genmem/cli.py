@@ -630,7 +630,7 @@ def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:
     Returns:
         ``{"recency": ..., "relevance": ..., "importance": ...}``.
     """
-    w = retriever._weights()  # the retriever's own resolution of None to the persona's weights
+    w = retriever.effective_weights()
     weights = (w.recency_w, w.relevance_w, w.importance_w)
     return {n: x * g for n, x, g in zip(COMPONENTS, weights, w.gains, strict=True)}
 

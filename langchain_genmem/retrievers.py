@@ -210,7 +210,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         raw_recency = recency(cands, self.recency_mode, decay, now)
         error = cosine_error(vectors.shape[1], vectors.dtype)
-        ranked = rank(cands, raw_recency, self._weights(), k, exact, error)
+        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
@@ -235,7 +235,12 @@ class GenerativeAgentsRetriever(BaseRetriever):
             rows = rows[cache.expiration[rows] > now]
         return rows
 
-    def _weights(self) -> Weights:
+    def effective_weights(self) -> Weights:
+        """The weights this retriever scores with: its own, or the persona's where None.
+
+        Returns:
+            The resolved weights and gains.
+        """
         state = self.memory_stream._state
         return Weights(
             recency_w=state.recency_w if self.recency_w is None else self.recency_w,

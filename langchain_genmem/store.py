@@ -713,14 +713,18 @@ def thought_expiration(created: datetime) -> datetime:
 
 
 def _evidence_of(item: MemoryInput) -> list[str]:
+    """The node ids a thought cites: all of ``evidence``; the ``node_``-ids of a filling.
+
+    A saved filling may also hold plain text (the original keeps it and it adds no depth);
+    ``evidence`` given by a caller must be ids only.
+    """
     if item.type != "thought":
         return []
-    filling = item.evidence if item.evidence is not None else item.filling
-    if isinstance(filling, str):
-        return [filling]
-    if isinstance(filling, list):
-        return [x for x in filling if isinstance(x, str)]
-    return []
+    if item.evidence is not None:
+        return list(item.evidence)
+    filling = item.filling
+    entries = [filling] if isinstance(filling, str) else filling if isinstance(filling, list) else []
+    return [x for x in entries if isinstance(x, str) and x.startswith("node_")]
 
 
 def _number(node_id: str) -> int | None:

@@ -24,6 +24,7 @@ EXPECTED_ALL = sorted([
     "areflect_on_conversation",
     "create_reflection_graph",
     "dump_associative_memory",
+    "import_storage",
     "load_associative_memory",
     "reflect_on_conversation",
 ])

@@ -354,3 +354,13 @@ def test_in_memory_streams_are_separate():
     b = MemoryStream("Same", embeddings=DeterministicFakeEmbedding(size=4))
     a.add_event("only in a", poignancy=1)
     assert len(b) == 0 and not b.refresh()
+
+
+def test_text_in_a_thought_filling_is_kept_as_data_but_evidence_must_be_ids(stream):
+    e = event(stream, "e")
+    t = stream.add_thought("t", poignancy=1, filling=[e.node_id, "a note"])
+    assert t.filling == ["node_1", "a note"] and t.depth == 1
+    with pytest.raises(UnknownNodeError, match="a note"):
+        stream.add_thought("u", poignancy=1, evidence=["a note"])
+    with pytest.raises(UnknownNodeError, match="node_9"):
+        stream.add_thought("u", poignancy=1, filling=["node_9"])
