@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import warnings
@@ -48,6 +47,7 @@ from langchain_genmem.interop.generative_agents import (
     persona_of,
     scratch_time,
 )
+from langchain_genmem.llm import chat_model_from_env
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,7 +61,6 @@ DEFAULT_FIXTURE = Path(
     "data/generative_agents/July1_the_ville_isabella_maria_klaus-step-3-12/personas/"
     "Maria Lopez/bootstrap_memory/associative_memory"
 )
-DEFAULT_MODEL = "gpt-4o-mini"
 _CLI_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 _WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
 COMPONENTS = ("recency", "relevance", "importance")
@@ -557,7 +556,7 @@ def reflect(
     ] = False,
 ) -> None:
     """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
-    model = _chat_model()
+    model = chat_model_from_env()
     stream = _store(ctx).open()
     try:
         from langchain_genmem.reflection import create_reflection_graph
@@ -818,7 +817,7 @@ def save_explain_png(
     Raises:
         ConfigurationError: matplotlib is not installed.
     """
-    from langchain_genmem.dataframe import require_extra
+    from langchain_genmem.extras import require_extra
 
     require_extra("matplotlib", "plot", "explain")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -942,22 +941,6 @@ def parse_time(text: str, option: str) -> datetime:
     except ValueError:
         msg = f"{option}: {text!r} is not a time like '2023-02-13 18:00:00'"
         raise ValidationError(msg, field=option) from None
-
-
-def _chat_model() -> Any:
-    if not os.environ.get("OPENAI_API_KEY"):
-        msg = (
-            "reflect needs an OpenAI-compatible chat model: set OPENAI_API_KEY (and, for "
-            f"another server, OPENAI_BASE_URL; OPENAI_MODEL, default {DEFAULT_MODEL})"
-        )
-        raise ConfigurationError(msg)
-    from langchain_genmem.dataframe import require_extra
-
-    openai = require_extra("langchain_openai", "openai", "reflect")
-    return openai.ChatOpenAI(
-        model=os.environ.get("OPENAI_MODEL", DEFAULT_MODEL),
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
-    )
 
 
 def _chat_line(text: str) -> list[str]:

@@ -17,11 +17,10 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_genmem.errors import ConfigurationError
+from langchain_genmem.extras import require_extra
 from langchain_genmem.nodes import MemoryNode
 
 if TYPE_CHECKING:
@@ -56,27 +55,6 @@ RESULT_COLUMNS = (
     "persona",
 )
 NODE_COLUMNS = tuple(MemoryNode.model_fields)
-
-
-def require_extra(module: str, extra: str, purpose: str) -> Any:
-    """Import a module of an optional extra, or say how to install the extra.
-
-    Args:
-        module: the module to import (``"pandas"``, ``"matplotlib"``).
-        extra: the package extra that provides it (``"pandas"``, ``"plot"``).
-        purpose: what needs it, for the message.
-
-    Returns:
-        The module.
-
-    Raises:
-        ConfigurationError: the module is not installed.
-    """
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        msg = f"{purpose} needs {module}: pip install 'langchain-genmem[{extra}]'"
-        raise ConfigurationError(msg) from e
 
 
 def require_pandas() -> Any:

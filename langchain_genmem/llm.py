@@ -14,13 +14,11 @@ from langchain_genmem.errors import ConfigurationError
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
-MISSING_KEY_HINT = """\
-This needs a chat model. Set the standard OpenAI variables, for example:
-
-  export OPENAI_API_KEY=sk-...                       # any non-empty value for local servers
-  export OPENAI_BASE_URL=http://localhost:11434/v1   # optional: Ollama, vLLM, llama.cpp...
-  export OPENAI_MODEL=gpt-4o-mini                    # optional: the model name to use
-"""
+MISSING_KEY_HINT = (
+    "this needs an OpenAI-compatible chat model: set OPENAI_API_KEY (any value for a local "
+    "server), and optionally OPENAI_BASE_URL (e.g. http://localhost:11434/v1 for Ollama) and "
+    f"OPENAI_MODEL (default {DEFAULT_MODEL})"
+)
 
 
 def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
@@ -40,13 +38,11 @@ def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> 
     env = os.environ if env is None else env
     if not env.get("OPENAI_API_KEY"):
         raise ConfigurationError(MISSING_KEY_HINT)
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError as e:
-        msg = "the chat model needs langchain-openai: pip install 'langchain-genmem[openai]'"
-        raise ConfigurationError(msg) from e
+    from langchain_genmem.extras import require_extra
+
+    chat_openai = require_extra("langchain_openai", "openai", "the chat model").ChatOpenAI
     options: dict[str, Any] = {"model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
                                "api_key": env["OPENAI_API_KEY"]}
     if env.get("OPENAI_BASE_URL"):
         options["base_url"] = env["OPENAI_BASE_URL"]
-    return ChatOpenAI(**{**options, **kwargs})
+    return chat_openai(**{**options, **kwargs})

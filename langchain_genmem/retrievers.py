@@ -27,12 +27,16 @@ never waits on a Chroma write. A crash can lose access times, never a memory.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator
@@ -139,6 +143,16 @@ class GenerativeAgentsRetriever(BaseRetriever):
         k: int | None = None,
     ) -> list[Document]:
         return self.retrieve_with_report(query, k=k).documents
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        report = await asyncio.to_thread(self.retrieve_with_report, query, k)
+        return report.documents
 
     def retrieve_many(
         self, focal_points: Sequence[str], k: int | None = None

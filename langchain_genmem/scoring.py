@@ -125,6 +125,10 @@ def inverse_norms(norms: np.ndarray) -> np.ndarray:
 def exact_cosine(vectors: np.ndarray, norms: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Cosine similarity in float64, as the original computes it: ``a.b / (|a| |b|)``.
 
+    Each row's value depends on that row alone (an elementwise product summed along the row,
+    not a BLAS product whose blocking varies with the number of rows), so equal rows get
+    equal values and refining a row twice gives the same value.
+
     Args:
         vectors: (m, d) rows to score.
         norms: (m,) their norms.
@@ -134,7 +138,7 @@ def exact_cosine(vectors: np.ndarray, norms: np.ndarray, query: np.ndarray) -> n
         (m,) similarities.
     """
     q = np.asarray(query, dtype=np.float64)
-    dots = vectors.astype(np.float64) @ q
+    dots = np.multiply(vectors, q, dtype=np.float64).sum(axis=1)
     return _divide(dots, norms * float(np.linalg.norm(q)))
 
 
@@ -343,10 +347,10 @@ def rank(
         The ranking.
     """
     cos = c.cosine.copy()
+    refined = np.zeros(cos.shape, dtype=bool)
     if error > 0 and cos.size:
-        for near_edge in (cos <= cos.min() + 2 * error, cos >= cos.max() - 2 * error):
-            idx = np.flatnonzero(near_edge)
-            cos[idx] = exact(idx)
+        edges = (cos <= cos.min() + 2 * error) | (cos >= cos.max() - 2 * error)
+        _refine(cos, refined, np.flatnonzero(edges), exact)
     cands = replace(c, cosine=cos)
     scored = score(cands, raw_recency, w)
     best = top_k(scored.score, cands, k)
@@ -355,10 +359,21 @@ def rank(
         return Ranking(best, scored, cos)
     slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span
     near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
-    cos[near] = exact(near)
+    fresh = _refine(cos, refined, near, exact)
     lo = float(cos.min())
-    scored.relevance[near] = (cos[near] - lo) / span
-    scored.score[near] = combine(
-        scored.recency[near], scored.relevance[near], scored.importance[near], w
+    scored.relevance[fresh] = (cos[fresh] - lo) / span
+    scored.score[fresh] = combine(
+        scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
     )
     return Ranking(top_k(scored.score, cands, k, among=near), scored, cos)
+
+
+def _refine(
+    cos: np.ndarray, refined: np.ndarray, idx: np.ndarray, exact: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Replace approximate cosines at ``idx`` by exact ones, once per row; return the new rows."""
+    fresh = idx[~refined[idx]]
+    if fresh.size:
+        cos[fresh] = exact(fresh)
+        refined[fresh] = True
+    return fresh

@@ -36,13 +36,13 @@ from langchain_genmem.errors import ParseError, ValidationError
 from langchain_genmem.importance import ImportanceScorer, reply_text
 from langchain_genmem.keywords import unique
 from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.parsers import text_key as _text_key
 from langchain_genmem.parsers import (
     format_numbered,
     parse_focal_points,
     parse_insights,
     parse_triples,
 )
+from langchain_genmem.parsers import text_key as _text_key
 from langchain_genmem.reflection.prompts import (
     DEFAULT_BATCH_TRIPLE_PROMPT,
     DEFAULT_CONDENSE_PROMPT,

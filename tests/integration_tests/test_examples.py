@@ -33,7 +33,7 @@ def test_quickstart(tmp_path):
 def test_chat_agent_says_what_to_set_without_a_model(tmp_path):
     done = run_example("chat_agent.py", "--path", str(tmp_path / "m"))
     assert done.returncode == 2
-    assert "export OPENAI_API_KEY=" in done.stderr and "OPENAI_BASE_URL" in done.stderr
+    assert "set OPENAI_API_KEY" in done.stderr and "OPENAI_BASE_URL" in done.stderr
 
 
 def test_chat_agent_remembers_across_runs(tmp_path, scripted_openai):

@@ -43,5 +43,5 @@ def test_every_deployed_graph_builds(env):
 
 def test_a_missing_key_says_what_to_set(env, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
-    with pytest.raises(ConfigurationError, match="export OPENAI_API_KEY="):
+    with pytest.raises(ConfigurationError, match="set OPENAI_API_KEY"):
         load(entries()["reflection"])()
