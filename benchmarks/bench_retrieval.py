@@ -46,8 +46,7 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-from langchain_genmem import scoring
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, scoring
 from langchain_genmem.backends.chroma import DEFAULT_CONFIGURATION
 
 K = 30
