@@ -9,18 +9,42 @@ is a handful of vectorised operations over every node, never a Python loop per m
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from langchain_genmem.backends.base import StoredNode
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.scoring import inverse_norms
+from langchain_genmem.scoring import inverse_norms, minmax
 from langchain_genmem.timeutil import from_epoch, to_epoch
 
 TYPE_CODES = {"event": 0, "thought": 1, "chat": 2}
 _GROWTH = 1.5
 _FIRST = 1024
+
+
+@dataclass(frozen=True)
+class StaticCandidates:
+    """Candidate rows and their columns that only change when nodes are added.
+
+    Attributes:
+        n: the cache size they were computed at.
+        rows: candidate rows, ascending.
+        type_code: their type codes.
+        node_count: their node numbers.
+        poignancy: their raw importance.
+        importance: their normalised importance.
+        any_expiration: whether any candidate has an expiration.
+    """
+
+    n: int
+    rows: np.ndarray
+    type_code: np.ndarray
+    node_count: np.ndarray
+    poignancy: np.ndarray
+    importance: np.ndarray
+    any_expiration: bool
 
 
 class NodeCache:
@@ -48,9 +72,7 @@ class NodeCache:
         self.poignancy = np.zeros(0)
         self.type_code = np.zeros(0, dtype=np.int8)
         self.idle = np.zeros(0, dtype=bool)
-        self._candidates: np.ndarray | None = None
-        self._candidates_n = -1
-        self.any_expiration = False
+        self._candidates: StaticCandidates | None = None
 
     def append(self, stored: Sequence[StoredNode]) -> None:
         """Add committed nodes, oldest first; each must be the next node_count.
@@ -77,18 +99,26 @@ class NodeCache:
             self._fill(row, s.node)
         self.n = hi
 
-    def candidate_rows(self) -> np.ndarray:
-        """Rows of events and thoughts whose embedding_key has no "idle" (the original's
-        candidates), recomputed only when nodes were added.
+    def candidates(self) -> StaticCandidates:
+        """The original's candidates (events and thoughts whose embedding_key has no "idle")
+        with the columns that change only when nodes are added, recomputed only then.
 
         Returns:
-            The rows, ascending.
+            The rows and their static columns.
         """
-        if self._candidates is None or self._candidates_n != self.n:
+        if self._candidates is None or self._candidates.n != self.n:
             n = self.n
-            self._candidates = np.flatnonzero((self.type_code[:n] < 2) & ~self.idle[:n])
-            self._candidates_n = n
-            self.any_expiration = bool(np.isfinite(self.expiration[self._candidates]).any())
+            rows = np.flatnonzero((self.type_code[:n] < 2) & ~self.idle[:n])
+            poignancy = self.poignancy[rows]
+            self._candidates = StaticCandidates(
+                n=n,
+                rows=rows,
+                type_code=self.type_code[rows],
+                node_count=rows + 1,
+                poignancy=poignancy,
+                importance=minmax(poignancy),
+                any_expiration=bool(np.isfinite(self.expiration[rows]).any()),
+            )
         return self._candidates
 
     def touch(self, rows: np.ndarray, when: float) -> None:

@@ -200,20 +200,26 @@ class GenerativeAgentsRetriever(BaseRetriever):
         cache = stream._cache
         n = cache.n
         now = to_epoch(stream.clock())
-        rows = self._candidate_rows(now)
+        static = cache.candidates()
+        rows, importance = static.rows, static.importance
+        cands_static = (static.type_code, static.node_count, static.poignancy)
+        if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
+            alive = cache.expiration[rows] > now
+            if not alive.all():
+                rows, importance = rows[alive], None
+                cands_static = tuple(col[alive] for col in cands_static)
         if rows.size == 0:
             return RetrievalReport(query=query, status="no_candidates")
         query_vector = np.asarray(stream.embeddings.embed_query(query))
         if cache.dim is not None and query_vector.shape[0] != cache.dim:
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
         vectors, norms = cache.vectors[:n], cache.norms[:n]
-        every = rows.size == n  # all rows are candidates: slices, no gathers
-        pick = slice(0, n) if every else rows
+        pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
         cands = Candidates(
             last_accessed=cache.last_accessed[pick],
-            type_code=cache.type_code[pick],
-            node_count=rows + 1,
-            poignancy=cache.poignancy[pick],
+            type_code=cands_static[0],
+            node_count=cands_static[1],
+            poignancy=cands_static[2],
             cosine=cosine(vectors, cache.inv_norms[:n], query_vector)[pick],
         )
 
@@ -224,7 +230,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         raw_recency = recency(cands, self.recency_mode, decay, now)
         error = cosine_error(vectors.shape[1], vectors.dtype)
-        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error)
+        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
@@ -241,13 +247,6 @@ class GenerativeAgentsRetriever(BaseRetriever):
             min_score=float(scored.score.min()),
             max_score=float(scored.score.max()),
         )
-
-    def _candidate_rows(self, now: float) -> np.ndarray:
-        cache = self.memory_stream._cache
-        rows = cache.candidate_rows()
-        if cache.any_expiration and not self.include_expired and self.recency_mode != "reverie":
-            rows = rows[cache.expiration[rows] > now]
-        return rows
 
     def effective_weights(self) -> Weights:
         """The weights this retriever scores with: its own, or the persona's where None.

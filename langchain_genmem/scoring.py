@@ -217,8 +217,9 @@ def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.nd
     """
     n = len(c)
     if mode == "hours":
-        hours = np.maximum(now - c.last_accessed, 0.0) / 3600.0
-        return np.power(decay, hours)
+        hours = np.maximum(now - c.last_accessed, 0.0)
+        hours *= np.log(decay) / 3600.0
+        return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
     if mode == "reverie":
         order = tie_order(c)
     elif mode == "rank":
@@ -231,7 +232,9 @@ def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.nd
     return out
 
 
-def score(c: Candidates, rec: np.ndarray, w: Weights) -> Scored:
+def score(
+    c: Candidates, rec: np.ndarray, w: Weights, importance: np.ndarray | None = None
+) -> Scored:
     """Normalise the three components and combine them.
 
     The arithmetic is the original's, term by term (``w * value * gain``), so that equal
@@ -241,11 +244,13 @@ def score(c: Candidates, rec: np.ndarray, w: Weights) -> Scored:
         c: the candidates.
         rec: raw recency from :func:`recency`.
         w: the weights.
+        importance: ``minmax(c.poignancy)`` when the caller already has it.
 
     Returns:
         The components and scores.
     """
-    r, v, i = minmax(rec), minmax(c.cosine), minmax(c.poignancy)
+    i = minmax(c.poignancy) if importance is None else importance
+    r, v = minmax(rec), minmax(c.cosine)
     return Scored(recency=r, relevance=v, importance=i, score=combine(r, v, i, w))
 
 
@@ -326,6 +331,7 @@ def rank(
     k: int,
     exact: Callable[[np.ndarray], np.ndarray],
     error: float,
+    importance: np.ndarray | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
@@ -342,6 +348,7 @@ def rank(
         k: how many.
         exact: exact cosines of the given candidate indices.
         error: bound on each approximate cosine's error (0 when already exact).
+        importance: ``minmax(c.poignancy)`` when the caller already has it.
 
     Returns:
         The ranking.
@@ -352,7 +359,7 @@ def rank(
         edges = (cos <= cos.min() + 2 * error) | (cos >= cos.max() - 2 * error)
         _refine(cos, refined, np.flatnonzero(edges), exact)
     cands = replace(c, cosine=cos)
-    scored = score(cands, raw_recency, w)
+    scored = score(cands, raw_recency, w, importance)
     best = top_k(scored.score, cands, k)
     span = float(cos.max() - cos.min()) if cos.size else 0.0
     if error == 0 or best.size == 0 or span == 0:
