@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, SimulationClock
 
 MEMORIES = [
     # (hours after 8:00, description, subject, predicate, object, poignancy)
@@ -32,15 +32,15 @@ MEMORIES = [
 
 def build_stream(path: str) -> MemoryStream:
     """A stream for Maria Lopez with a simulation clock, filled with a few memories."""
-    now = [datetime(2023, 2, 13, 8, 0)]
-    stream = MemoryStream("Maria Lopez", path=path, clock=lambda: now[0])
+    clock = SimulationClock(datetime(2023, 2, 13, 8, 0))
+    stream = MemoryStream("Maria Lopez", path=path, clock=clock)
     if len(stream) == 0:
         stream.add_many([
             {"type": "event", "description": d, "subject": s, "predicate": p, "object": o,
-             "poignancy": poignancy, "created": now[0] + timedelta(hours=h)}
+             "poignancy": poignancy, "created": clock.now + timedelta(hours=h)}
             for h, d, s, p, o, poignancy in MEMORIES
         ])
-    now[0] = datetime(2023, 2, 13, 18, 0)
+    clock.now = datetime(2023, 2, 13, 18, 0)  # the evening: morning memories are older
     return stream
 
 

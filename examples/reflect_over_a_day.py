@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from langchain_genmem import (
     ConfigurationError,
     ImportanceScorer,
     MemoryStream,
+    SimulationClock,
     create_reflection_graph,
 )
 from langchain_genmem.llm import chat_model_from_env
@@ -51,15 +52,15 @@ def main() -> int:
     except ConfigurationError as e:
         print(e, file=sys.stderr)
         return 2
-    now = [datetime(2023, 2, 13, 6, 0)]
+    clock = SimulationClock(datetime(2023, 2, 13, 6, 0))
     path = args.path or tempfile.mkdtemp(prefix="genmem-day-")
     scorer = ImportanceScorer(model)
-    with MemoryStream(PERSONA, path=path, clock=lambda: now[0], importance=scorer) as stream:
+    with MemoryStream(PERSONA, path=path, clock=clock, importance=scorer) as stream:
         # the day: one event at a time, each rated by the model as it happens
         stream.update_settings(importance_trigger_max=20, importance_trigger_curr=20)
         for clock, description, s, p, o in DAY:
             hour, minute = map(int, clock.split(":"))
-            now[0] = now[0].replace(hour=hour, minute=minute)
+            clock.now = clock.now.replace(hour=hour, minute=minute)
             node = stream.add_event(description, subject=s, predicate=p, object=o)
             print(f"{clock}  [{node.poignancy:>4.1f}] {description}")
         state = stream.state
@@ -67,7 +68,7 @@ def main() -> int:
               f"{state.importance_trigger_max:g} after {state.importance_ele_n} events "
               f"-> reflection {'due' if state.reflection_due else 'not due'}")
 
-        now[0] += timedelta(hours=2)  # 23:00: the persona reflects on the day
+        clock.advance(hours=2)  # 23:00: the persona reflects on the day
         out = create_reflection_graph(model, stream, importance=scorer).invoke({})
         print(f"reflection: {out['status']}, {out['llm_calls']} model calls "
               f"(the original would make {out['original_llm_calls']})")

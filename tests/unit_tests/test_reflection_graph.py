@@ -36,6 +36,7 @@ from langchain_genmem.reflection.prompts import (
     DEFAULT_INSIGHTS_SYSTEM_PROMPT,
     DEFAULT_QUESTIONS_SYSTEM_PROMPT,
 )
+from langchain_genmem.timeutil import SimulationClock as Clock
 
 PERSONA = "Maria Lopez"
 T0 = datetime(2023, 2, 13, 9, 0)
@@ -130,17 +131,9 @@ MEMORIES = [
 KEYS = {f"node_{i}": text for i, (_, text, _) in enumerate(MEMORIES, 1)}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(T0)
 
 
 def fill(stream: MemoryStream, clock: Clock) -> MemoryStream:

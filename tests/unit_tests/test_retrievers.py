@@ -14,6 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
+from langchain_genmem.timeutil import SimulationClock as Clock
 
 T0 = datetime(2023, 2, 13, 15, 17, 40)
 META_KEYS = {
@@ -36,19 +37,9 @@ class TableEmbeddings(Embeddings):
         return list(map(float, self.table[text]))
 
 
-class Clock:
-    """A settable simulation clock."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(T0)
 
 
 def make_stream(clock: Clock, table: Mapping[str, Sequence[float]] | None = None, *,
