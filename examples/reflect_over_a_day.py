@@ -58,11 +58,11 @@ def main() -> int:
     with MemoryStream(PERSONA, path=path, clock=clock, importance=scorer) as stream:
         # the day: one event at a time, each rated by the model as it happens
         stream.update_settings(importance_trigger_max=20, importance_trigger_curr=20)
-        for clock, description, s, p, o in DAY:
-            hour, minute = map(int, clock.split(":"))
+        for at, description, s, p, o in DAY:
+            hour, minute = map(int, at.split(":"))
             clock.now = clock.now.replace(hour=hour, minute=minute)
             node = stream.add_event(description, subject=s, predicate=p, object=o)
-            print(f"{clock}  [{node.poignancy:>4.1f}] {description}")
+            print(f"{at}  [{node.poignancy:>4.1f}] {description}")
         state = stream.state
         print(f"\ntrigger: {state.importance_trigger_curr:g} left of "
               f"{state.importance_trigger_max:g} after {state.importance_ele_n} events "
