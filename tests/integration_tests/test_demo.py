@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -27,14 +26,12 @@ def genmem() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "langchain_genmem.cli"]
 
 
-def test_demo_runs_offline_on_maria_in_well_under_a_minute(tmp_path: Path) -> None:
+def test_demo_runs_offline_on_maria(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    started = time.perf_counter()
     done = subprocess.run(
         [*genmem(), "demo", str(MARIA)], cwd=tmp_path, env=env, capture_output=True,
         text=True, encoding="utf-8", timeout=120, check=False,
     )
-    seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
     out = done.stdout
     sections = ["1. Import", "2. Relevance", "3. Importance", "4. Recency", "5. Recall",
@@ -51,7 +48,6 @@ def test_demo_runs_offline_on_maria_in_well_under_a_minute(tmp_path: Path) -> No
     assert "Embedding Maria Lopez" in done.stderr and "115/115" in done.stderr
     assert "Traceback" not in done.stderr
     assert not any(tmp_path.iterdir())  # the store was temporary
-    assert seconds < 60
 
 
 def test_command_line_on_a_chroma_server(chroma_server, tmp_path: Path) -> None:
