@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import sys
-import time
 from pathlib import Path
 
 import openai
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
-from pytest_socket import SocketConnectBlockedError
 
 from tests.support.chroma_server import ChromaServer
 from tests.support.openai_server import ScriptedOpenAI
@@ -110,15 +107,9 @@ def test_two_chroma_clients_share_a_collection(chroma_server: ChromaServer) -> N
 
 
 def test_chroma_server_is_gone_after_exit(tmp_path: Path) -> None:
-    started = time.monotonic()
     with ChromaServer(tmp_path / "chroma") as server:
         assert pid_is_running(server.pid)
         assert server.client().heartbeat() > 0
     assert not pid_is_running(server.pid)
-    assert time.monotonic() - started < 60
 
 
-@pytest.mark.filterwarnings("ignore:A test tried to use socket")
-def test_only_local_hosts_are_reachable() -> None:
-    with pytest.raises(SocketConnectBlockedError):
-        socket.create_connection(("192.0.2.1", 80), timeout=1)  # TEST-NET-1, never routed
