@@ -128,7 +128,7 @@ def create_memory_agent(
         items = exchange_memories(persona, user, _last_user_text(state["messages"]),
                                   reply_text(state["messages"][-1]))
         scores = scorer.score_many(persona, [(i["type"], i["description"]) for i in items])
-        for item, score in zip(items, scores):
+        for item, score in zip(items, scores, strict=False):
             item["poignancy"] = score
         return {"written": [n.node_id for n in stream.add_many(items)]}
 

@@ -100,8 +100,10 @@ class NodeCache:
         self.n = hi
 
     def candidates(self) -> StaticCandidates:
-        """The original's candidates (events and thoughts whose embedding_key has no "idle")
-        with the columns that change only when nodes are added, recomputed only then.
+        """The original's candidates and their columns that change only when nodes are added.
+
+        Candidates are events and thoughts whose embedding_key has no "idle"; recomputed
+        only when nodes were added.
 
         Returns:
             The rows and their static columns.

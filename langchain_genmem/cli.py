@@ -919,8 +919,9 @@ def _sayer(console: Console) -> Any:
 
 
 def parse_time(text: str, option: str) -> datetime:
-    """A time given on the command line: ISO (``2023-02-13 18:00:00``) or the original's
-    ``February 13, 2023, 18:00:00``.
+    """A time given on the command line.
+
+    ISO (``2023-02-13 18:00:00``) or the original's ``February 13, 2023, 18:00:00``.
 
     Args:
         text: the text.

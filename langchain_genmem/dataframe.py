@@ -1,5 +1,6 @@
-"""pandas views of a memory stream, for notebooks (seed 004's ``get_memory_df`` and
-``retrieve_memories``).
+"""pandas views of a memory stream, for notebooks.
+
+Seed 004's ``get_memory_df`` and ``retrieve_memories``.
 
 pandas is an optional extra: ``pip install 'langchain-genmem[pandas]'``.
 

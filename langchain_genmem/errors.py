@@ -8,7 +8,7 @@ Every error the package raises on purpose derives from one root, so callers can 
     │   ├── UnknownNodeError       a node id that the stream does not hold (also a KeyError)
     │   └── EmbeddingDimensionError a vector whose size does not fit the collection
     ├── StorageError               the backing store refused or failed a call; nothing was committed
-    ├── InteropError               a Generative Agents folder could not be read (names file and node)
+    ├── InteropError               a Generative Agents folder could not be read (names file, node)
     ├── ParseError                 an LLM reply had nothing usable (e.g. no rating in it)
     └── ConfigurationError         something to install or set before this can run (says what)
 """
@@ -70,7 +70,9 @@ class InteropError(GenMemError):
         node_id: the node concerned, when there is one.
     """
 
-    def __init__(self, message: str, *, path: str | None = None, node_id: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | None = None, node_id: str | None = None
+    ) -> None:
         where = ", ".join(x for x in (path, node_id) if x)
         super().__init__(f"{where}: {message}" if where else message)
         self.path = path

@@ -92,12 +92,12 @@ class _Scoring:
     def accept(self, replies: Sequence[BaseMessage]) -> None:
         """Read this round's replies, in the order of :meth:`requests`."""
         retry: list[list[int]] = []
-        for group, reply in zip(self.groups, replies):
+        for group, reply in zip(self.groups, replies, strict=False):
             text = reply_text(reply)
             if len(group) == 1:
                 self.scores[group[0]] = float(self._read_one(group[0], text))
                 continue
-            for index, rating in zip(group, parse_ratings(text, len(group))):
+            for index, rating in zip(group, parse_ratings(text, len(group)), strict=False):
                 if rating is None:
                     retry.append([index])
                 else:

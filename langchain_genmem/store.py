@@ -319,7 +319,8 @@ class MemoryStream:
             if name not in SETTINGS:
                 msg = f"{name}: not a setting; settings are {', '.join(SETTINGS)}"
                 raise ValidationError(msg, field=name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or not np.isfinite(value):
                 msg = f"{name}: expected a finite number, got {value!r}"
                 raise ValidationError(msg, field=name)
         return self._write_state(changes)
@@ -422,7 +423,7 @@ class MemoryStream:
         scores = self._scorer().score_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = self.embeddings.embed_documents(texts) if texts else []
-        return self._commit(batch, scores, dict(zip(texts, vectors)), overrides)
+        return self._commit(batch, scores, self._pair(texts, vectors), overrides)
 
     async def aadd_many(
         self,
@@ -444,7 +445,7 @@ class MemoryStream:
         scores = await self._scorer().ascore_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = await self.embeddings.aembed_documents(texts) if texts else []
-        embedded = dict(zip(texts, vectors))
+        embedded = self._pair(texts, vectors)
         return await asyncio.to_thread(self._commit, batch, scores, embedded, overrides)
 
     def _prepare(
@@ -453,7 +454,7 @@ class MemoryStream:
         batch = validate_items(items)
         self._check_evidence(batch)
         overrides = dict(state or {})
-        for name, value in overrides.items():
+        for name in overrides:
             if name not in (*SETTINGS, "kw_strength", "extra"):
                 msg = f"state.{name}: not a state value an import may set"
                 raise ValidationError(msg, field=name)
@@ -466,6 +467,13 @@ class MemoryStream:
                 msg = f"state.{where}: {first['msg']} (got {first.get('input')!r})"
                 raise ValidationError(msg, field=where) from e
         return batch, overrides
+
+    @staticmethod
+    def _pair(texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> dict[str, Any]:
+        if len(vectors) != len(texts):
+            msg = f"the embedding model returned {len(vectors)} vectors for {len(texts)} texts"
+            raise ValidationError(msg, field="embeddings")
+        return dict(zip(texts, vectors, strict=True))
 
     def _scorer(self) -> ImportanceScorerLike:
         if self.importance is None:
@@ -491,7 +499,8 @@ class MemoryStream:
                 number = _number(node_id)
                 if number is None or number > known + i:
                     where = "evidence" if item.evidence is not None else "filling"
-                    raise UnknownNodeError(node_id, field=f"items[{i}].{where}", persona=self.persona)
+                    field = f"items[{i}].{where}"
+                    raise UnknownNodeError(node_id, field=field, persona=self.persona)
 
     def _commit(
         self,
@@ -623,8 +632,10 @@ class MemoryStream:
     # ------------------------------------------------------------------ access times
 
     def mark_accessed(self, node_ids: Sequence[str], when: datetime | None = None) -> None:
-        """Set nodes' ``last_accessed`` (the view is exact at once, the store within
-        ``flush_interval`` seconds, or at :meth:`flush`, :meth:`close` or interpreter exit).
+        """Set nodes' ``last_accessed``.
+
+        The in-process view is exact at once; the store gets it within ``flush_interval``
+        seconds, or at :meth:`flush`, :meth:`close` or interpreter exit.
 
         Args:
             node_ids: the nodes.
@@ -648,7 +659,8 @@ class MemoryStream:
         try:
             self.flush()
         except StorageError:
-            logger.warning("deferred access times of %r not stored yet", self.persona, exc_info=True)
+            logger.warning("deferred access times of %r not stored yet", self.persona,
+                           exc_info=True)
 
     def flush(self) -> int:
         """Write deferred access times to the store now.
@@ -723,7 +735,9 @@ def _evidence_of(item: MemoryInput) -> list[str]:
     if item.evidence is not None:
         return list(item.evidence)
     filling = item.filling
-    entries = [filling] if isinstance(filling, str) else filling if isinstance(filling, list) else []
+    entries = [filling] if isinstance(filling, str) else filling
+    if not isinstance(entries, list):
+        return []
     return [x for x in entries if isinstance(x, str) and x.startswith("node_")]
 
 

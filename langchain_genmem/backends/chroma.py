@@ -92,10 +92,12 @@ class ChromaBackend:
                 msg = f"persona {persona!r}: committed nodes missing from the store: {missing}"
                 raise StorageError(msg)
             rows = sorted(
-                zip(got["metadatas"], got["documents"], got["embeddings"]),
+                zip(got["metadatas"], got["documents"], got["embeddings"], strict=False),
                 key=lambda r: r[0]["node_count"],
             )
-            out.extend(StoredNode(_node_from(m, d), np.asarray(v, dtype=np.float32)) for m, d, v in rows)
+            out.extend(
+                StoredNode(_node_from(m, d), np.asarray(v, dtype=np.float32)) for m, d, v in rows
+            )
         return out
 
     def personas(self) -> list[str]:

@@ -432,7 +432,7 @@ def embed_in_batches(
         task = bar.add_task(label, total=len(texts))
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start : start + batch_size])
-            out.update(zip(chunk, embeddings.embed_documents(chunk)))
+            out.update(zip(chunk, embeddings.embed_documents(chunk), strict=False))
             bar.advance(task, len(chunk))
     return out
 

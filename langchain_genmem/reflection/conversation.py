@@ -143,7 +143,7 @@ def _reflect(
              "memo": memo}
     dropped = [
         drop(name, "unreadable_reply", text=excerpt(reply))
-        for (name, text), reply in zip(texts.items(), replies)
+        for (name, text), reply in zip(texts.items(), replies, strict=False)
         if text is None
     ]
     topic = f"conversation with {partner}"
@@ -153,7 +153,7 @@ def _reflect(
         thoughts = list(drafts.values())
         nodes, lost = yield from write_thoughts(stream, prompts, thoughts, "conversation")
         dropped += lost
-    written = dict(zip(drafts, nodes))
+    written = dict(zip(drafts, nodes, strict=False))
     return ConversationReflection(
         planning=written.get("planning"),
         memo=written.get("memo"),

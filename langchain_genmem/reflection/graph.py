@@ -167,8 +167,11 @@ class Ask:
 
 @dataclass(frozen=True)
 class Score:
-    """Rate (type, text) items with the importance scorer; the stage gets the ratings, or
-    the scorer's ``ParseError`` when it found no rating for an item even asked alone."""
+    """Rate (type, text) items with the importance scorer.
+
+    The stage gets the ratings, or the scorer's ``ParseError`` when it found no rating for
+    an item even asked alone.
+    """
 
     items: list[tuple[str, str]]
 
@@ -417,7 +420,7 @@ def write_thoughts(
         ratings = [FALLBACK_POIGNANCY] * len(drafts)
     created = stream.clock()
     items: list[dict[str, Any]] = []
-    for draft, triple, rating in zip(drafts, triples, ratings):
+    for draft, triple, rating in zip(drafts, triples, ratings, strict=False):
         if triple is None:
             triple = (persona, "reflect", draft.topic)
             dropped.append(drop(stage, "triple_fallback", text=draft.text))
@@ -573,7 +576,7 @@ class _Reflection:
         ]
         replies = yield Ask(requests)
         per_question: list[QuestionInsights] = []
-        for r, reply in zip(asked, replies):
+        for r, reply in zip(asked, replies, strict=False):
             kept, lost = read_insights(reply, r["node_ids"], r["question"], "insights")
             per_question.append(
                 QuestionInsights(
@@ -604,7 +607,7 @@ class _Reflection:
             )
         replies = yield Ask(requests)
         dropped: list[Dropped] = []
-        for i, reply in zip(todo, replies):
+        for i, reply in zip(todo, replies, strict=False):
             entry = out[i]
             kept, lost = read_insights(reply, entry["retrieved"], entry["question"], "condense")
             condensed = bool(kept)
