@@ -19,15 +19,14 @@ demo: $(STAMP)
 	$(BIN)/genmem demo "data/generative_agents/July1_the_ville_isabella_maria_klaus-step-3-12/personas/Maria Lopez/bootstrap_memory/associative_memory"
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_retrieval.py
 
 lint: $(STAMP)
-	$(BIN)/python -m pip install --quiet ruff mypy
-	$(BIN)/ruff check langchain_genmem tests examples benchmarks graphs
-	$(BIN)/mypy langchain_genmem
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info

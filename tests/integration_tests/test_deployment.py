@@ -1,4 +1,7 @@
-"""langgraph.json points at graph factories that build from the environment."""
+"""langgraph.json points at graph factories that build from the environment.
+
+An integration test: building ChatOpenAI probes socket options (it opens no connection).
+"""
 
 from __future__ import annotations
 

@@ -70,7 +70,8 @@ def test_a_restarted_process_sees_the_same_stream(tmp_path: Path):
     assert nodes["node_4"]["depth"] == 1 and nodes["node_4"]["filling"] == ["node_1", "node_3"]
     assert nodes["node_4"]["expiration"] == "2023-03-15T09:00:00"
     # the retrieval at 12:00 returned the thought and the event: their access time persisted
-    accessed = sorted(n["node_id"] for n in first["nodes"] if n["last_accessed"].endswith("12:00:00"))
+    accessed = sorted(n["node_id"] for n in first["nodes"]
+                      if n["last_accessed"].endswith("12:00:00"))
     assert accessed == ["node_1", "node_4"]
     assert first["index"]["event"]["physics"] == ["node_1"]
     assert first["index"]["chat"]["klaus mueller"] == ["node_3"]

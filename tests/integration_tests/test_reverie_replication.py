@@ -114,7 +114,7 @@ class AssociativeMemory:
 
 
 def cos_sim(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
@@ -202,7 +202,7 @@ def assert_same(got, expected) -> None:
     assert list(got) == list(expected)
     for focal, rows in expected.items():
         assert [r[0] for r in got[focal]] == [r[0] for r in rows], focal
-        for mine, theirs in zip(got[focal], rows):
+        for mine, theirs in zip(got[focal], rows, strict=False):
             assert mine[1:] == pytest.approx(theirs[1:], abs=TOL), (focal, mine[0])
 
 

@@ -40,7 +40,8 @@ def test_all_is_pinned():
 def test_one_exception_root():
     for name in dir(errors):
         obj = getattr(errors, name)
-        if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == errors.__name__:
+        ours = isinstance(obj, type) and obj.__module__ == errors.__name__
+        if ours and issubclass(obj, Exception):
             assert issubclass(obj, errors.GenMemError), name
     assert issubclass(errors.ValidationError, ValueError)
     assert issubclass(errors.UnknownNodeError, KeyError)

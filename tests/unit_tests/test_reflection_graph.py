@@ -671,7 +671,7 @@ def test_modules_import_alone_in_fresh_processes():
         subprocess.Popen([sys.executable, "-c", f"import {m}"], stderr=subprocess.PIPE, text=True)
         for m in modules
     ]
-    for module, run in zip(modules, runs):
+    for module, run in zip(modules, runs, strict=False):
         _, errors = run.communicate(timeout=120)
         assert run.returncode == 0, f"{module}: {errors}"
 

@@ -228,7 +228,7 @@ def test_combine_is_the_originals_arithmetic_to_the_bit():
     for w in (Weights(), Weights(0.3, 1.7, 1.0, gains=(1.0, 1.0, 1.0)), Weights(1.0, 0.1, 7.0)):
         g = w.gains
         expected = [w.recency_w * a * g[0] + w.relevance_w * b * g[1] + w.importance_w * c * g[2]
-                    for a, b, c in zip(r.tolist(), v.tolist(), i.tolist())]
+                    for a, b, c in zip(r.tolist(), v.tolist(), i.tolist(), strict=False)]
         assert combine(r, v, i, w).tolist() == expected
     assert Weights().gains == DEFAULT_GAINS == (0.5, 3.0, 2.0)
 
