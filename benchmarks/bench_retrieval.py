@@ -83,7 +83,7 @@ class Data:
     @property
     def candidates(self) -> np.ndarray:
         """Rows the original scores: events and thoughts without an "idle" key."""
-        return np.array([i for i, (t, k) in enumerate(zip(self.types, self.keys))
+        return np.array([i for i, (t, k) in enumerate(zip(self.types, self.keys, strict=False))
                          if t != "chat" and "idle" not in k])
 
 
@@ -100,7 +100,7 @@ def make_data(n: int, dim: int, n_queries: int, seed: int) -> Data:
     centroids = unit_rows(rng.standard_normal((TOPICS, dim), dtype=np.float32))
     topic = rng.integers(0, TOPICS, n)
     vectors = rng.standard_normal((n, dim), dtype=np.float32)
-    for block, of in zip(chunks(vectors), chunks(topic)):  # in blocks, in place
+    for block, of in zip(chunks(vectors), chunks(topic), strict=False):  # in blocks, in place
         unit_rows(block)
         block += centroids[of]
         unit_rows(block)
@@ -226,7 +226,7 @@ def scoring_step(col: Columns, query: np.ndarray, mode: str) -> np.ndarray:
 def cos_sim(a: list[float], b: list[float]) -> float:
     if not a or not b or len(a) != len(b):
         return 0.0
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(x * x for x in b))
     if na < 1e-8 or nb < 1e-8:
