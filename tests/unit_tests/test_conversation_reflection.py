@@ -46,7 +46,7 @@ def model_for(planning="needs to meet Klaus at noon.\"", memo="is glad Klaus inv
 
 @pytest.fixture
 def stream() -> MemoryStream:
-    clock = Clock()
+    clock = Clock(T0)
     stream = MemoryStream(PERSONA, embeddings=DeterministicFakeEmbedding(size=16), clock=clock)
     stream.add_chat("conversing about an old lunch", poignancy=3, subject=PERSONA,
                     object="Klaus Mueller", filling=[["Klaus Mueller", "Hi"]])
