@@ -12,14 +12,13 @@ happened. Memories live in a local folder, so the next run remembers this one.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_genmem import ConfigurationError, MemoryStream
+from langchain_genmem import MemoryStream
 from langchain_genmem.agent import create_memory_agent
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm import chat_model_or_hint
 
 
 def turns(script: str | None):
@@ -46,10 +45,8 @@ def main() -> int:
     parser.add_argument("--script", help="a file with one user message per line")
     parser.add_argument("-k", type=int, default=5, help="memories recalled per turn")
     args = parser.parse_args()
-    try:
-        model = chat_model_from_env(temperature=0)
-    except ConfigurationError as e:
-        print(e, file=sys.stderr)
+    model = chat_model_or_hint(temperature=0)
+    if model is None:  # the hint on what to set was printed
         return 2
     with MemoryStream(args.name, path=args.path) as stream:
         # the checkpointer keeps this session's messages; the stream keeps memories for good

@@ -12,18 +12,16 @@ the memories they rest on.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from datetime import datetime
 
 from langchain_genmem import (
-    ConfigurationError,
     ImportanceScorer,
     MemoryStream,
     SimulationClock,
     create_reflection_graph,
 )
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm import chat_model_or_hint
 
 PERSONA = "Isabella Rodriguez"
 DAY = [
@@ -47,10 +45,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
     args = parser.parse_args()
-    try:
-        model = chat_model_from_env(temperature=0)
-    except ConfigurationError as e:
-        print(e, file=sys.stderr)
+    model = chat_model_or_hint(temperature=0)
+    if model is None:  # the hint on what to set was printed
         return 2
     clock = SimulationClock(datetime(2023, 2, 13, 6, 0))
     path = args.path or tempfile.mkdtemp(prefix="genmem-day-")

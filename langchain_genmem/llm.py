@@ -7,6 +7,7 @@ Ollama, vLLM, llama.cpp, LM Studio...) and ``OPENAI_MODEL`` (default ``gpt-4o-mi
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,3 +47,21 @@ def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> 
     if env.get("OPENAI_BASE_URL"):
         options["base_url"] = env["OPENAI_BASE_URL"]
     return chat_openai(**{**options, **kwargs})
+
+
+def chat_model_or_hint(**kwargs: Any) -> Any | None:
+    """:func:`chat_model_from_env`, or None after printing what to set on stderr.
+
+    For scripts: ``model = chat_model_or_hint(); if model is None: return 2``.
+
+    Args:
+        **kwargs: more ``ChatOpenAI`` arguments.
+
+    Returns:
+        The chat model, or None when it cannot be built.
+    """
+    try:
+        return chat_model_from_env(**kwargs)
+    except ConfigurationError as e:
+        print(e, file=sys.stderr)
+        return None
