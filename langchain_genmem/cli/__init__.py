@@ -1,0 +1,67 @@
+"""The ``genmem`` command line: a thin shell over the library.
+
+Every command works on one persona's memory stream in an embedded Chroma folder (``--path``,
+default ``./.genmem``) or on a Chroma server (``--chroma-host``/``--chroma-port``). Errors of
+the library are printed as one line saying what to do, with exit code 2 for bad input or
+missing setup and 1 for anything else. ``genmem demo`` runs offline on the bundled fixture.
+
+The package holds ``app`` (the typer app, global options, errors as hints), ``options``
+(option aliases, :class:`Weights`, times), ``store`` (:class:`Store`), ``commands``,
+``reports`` (results as data), ``render`` (results as text, JSON, tables and charts) and
+``demo`` (the offline tour).
+
+Example:
+    .. code-block:: console
+
+        $ genmem import "storage/sim/personas/Maria Lopez/bootstrap_memory/associative_memory"
+        $ genmem search "Klaus Mueller's research paper" -k 5
+        $ genmem --now "2023-02-13 18:00:00" search "breakfast" --recency-w 6 --json
+        $ genmem explain "breakfast" -o explain.png
+"""
+
+from __future__ import annotations
+
+from langchain_genmem.cli import commands  # noqa: F401 - registers the commands on app
+from langchain_genmem.cli.app import DEFAULT_PATH, app, main
+from langchain_genmem.cli.commands import DEFAULT_PNG
+from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
+from langchain_genmem.cli.options import NodeKind, RecencyMode, Weights, parse_time
+from langchain_genmem.cli.render import (
+    formula,
+    print_keyword_report,
+    print_stats,
+    save_explain_png,
+    score_table,
+)
+from langchain_genmem.cli.reports import (
+    COMPONENTS,
+    effective_gains,
+    keyword_report,
+    retrieve_rows,
+    stream_stats,
+)
+from langchain_genmem.cli.store import Store
+
+__all__ = [
+    "COMPONENTS",
+    "DEFAULT_FIXTURE",
+    "DEFAULT_PATH",
+    "DEFAULT_PNG",
+    "NodeKind",
+    "RecencyMode",
+    "Store",
+    "Weights",
+    "app",
+    "effective_gains",
+    "formula",
+    "keyword_report",
+    "main",
+    "parse_time",
+    "print_keyword_report",
+    "print_stats",
+    "retrieve_rows",
+    "run_demo",
+    "save_explain_png",
+    "score_table",
+    "stream_stats",
+]

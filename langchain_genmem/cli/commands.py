@@ -1,0 +1,289 @@
+"""The ``genmem`` commands: import, export, add, search, keywords, stats, explain, reflect, demo.
+
+They are registered on the app in this order, the order the help lists them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from langchain_genmem.cli.app import app
+from langchain_genmem.cli.demo import bundled_fixture, run_demo
+from langchain_genmem.cli.options import AsJson, K, NodeKind, Weights, parse_time, weight_options
+from langchain_genmem.cli.render import (
+    count_text,
+    echo_json,
+    formula,
+    print_keyword_report,
+    print_stats,
+    save_explain_png,
+    score_table,
+    show,
+    stdout_console,
+)
+from langchain_genmem.cli.reports import keyword_report, retrieve_rows, stream_stats
+from langchain_genmem.cli.store import store_of
+from langchain_genmem.errors import ConfigurationError, ValidationError
+from langchain_genmem.interop.generative_agents import (
+    NODES_FILE,
+    dump_associative_memory,
+    import_storage,
+    load_associative_memory,
+    persona_of,
+)
+from langchain_genmem.llm import chat_model_from_env
+
+DEFAULT_PNG = Path("genmem-explain.png")
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="An associative_memory folder (nodes.json...) or a simulation folder with "
+            "personas/<name>/bootstrap_memory/associative_memory inside."
+        ),
+    ],
+    reembed: Annotated[
+        bool | None,
+        typer.Option(
+            "--reembed/--keep-vectors",
+            help="Embed every memory again, or keep the saved vectors (default: keep them "
+            "when their size fits the model).",
+        ),
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show progress bars while embedding.")
+    ] = True,
+) -> None:
+    """Import the original simulation's saved memories (one persona or a whole simulation)."""
+    store = store_of(ctx)
+    started = time.perf_counter()
+    options = {"reembed": reembed, "progress": progress, **store.stream_kwargs()}
+    if (folder / NODES_FILE).exists():
+        name = store.persona or persona_of(folder)
+        if name is None:
+            msg = f"cannot tell the persona from {folder}; give --persona NAME"
+            raise ValidationError(msg, field="persona")
+        streams = {name: load_associative_memory(folder, persona=name, **options)}
+    else:
+        wanted = [store.persona] if store.persona else None
+        streams = import_storage(folder, personas=wanted, **options)
+    seconds = time.perf_counter() - started
+    for name, stream in streams.items():
+        store.track(stream)
+        typer.echo(f"Imported {name}: {count_text(stream)}, {stream.state.dim}-d vectors")
+    typer.echo(f"into {store.where()} in {seconds:.1f} s")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="The associative_memory folder to write; scratch.json goes to its parent."
+        ),
+    ],
+) -> None:
+    """Export a persona in the original format (nodes.json, embeddings.json, kw_strength.json)."""
+    stream = store_of(ctx).open()
+    dump_associative_memory(stream, folder)
+    typer.echo(f"Exported {stream.persona}: {count_text(stream)} to {folder}")
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    kind: Annotated[NodeKind, typer.Argument(help="event, thought or chat.")],
+    description: Annotated[str, typer.Argument(help="The memory in words.")],
+    poignancy: Annotated[
+        float, typer.Option("--poignancy", help="Importance, 1 (mundane) to 10 (poignant).")
+    ],
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Triple subject (default: the persona).")
+    ] = None,
+    predicate: Annotated[str, typer.Option("--predicate", help="Triple predicate.")] = "",
+    object_: Annotated[str, typer.Option("--object", help="Triple object.")] = "",
+    keyword: Annotated[
+        list[str] | None,
+        typer.Option("--keyword", help="A keyword (repeat; default: from the triple)."),
+    ] = None,
+    evidence: Annotated[
+        list[str] | None,
+        typer.Option("--evidence", help="A thought's evidence node id (repeat)."),
+    ] = None,
+    line: Annotated[
+        list[str] | None,
+        typer.Option("--line", help="A chat line 'speaker: utterance' (repeat)."),
+    ] = None,
+    created: Annotated[
+        str | None, typer.Option("--created", help="When it happened (default: now).")
+    ] = None,
+    expiration: Annotated[
+        str | None, typer.Option("--expiration", help="When it expires (default: never).")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Add an event, a thought or a chat to the persona's stream."""
+    item: dict[str, Any] = {
+        "type": kind.value,
+        "description": description,
+        "poignancy": poignancy,
+        "subject": subject,
+        "predicate": predicate,
+        "object": object_,
+        "keywords": keyword or None,
+    }
+    if created is not None:
+        item["created"] = parse_time(created, "--created")
+    if expiration is not None:
+        item["expiration"] = parse_time(expiration, "--expiration")
+    if evidence:
+        item["evidence"] = evidence
+    if line:
+        item["filling"] = [_chat_line(x) for x in line]
+    stream = store_of(ctx).open()
+    node = stream.add_many([item])[0]
+    if as_json:
+        echo_json(node.model_dump())
+    else:
+        typer.echo(f"Added {node.node_id} ({node.type}, depth {node.depth}) to {stream.persona}")
+
+
+@app.command()
+@weight_options
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="The focal point to retrieve memories for.")],
+    k: K = 10,
+    *,
+    weights: Weights,
+    filter_: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            help="Keep rows passing e.g. 'relevance > 0.5 and type == \"thought\"' (needs pandas).",
+        ),
+    ] = None,
+    peek: Annotated[
+        bool, typer.Option("--peek", help="Do not update last_accessed of what is returned.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Weighted retrieval (recency, relevance, importance), with each memory's components."""
+    stream = store_of(ctx).open()
+    retriever = weights.retriever(stream, k, touch=not peek)
+    rows = retrieve_rows(retriever, query, k, filter_)
+    if as_json:
+        echo_json(rows)
+        return
+    console = stdout_console()
+    console.print(score_table(rows, title=f"{stream.persona}: {query}"))
+    console.print(formula(retriever), highlight=False)
+
+
+@app.command()
+def keywords(
+    ctx: typer.Context,
+    subject: Annotated[str, typer.Argument(help="Subject of the perceived event.")],
+    predicate: Annotated[str, typer.Argument(help="Predicate of the perceived event.")],
+    object_: Annotated[
+        str, typer.Argument(metavar="OBJECT", help="Object of the perceived event.")
+    ],
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Memories shown per type.")] = 10,
+    as_json: AsJson = False,
+) -> None:
+    """The original's keyword retrieval: events and thoughts indexed under s, p or o."""
+    stream = store_of(ctx).open()
+    report = keyword_report(stream, (subject, predicate, object_), limit)
+    show(report, print_keyword_report, as_json)
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    top: Annotated[
+        int, typer.Option("--top", min=0, help="Keyword strengths shown per type.")
+    ] = 10,
+    as_json: AsJson = False,
+) -> None:
+    """Counts per type, depths, keyword strengths, reflection trigger and settings."""
+    show(stream_stats(store_of(ctx).open(), top), print_stats, as_json)
+
+
+@app.command()
+@weight_options
+def explain(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="The focal point to explain.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The PNG file to write.")
+    ] = DEFAULT_PNG,
+    k: K = 10,
+    *,
+    weights: Weights,
+) -> None:
+    """Save a PNG of the weighted score components of the top memories (needs matplotlib)."""
+    stream = store_of(ctx).open()
+    retriever = weights.retriever(stream, k, touch=False)
+    rows = retrieve_rows(retriever, query, k, None)
+    save_explain_png(rows, retriever, f"{stream.persona}: {query}", output)
+    typer.echo(f"Saved {output}: score components of the top {len(rows)} memories for {query!r}")
+
+
+@app.command()
+def reflect(
+    ctx: typer.Context,
+    force: Annotated[
+        bool, typer.Option("--force", help="Reflect even if the importance trigger has not fired.")
+    ] = False,
+) -> None:
+    """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
+    model = chat_model_from_env()
+    stream = store_of(ctx).open()
+    try:
+        from langchain_genmem.reflection import create_reflection_graph
+    except ImportError as e:
+        msg = f"the reflection graph is not available in this installation ({e})"
+        raise ConfigurationError(msg) from e
+    out = create_reflection_graph(model, stream, force=force).invoke({})
+    typer.echo(f"status: {out['status']}")
+    for node_id in out.get("written", []):
+        node = stream.get(node_id)
+        typer.echo(f"{node_id}: {node.description}")
+        for ev in node.evidence:
+            typer.echo(f"    evidence {ev}: {stream.get(ev).description}")
+    typer.echo(f"llm calls: {out.get('llm_calls', 0)}")
+
+
+@app.command()
+def demo(
+    folder: Annotated[
+        Path | None,
+        typer.Argument(
+            help="An associative_memory folder (default: the bundled Maria Lopez fixture)."
+        ),
+    ] = None,
+    k: K = 5,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show the embedding progress bar.")
+    ] = True,
+) -> None:
+    """Offline tour: import a persona into a temporary store and show retrieval at work."""
+    run_demo(stdout_console(), folder or bundled_fixture(), k=k, progress=progress)
+
+
+def _chat_line(text: str) -> list[str]:
+    for sep in (":", "："):
+        speaker, found, utterance = text.partition(sep)
+        if found and speaker.strip() and utterance.strip():
+            return [speaker.strip(), utterance.strip()]
+    msg = f"--line: {text!r} is not 'speaker: utterance'"
+    raise ValidationError(msg, field="--line")

@@ -1,0 +1,247 @@
+"""How ``genmem`` shows results: console, JSON, score tables and formula, text reports, chart.
+
+The text forms of the keyword and stats reports, and the ``explain`` PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from langchain_genmem.cli.options import TIME_FORMAT
+from langchain_genmem.cli.reports import COMPONENTS, effective_gains, number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from langchain_genmem.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.store import MemoryStream
+
+_WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
+_TABLE_COLUMNS = ("#", "node", "type", "created", "score", "recency", "relevance", "importance")
+_TABLE_WIDTH = 76  # cells the columns before the description take (padding and rules included)
+_CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Zen Hei", "SimHei", "Microsoft YaHei")
+
+
+def stdout_console() -> Console:
+    """A rich console on stdout, 120 cells wide when stdout is not a terminal."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else _WIDTH, highlight=False)
+
+
+def show(
+    report: Mapping[str, Any], printer: Callable[[Console, Mapping[str, Any]], None], as_json: bool
+) -> None:
+    """Print a report as JSON or, with its printer, as text.
+
+    Args:
+        report: the report.
+        printer: prints the report as text on a console.
+        as_json: print JSON instead.
+    """
+    if as_json:
+        echo_json(report)
+    else:
+        printer(stdout_console(), report)
+
+
+def echo_json(data: Any) -> None:
+    """Print data as indented JSON (times as ``YYYY-MM-DD HH:MM:SS``, arrays as lists).
+
+    Args:
+        data: the data.
+    """
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=_json_default))
+
+
+def count_text(stream: MemoryStream) -> str:
+    """A stream's size in words, e.g. ``14 memories (8 events, 6 thoughts, 0 chats)``.
+
+    Args:
+        stream: the stream.
+
+    Returns:
+        The words.
+    """
+    types = stream.state.type_count
+    parts = ", ".join(_plural(types.get(t, 0), t) for t in ("event", "thought", "chat"))
+    return f"{_plural(len(stream), 'memory', 'memories')} ({parts})"
+
+
+def formula(retriever: GenerativeAgentsRetriever) -> str:
+    """The score formula a retriever applies, e.g. ``score = 0.5×recency + 3×relevance + ...``.
+
+    Args:
+        retriever: the retriever.
+
+    Returns:
+        The formula, with the recency mode and decay.
+    """
+    parts = " + ".join(f"{number(g)}×{n}" for n, g in effective_gains(retriever).items())
+    decay = retriever.recency_decay
+    if decay is None:
+        decay = retriever.memory_stream.state.recency_decay
+    return f"score = {parts}  (recency mode {retriever.recency_mode}, decay {number(decay)})"
+
+
+def score_table(
+    rows: Sequence[Mapping[str, Any]], *, title: str | None, width: int | None = None
+) -> Table:
+    """A rich table of memories with their normalised score components.
+
+    Args:
+        rows: rows from :func:`~langchain_genmem.cli.reports.retrieve_rows`.
+        title: the table's title.
+        width: fit the table in this many cells by cutting descriptions to one line; None
+            wraps them instead.
+
+    Returns:
+        The table.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, box=None, title_justify="left", pad_edge=False, header_style="bold")
+    for name in _TABLE_COLUMNS:
+        justify = "left" if name in ("node", "type") else "right"
+        table.add_column(name, justify=justify, no_wrap=True)
+    table.add_column("description", overflow="fold")
+    room = None if width is None else max(20, width - _TABLE_WIDTH)
+    for i, r in enumerate(rows, start=1):
+        text = Text(r["description"])
+        if room is not None:
+            text.truncate(room, overflow="ellipsis")
+        table.add_row(
+            str(i),
+            r["node_id"],
+            r["type"],
+            f"{r['created']:%m-%d %H:%M}",
+            *(f"{r[c]:.2f}" for c in ("score", *COMPONENTS)),
+            text,
+        )
+    return table
+
+
+def print_keyword_report(console: Console, report: Mapping[str, Any]) -> None:
+    """Print :func:`~langchain_genmem.cli.reports.keyword_report` as text.
+
+    Args:
+        console: where to print.
+        report: the report.
+    """
+    terms = ", ".join(repr(t) for t in report["query"])
+    for name in ("events", "thoughts"):
+        part = report[name]
+        console.print(f"{name} indexed under {terms}: {part['count']}", highlight=False)
+        for n in part["newest"]:
+            console.print(f"  {n['node_id']:>9}  {n['created'][5:16]}  {n['description']}",
+                          highlight=False, overflow="ellipsis", no_wrap=True)
+    for kind, counts in report["strength"].items():
+        shown = ", ".join(f"{kw} {v}" for kw, v in counts.items())
+        console.print(f"{kind} keyword strength: {shown}", highlight=False)
+
+
+def print_stats(console: Console, report: Mapping[str, Any]) -> None:
+    """Print :func:`~langchain_genmem.cli.reports.stream_stats` as text.
+
+    Args:
+        console: where to print.
+        report: the stats.
+    """
+    types = ", ".join(_plural(n, t) for t, n in report["types"].items())
+    depths = ", ".join(f"{d}: {n}" for d, n in report["depths"].items())
+    trig = report["trigger"]
+    due = "due" if trig["reflection_due"] else "not due"
+    lines = [
+        f"{report['persona']}: {_plural(report['memories'], 'memory', 'memories')} ({types}); "
+        f"{report['vector_size']}-d vectors; clock {report['clock']:{TIME_FORMAT}}",
+        f"depth histogram: {depths}",
+        f"reflection trigger: {trig['importance_trigger_curr']} of "
+        f"{trig['importance_trigger_max']} left after {trig['importance_ele_n']} events ({due})",
+        "settings: " + ", ".join(f"{k} {v}" for k, v in report["settings"].items()),
+    ]
+    for kind, counts in report["keyword_strength"].items():
+        lines.append(f"top {kind} keywords: " + ", ".join(f"{kw} {v}" for kw, v in counts.items()))
+    for text in lines:
+        console.print(text, highlight=False)
+
+
+def save_explain_png(
+    rows: Sequence[Mapping[str, Any]],
+    retriever: GenerativeAgentsRetriever,
+    title: str,
+    output: Path,
+) -> None:
+    """Save stacked horizontal bars of each memory's weighted score components.
+
+    Args:
+        rows: rows from :func:`~langchain_genmem.cli.reports.retrieve_rows`, best first.
+        retriever: the retriever that ranked them (for its weights).
+        title: the chart's title.
+        output: the PNG file.
+
+    Raises:
+        ConfigurationError: matplotlib is not installed.
+    """
+    from langchain_genmem.extras import require_extra
+
+    require_extra("matplotlib", "plot", "explain")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    gains = effective_gains(retriever)
+    fig = Figure(figsize=(11, 1.2 + 0.45 * max(len(rows), 1)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    labels = [f"{r['node_id']}  {_cut(r['description'], 60)}" for r in rows][::-1]
+    left = [0.0] * len(rows)
+    for (name, gain), color in zip(gains.items(), ("#4c72b0", "#55a868", "#c44e52"), strict=True):
+        widths = [gain * r[name] for r in rows][::-1]
+        ax.barh(labels, widths, left=left, color=color, label=f"{number(gain)}×{name}")
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_xlabel("score (weighted, normalised components)")
+    ax.set_title(title, loc="left")
+    ax.legend(loc="lower right")
+    ax.tick_params(axis="y", labelsize=8)
+    family = ["DejaVu Sans", *_installed_fonts(_CJK_FONTS)]
+    for text in (*ax.get_yticklabels(), ax.title):
+        text.set_fontfamily(family)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Glyph.*missing")
+        fig.savefig(output, format="png", dpi=110)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return None if value != value else value.strftime(TIME_FORMAT)  # NaT != NaT
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Enum):
+        return value.value
+    return str(value)
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _installed_fonts(names: Sequence[str]) -> list[str]:
+    from matplotlib import font_manager
+
+    present = {f.name for f in font_manager.fontManager.ttflist}
+    return [n for n in names if n in present]
+
+
+def _cut(text: str, size: int) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"

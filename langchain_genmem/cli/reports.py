@@ -1,0 +1,143 @@
+"""What the ``genmem`` commands compute, as JSON-ready data.
+
+Retrieved rows, effective weights, the keyword retrieval and stream statistics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from langchain_genmem.cli.options import TIME_FORMAT
+
+if TYPE_CHECKING:
+    from langchain_genmem.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.store import MemoryStream
+
+COMPONENTS = ("recency", "relevance", "importance")
+
+
+def retrieve_rows(
+    retriever: GenerativeAgentsRetriever, query: str, k: int, filter_: str | None
+) -> list[dict[str, Any]]:
+    """Retrieved memories as flat rows (metadata and description), best first.
+
+    Args:
+        retriever: the retriever.
+        query: the focal point.
+        k: how many.
+        filter_: a filter expression (needs pandas), or None.
+
+    Returns:
+        The rows.
+    """
+    from langchain_genmem.dataframe import document_row, retrieve_memories
+
+    if filter_ is None:
+        docs = retriever.retrieve_with_report(query, k=k).documents
+        return [document_row(d) for d in docs]
+    return retrieve_memories(retriever, query, k=k, filter=filter_).to_dict("records")
+
+
+def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:
+    """What each normalised component is multiplied by: persona or given weight × gain.
+
+    Args:
+        retriever: the retriever.
+
+    Returns:
+        ``{"recency": ..., "relevance": ..., "importance": ...}``.
+    """
+    w = retriever.effective_weights()
+    weights = (w.recency_w, w.relevance_w, w.importance_w)
+    return {n: x * g for n, x, g in zip(COMPONENTS, weights, w.gains, strict=True)}
+
+
+def keyword_report(stream: MemoryStream, spo: tuple[str, str, str], limit: int) -> dict[str, Any]:
+    """The keyword retrieval for a triple, as JSON-ready data.
+
+    Args:
+        stream: the stream.
+        spo: subject, predicate, object.
+        limit: memories listed per type.
+
+    Returns:
+        ``{"query", "strength", "events", "thoughts"}``; the lists hold counts and the
+        newest memories.
+    """
+    strength = stream.kw_strength
+    found = {
+        "events": stream.retrieve_relevant_events(*spo),
+        "thoughts": stream.retrieve_relevant_thoughts(*spo),
+    }
+    return {
+        "query": list(spo),
+        "strength": {
+            t: {kw: strength[t].get(kw.lower(), 0) for kw in spo if kw}
+            for t in ("event", "thought")
+        },
+        **{
+            name: {
+                "count": len(nodes),
+                "newest": [_brief(n) for n in nodes[:limit]],
+            }
+            for name, nodes in found.items()
+        },
+    }
+
+
+def stream_stats(stream: MemoryStream, top: int) -> dict[str, Any]:
+    """What ``genmem stats`` shows, as JSON-ready data.
+
+    Args:
+        stream: the stream.
+        top: keyword strengths listed per type.
+
+    Returns:
+        Counts, depth histogram, strengths, trigger state, settings and clock.
+    """
+    state = stream.state
+    nodes = stream.nodes()
+    return {
+        "persona": stream.persona,
+        "memories": len(stream),
+        "types": {t: sum(n.type == t for n in nodes) for t in ("event", "thought", "chat")},
+        "depths": dict(sorted(Counter(n.depth for n in nodes).items())),
+        "keyword_strength": {
+            t: dict(Counter(m).most_common(top)) for t, m in stream.kw_strength.items()
+        },
+        "trigger": {
+            "importance_trigger_curr": number(state.importance_trigger_curr),
+            "importance_trigger_max": number(state.importance_trigger_max),
+            "importance_ele_n": state.importance_ele_n,
+            "reflection_due": state.reflection_due,
+        },
+        "settings": {
+            name: number(getattr(state, name))
+            for name in ("recency_w", "relevance_w", "importance_w", "recency_decay")
+        },
+        "vector_size": state.dim,
+        "clock": stream.clock(),
+    }
+
+
+def number(value: float) -> int | float:
+    """A number as the reports show it: an int when whole, else rounded to 4 places.
+
+    Args:
+        value: the number.
+
+    Returns:
+        The number to show.
+    """
+    return int(value) if float(value).is_integer() else round(float(value), 4)
+
+
+def _brief(node: Any) -> dict[str, Any]:
+    return {
+        "node_id": node.node_id,
+        "type": node.type,
+        "created": node.created.strftime(TIME_FORMAT),
+        "poignancy": number(node.poignancy),
+        "description": node.description,
+    }

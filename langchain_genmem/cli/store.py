@@ -1,0 +1,151 @@
+"""Where a ``genmem`` command's memories live: :class:`Store`, built from the global options."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from langchain_genmem.errors import StorageError, ValidationError
+from langchain_genmem.interop.generative_agents import FixedClock, scratch_time
+
+if TYPE_CHECKING:
+    from langchain_genmem.backends.chroma import ChromaBackend
+    from langchain_genmem.store import MemoryStream
+
+
+@dataclass
+class Store:
+    """Where the memories live, from the global options.
+
+    Attributes:
+        path: the embedded Chroma folder.
+        host: a Chroma server's host, or None for the embedded folder.
+        port: the Chroma server's port.
+        collection: the Chroma collection.
+        persona: the persona asked for, or None.
+        now: the time asked for, or None.
+    """
+
+    path: Path
+    host: str | None = None
+    port: int = 8000
+    collection: str = "genmem"
+    persona: str | None = None
+    now: datetime | None = None
+    _client: Any = field(default=None, repr=False)
+    _opened: list[MemoryStream] = field(default_factory=list, repr=False)
+
+    def client(self) -> Any:
+        """The chromadb client (opened once).
+
+        Returns:
+            A ``PersistentClient`` on ``path`` or an ``HttpClient`` on ``host:port``.
+
+        Raises:
+            StorageError: the store cannot be opened or the server not reached.
+        """
+        if self._client is None:
+            import chromadb
+
+            # Chroma's default settings, as MemoryStream uses: Chroma refuses a second client
+            # of one folder with other settings.
+            try:
+                if self.host:
+                    self._client = chromadb.HttpClient(host=self.host, port=self.port)
+                else:
+                    self._client = chromadb.PersistentClient(path=str(self.path))
+            except Exception as e:  # noqa: BLE001 - chromadb raises many kinds
+                msg = f"cannot open {self.where()} ({_first_line(e)})"
+                if self.host:
+                    msg = f"{msg}; start it (chroma run --port N) or drop --chroma-host"
+                raise StorageError(msg) from e
+        return self._client
+
+    def where(self) -> str:
+        """The store in words."""
+        if self.host:
+            return f"the Chroma server at {self.host}:{self.port}"
+        return f"the store at {self.path}"
+
+    def backend(self) -> ChromaBackend:
+        """The storage backend on the collection."""
+        from langchain_genmem.backends.chroma import ChromaBackend
+
+        return ChromaBackend(self.client(), self.collection)
+
+    def open(self) -> MemoryStream:
+        """The persona's stream, its clock set (``--now``, else the saved simulation time).
+
+        Returns:
+            The stream.
+
+        Raises:
+            ValidationError: no persona was named and the store does not hold exactly one.
+        """
+        from langchain_genmem.store import MemoryStream
+
+        backend = self.backend()
+        persona = self.persona or self._only_persona(backend.personas())
+        stream = self.track(MemoryStream(persona, backend=backend))
+        if self.now is not None:
+            stream.clock = FixedClock(self.now)
+        else:
+            when = scratch_time(stream.state.extra)
+            if when is not None:
+                stream.clock = FixedClock(when)
+        return stream
+
+    def track(self, stream: MemoryStream) -> MemoryStream:
+        """Remember a stream so :meth:`close` flushes it when the command ends.
+
+        Args:
+            stream: the stream.
+
+        Returns:
+            The same stream.
+        """
+        self._opened.append(stream)
+        return stream
+
+    def close(self) -> None:
+        """Flush deferred access times of every stream the command opened."""
+        for stream in self._opened:
+            stream.close()
+
+    def stream_kwargs(self) -> dict[str, Any]:
+        """What the importers pass on to each new stream."""
+        clock = FixedClock(self.now) if self.now is not None else None
+        return {"client": self.client(), "collection_name": self.collection, "clock": clock}
+
+    def _only_persona(self, personas: Sequence[str]) -> str:
+        if len(personas) == 1:
+            return personas[0]
+        if not personas:
+            msg = (
+                f"{self.where()} holds no memories yet; run "
+                "`genmem import FOLDER` or `genmem --persona NAME add ...`"
+            )
+        else:
+            msg = f"the store holds several personas ({', '.join(personas)}); choose with --persona"
+        raise ValidationError(msg, field="persona")
+
+
+def store_of(ctx: typer.Context) -> Store:
+    """The :class:`Store` the global options made for this command.
+
+    Args:
+        ctx: the command's context.
+
+    Returns:
+        The store.
+    """
+    return ctx.ensure_object(Store)
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
