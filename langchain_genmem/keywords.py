@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from langchain_genmem.nodes import NODE_TYPES, MemoryNode
+from langchain_genmem.nodes import NODE_TYPES, MemoryNode, node_number
 
 STRENGTH_TYPES = ("event", "thought")
 
@@ -137,7 +137,7 @@ class KeywordIndex:
         for term in terms:
             for node_id in by_kw.get((term or "").lower(), ()):
                 found[node_id] = None
-        return sorted(found, key=_node_order, reverse=True)
+        return sorted(found, key=node_number, reverse=True)
 
 
 def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> None:
@@ -152,7 +152,3 @@ def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> Non
     counts = strength[node.type]
     for kw in unique(k.lower() for k in node.keywords):
         counts[kw] = counts.get(kw, 0) + 1
-
-
-def _node_order(node_id: str) -> int:
-    return int(node_id.rsplit("_", 1)[1])

@@ -23,6 +23,19 @@ NODE_ID_RE = re.compile(r"^node_([1-9][0-9]*)$")
 THOUGHT_LIFETIME_DAYS = 30
 
 
+def node_number_or_none(node_id: str) -> int | None:
+    """N of a ``node_N`` id, or None for anything else.
+
+    Args:
+        node_id: a candidate id.
+
+    Returns:
+        The number, or None.
+    """
+    match = NODE_ID_RE.match(node_id)
+    return None if match is None else int(match.group(1))
+
+
 def node_number(node_id: str) -> int:
     """Return N of a ``node_N`` id.
 
@@ -35,11 +48,11 @@ def node_number(node_id: str) -> int:
     Raises:
         ValueError: the id is not of the ``node_N`` form.
     """
-    match = NODE_ID_RE.match(node_id)
-    if match is None:
+    number = node_number_or_none(node_id)
+    if number is None:
         msg = f"node_id: {node_id!r} is not of the form node_N"
         raise ValueError(msg)
-    return int(match.group(1))
+    return number
 
 
 class MemoryNode(BaseModel):

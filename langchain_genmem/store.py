@@ -52,7 +52,7 @@ from langchain_genmem.errors import (
 )
 from langchain_genmem.inputs import MemoryInput, validate_items
 from langchain_genmem.keywords import KeywordIndex, default_keywords
-from langchain_genmem.nodes import NODE_TYPES, MemoryNode, NodeType
+from langchain_genmem.nodes import NODE_TYPES, MemoryNode, NodeType, node_number_or_none
 from langchain_genmem.state import SETTINGS, StreamState
 from langchain_genmem.timeutil import naive, to_epoch
 
@@ -141,11 +141,16 @@ class MemoryStream:
         self._apply_state(state)
 
     def _apply_state(self, state: StreamState) -> None:
+        fresh: list[StoredNode] = []
         if state.node_count > self._cache.n:
             fresh = self.backend.read_nodes(self.persona, self._cache.n + 1, state.node_count)
-            self._cache.append(fresh)
-            for stored in fresh:
-                self._keywords.index_node(stored.node)
+        self._install(fresh, state)
+
+    def _install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
+        """Mirror committed nodes and their state in the cache and the keyword index."""
+        self._cache.append(stored)
+        for s in stored:
+            self._keywords.index_node(s.node)
         self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
         self._state = state
 
@@ -496,7 +501,7 @@ class MemoryStream:
         known = self._cache.n
         for i, item in enumerate(batch):
             for node_id in _evidence_of(item):
-                number = _number(node_id)
+                number = node_number_or_none(node_id)
                 if number is None or number > known + i:
                     where = "evidence" if item.evidence is not None else "filling"
                     field = f"items[{i}].{where}"
@@ -516,11 +521,7 @@ class MemoryStream:
             if overrides:
                 state = state.model_copy(update=dict(overrides))
             self.backend.commit(self.persona, stored, state)
-            self._cache.append(stored)
-            for s in stored:
-                self._keywords.index_node(s.node)
-            self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
-            self._state = state
+            self._install(stored, state)
             return [s.node for s in stored]
 
     def _build(
@@ -697,7 +698,7 @@ class MemoryStream:
     # ------------------------------------------------------------------ helpers
 
     def _row(self, node_id: str) -> int | None:
-        number = _number(node_id)
+        number = node_number_or_none(node_id)
         if number is None or number > self._cache.n:
             return None
         return number - 1
@@ -739,13 +740,6 @@ def _evidence_of(item: MemoryInput) -> list[str]:
     if not isinstance(entries, list):
         return []
     return [x for x in entries if isinstance(x, str) and x.startswith("node_")]
-
-
-def _number(node_id: str) -> int | None:
-    if not node_id.startswith("node_"):
-        return None
-    tail = node_id[5:]
-    return int(tail) if tail.isdigit() and not tail.startswith("0") else None
 
 
 def _chroma_backend(path: Any, client: Any, name: str) -> ChromaBackend:

@@ -49,7 +49,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_genmem.errors import EmbeddingDimensionError, InteropError, ValidationError
 from langchain_genmem.inputs import validate_items
 from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
-from langchain_genmem.nodes import NODE_ID_RE, MemoryNode
+from langchain_genmem.nodes import NODE_ID_RE, MemoryNode, node_number
 from langchain_genmem.state import SETTINGS
 from langchain_genmem.store import MemoryStream
 
@@ -491,7 +491,7 @@ def _read_node(path: Path, node_id: str, raw: Any) -> dict[str, Any]:
     except ValidationError as e:
         raise InteropError(str(e).removeprefix("items[0]."), **where) from e
     if item["type"] == "thought":
-        _check_evidence(item["filling"], _number(node_id), where)
+        _check_evidence(item["filling"], node_number(node_id), where)
     return item
 
 
@@ -596,10 +596,6 @@ def _is_vector(value: Any) -> bool:
 
 def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
-
-
-def _number(node_id: str) -> int:
-    return int(node_id.split("_", 1)[1])
 
 
 def _short(text: str) -> str:
