@@ -190,10 +190,7 @@ class MemoryStream:
         Raises:
             UnknownNodeError: the stream holds no such node.
         """
-        row = self._row(node_id)
-        if row is None:
-            raise UnknownNodeError(node_id, persona=self.persona)
-        return self._cache.nodes[row]
+        return self._cache.nodes[self._row_or_raise(node_id)]
 
     def nodes(self, type: NodeType | None = None) -> list[MemoryNode]:  # noqa: A002
         """Nodes newest first, all or of one type.
@@ -293,8 +290,7 @@ class MemoryStream:
         Returns:
             A float32 copy of the vector.
         """
-        self.get(node_id)
-        return self._cache.vectors[self._row(node_id)].copy()  # type: ignore[index]
+        return self._cache.vectors[self._row_or_raise(node_id)].copy()
 
     def embeddings_by_key(self) -> dict[str, np.ndarray]:
         """One stored vector per embedding_key (the newest node's), as the original keeps them.
