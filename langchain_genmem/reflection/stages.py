@@ -50,6 +50,7 @@ __all__ = [
     "cited_line",
     "condense_request",
     "read_insights",
+    "write_back",
     "write_thoughts",
 ]
 
@@ -74,8 +75,8 @@ def ask(prompts: Mapping[str, str], name: str, persona: str, **fields: Any) -> l
 
 
 def cited_line(text: str, numbers: Sequence[int]) -> str:
-    """An insight as seed 004 writes it: ``text [7, 52, 47]``."""
-    return f"{text} [{', '.join(map(str, numbers))}]"
+    """An insight as seed 004 writes it: ``text [7, 52, 47]`` (just the text without numbers)."""
+    return f"{text} [{', '.join(map(str, numbers))}]" if numbers else text
 
 
 def condense_request(
@@ -273,7 +274,9 @@ class Stages:
             recent = sorted(found, key=lambda n: n.last_accessed)
             memories = recent[-(int(state.importance_ele_n) or self.window) :]
         else:
-            threshold = state.importance_trigger_max if self.threshold is None else self.threshold
+            threshold = self.threshold
+            if threshold is None:
+                threshold = state.importance_trigger_max / self.scale
             memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold
@@ -376,9 +379,28 @@ class Stages:
         self, per_question: Sequence[QuestionInsights]
     ) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
         """Write the distinct insights as thoughts, in one stream write."""
-        drafts, dropped = merge(per_question)
-        nodes: list[MemoryNode] = []
-        if drafts:
-            nodes, lost = yield from write_thoughts(self.stream, self.prompts, drafts, "write_back")
-            dropped += lost
-        return nodes, dropped
+        return (yield from write_back(self.stream, self.prompts, per_question))
+
+
+def write_back(
+    stream: MemoryStream, prompts: Mapping[str, str], per_question: Sequence[QuestionInsights]
+) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
+    """Write the distinct insights of every question as thoughts, in one stream write.
+
+    Insights repeated across questions (without case and spacing) become one thought with
+    the evidence of all (a ``"duplicate"`` record each); then :func:`write_thoughts`.
+
+    Args:
+        stream: where to write.
+        prompts: the prompts, with ``"triples"``.
+        per_question: the insights, with their evidence node ids.
+
+    Returns:
+        A stage: the thoughts written and what was dropped.
+    """
+    drafts, dropped = merge(per_question)
+    nodes: list[MemoryNode] = []
+    if drafts:
+        nodes, lost = yield from write_thoughts(stream, prompts, drafts, "write_back")
+        dropped += lost
+    return nodes, dropped
