@@ -29,26 +29,16 @@ from tests.unit_tests.test_reflection_graph import (
     TRIPLES,
     Clock,
     ScriptedChatModel,
-    fill,
     new_stream,
     scripted,
 )
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
-
-
-@pytest.fixture
-def stream(clock: Clock) -> MemoryStream:
-    return fill(new_stream(clock), clock)
+from tests.unit_tests.test_stepwise import scripted_stream
 
 
 @pytest.mark.parametrize("description", ["test description", "测试描述：玛丽亚在准备考试"])
-def test_memory_creation(clock, description):
+def test_memory_creation(description):
     model = ScriptedChatModel(rules=[(RATINGS, "Rating: 7")])
-    stream = new_stream(clock)
+    stream = new_stream(Clock(T0))
     stream.importance = ImportanceScorer(model)
     memory = stream.add_event(description)
     assert memory.description == description
@@ -59,9 +49,10 @@ def test_memory_creation(clock, description):
     assert len(model.calls) == 1
 
 
-def test_reflection_creation_with_pointers(stream):
+def test_reflection_creation_with_pointers():
     # seed 004: Reflection("test insight", ..., [1, 2, 3]) has memory_type "reflection" and
     # pointers [1, 2, 3]; here a thought whose evidence is node_1..node_3
+    stream = scripted_stream()
     model = scripted()
     [thought] = generate_reflection(stream, [[("test insight", [1, 2, 3])]], model)
     assert thought.type == "thought" and thought.description == "test insight"
