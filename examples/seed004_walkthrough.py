@@ -198,7 +198,7 @@ def main() -> int:
 
         # 5. reflect: the insights become thoughts whose pointers are the evidence memories
         thoughts = generate_reflection(stream, insights_list, questions=questions_fmt)
-        print("\n# memory_stream = generate_reflection(memory_stream, insights_list)")
+        print("\n# reflections = generate_reflection(memory_stream, insights_list)")
         for thought in thoughts:
             pointers = [node_number(i) for i in thought.evidence]
             print(f"{thought.node_id} (reflection, depth {thought.depth}, importance "

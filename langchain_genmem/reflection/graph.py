@@ -372,9 +372,11 @@ def create_reflection_graph(
       is (one cheap call to retry).
     * ``retrieve``: one branch per question, sent with ``langgraph.types.Send`` and run in
       parallel; each takes the best ``k`` memories with the retriever (its recency mode
-      and weights) without touching access times, so every branch scores the same state
-      and the result does not depend on thread timing. The original retrieves the
-      questions one after the other, each seeing the access times the previous one set.
+      and weights; with ``relevance_min``, the best ``k`` of those whose normalised
+      relevance is above it, as seed 004) without touching access times, so every branch
+      scores the same state and the result does not depend on thread timing. The original
+      retrieves the questions one after the other, each seeing the access times the
+      previous one set.
     * ``insights`` (the join): the union of retrieved memories is marked accessed once, at
       the stream's clock; then one call per question (concurrently), its evidence numbered
       from 0 as :func:`~langchain_genmem.parsers.format_numbered` shows it. Cited numbers

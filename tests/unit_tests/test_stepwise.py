@@ -397,3 +397,10 @@ def test_the_graph_filters_evidence_by_relevance(stream):
     assert {e["question"]: e["retrieved"] for e in out["insights"]} == expected
     with pytest.raises(ValidationError, match="relevance_min"):
         create_reflection_graph(model, stream, relevance_min="0.5")
+
+
+def test_generate_insight_forced_on_an_empty_stream_makes_no_call(clock):
+    model = scripted()
+    assert generate_insight(new_stream(clock), model) is None
+    assert generate_insight(new_stream(clock), model, force=True) == ([], [])
+    assert model.calls == []
