@@ -1,6 +1,10 @@
 """pandas views of a memory stream, for notebooks.
 
-Seed 004's ``get_memory_df`` and ``retrieve_memories``.
+Seed 004's ``get_memory_df`` and ``retrieve_memories``. Both take ``importance_scale``:
+``"poignancy"`` (default) shows the ``poignancy`` column as stored (1 to 10 in the
+original), ``"unit"`` shows seed 004's 0.1 to 1.0 (poignancy / 10; a filter then compares
+with those values). What is stored never changes. The ``importance`` column of
+``retrieve_memories`` is the normalised importance component of the score, on neither scale.
 
 pandas is an optional extra: ``pip install 'langchain-genmem[pandas]'``.
 
@@ -22,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.extras import require_extra
-from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.nodes import ImportanceScale, MemoryNode, importance_divisor
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,12 +74,15 @@ def require_pandas() -> Any:
     return require_extra("pandas", "pandas", "this")
 
 
-def get_memory_df(stream: MemoryStream, *, vectors: bool = False) -> pd.DataFrame:
+def get_memory_df(
+    stream: MemoryStream, *, vectors: bool = False, importance_scale: ImportanceScale = "poignancy"
+) -> pd.DataFrame:
     """Every memory of the stream as one row, oldest (``node_1``) first.
 
     Args:
         stream: the persona's stream.
         vectors: add an ``embedding`` column with each memory's vector.
+        importance_scale: ``"poignancy"`` (as stored) or ``"unit"`` (poignancy / 10).
 
     Returns:
         One row per node with every node field (``node_id``, ``type``, ``depth``,
@@ -83,10 +90,12 @@ def get_memory_df(stream: MemoryStream, *, vectors: bool = False) -> pd.DataFram
 
     Raises:
         ConfigurationError: pandas is not installed.
+        ValidationError: an unknown ``importance_scale``.
     """
+    divisor = importance_divisor(importance_scale)
     pd = require_pandas()
     nodes = stream.nodes()[::-1]
-    df = pd.DataFrame([n.model_dump() for n in nodes], columns=list(NODE_COLUMNS))
+    df = _scaled(pd.DataFrame([n.model_dump() for n in nodes], columns=list(NODE_COLUMNS)), divisor)
     if vectors:
         df["embedding"] = [stream.vector(n.node_id) for n in nodes]
     return df
@@ -98,6 +107,7 @@ def retrieve_memories(
     *,
     k: int | None = None,
     filter: str | None = None,  # noqa: A002 - seed 004's name
+    importance_scale: ImportanceScale = "poignancy",
 ) -> pd.DataFrame:
     """Weighted retrieval as a table, best first, optionally filtered before the top k.
 
@@ -111,6 +121,8 @@ def retrieve_memories(
         k: how many rows (default: the retriever's k).
         filter: a filter expression over the result columns, e.g.
             ``'relevance > 0.5 and type == "thought"'`` (see :mod:`langchain_genmem.filters`).
+        importance_scale: ``"poignancy"`` (as stored) or ``"unit"`` (poignancy / 10), for
+            the ``poignancy`` column and the filter.
 
     Returns:
         Columns ``node_id``, ``description``, ``score``, ``recency``, ``relevance``,
@@ -119,21 +131,22 @@ def retrieve_memories(
 
     Raises:
         ConfigurationError: pandas is not installed.
-        ValidationError: a bad filter or an unknown column.
+        ValidationError: a bad filter, an unknown column or ``importance_scale``.
     """
+    divisor = importance_divisor(importance_scale)
     pd = require_pandas()
     from langchain_genmem.filters import apply_filter, check_columns, parse_filter
 
     k = retriever.k if k is None else k
     if filter is None:
         docs = retriever.retrieve_with_report(query, k=k).documents
-        return _frame(pd, [document_row(d) for d in docs])
+        return _scaled(_frame(pd, [document_row(d) for d in docs]), divisor)
     expr = parse_filter(filter)
     check_columns(expr, RESULT_COLUMNS)
     stream = retriever.memory_stream
     peek = retriever.model_copy(update={"update_access": False})
     docs = peek.retrieve_with_report(query, k=len(stream)).documents
-    df = apply_filter(_frame(pd, [document_row(d) for d in docs]), expr).head(k)
+    df = apply_filter(_scaled(_frame(pd, [document_row(d) for d in docs]), divisor), expr).head(k)
     if retriever.update_access and len(df):
         stream.mark_accessed(list(df["node_id"]))
         df = df.assign(last_accessed=[stream.get(i).last_accessed for i in df["node_id"]])
@@ -154,3 +167,8 @@ def document_row(doc: Document) -> dict[str, Any]:
 
 def _frame(pd: Any, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(list(rows), columns=list(RESULT_COLUMNS))
+
+
+def _scaled(df: pd.DataFrame, divisor: float) -> pd.DataFrame:
+    """``df`` with its ``poignancy`` column divided by ``divisor`` (a copy; 1 returns it)."""
+    return df if divisor == 1 else df.assign(poignancy=df["poignancy"] / divisor)

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from langchain_genmem.errors import ValidationError
+
 NodeType = Literal["event", "thought", "chat"]
 NODE_TYPES: tuple[NodeType, ...] = ("event", "thought", "chat")
 NODE_ID_RE = re.compile(r"^node_([1-9][0-9]*)$")
@@ -151,3 +153,29 @@ def check_poignancy(value: Any, field: str = "poignancy") -> float:
         msg = f"{field}: expected a finite number, got {value!r}"
         raise ValueError(msg)
     return number
+
+
+ImportanceScale = Literal["poignancy", "unit"]
+"""How importance is shown: ``"poignancy"`` as stored (1 to 10 in the original), or
+``"unit"``, seed 004's 0.1 to 1.0 (poignancy / 10). Stored values never change."""
+
+IMPORTANCE_SCALES: dict[str, float] = {"poignancy": 1.0, "unit": 10.0}
+
+
+def importance_divisor(scale: str) -> float:
+    """What poignancy is divided by to show it on ``scale``.
+
+    Args:
+        scale: ``"poignancy"`` or ``"unit"`` (see :data:`ImportanceScale`).
+
+    Returns:
+        1.0 or 10.0.
+
+    Raises:
+        ValidationError: an unknown scale.
+    """
+    divisor = IMPORTANCE_SCALES.get(scale) if isinstance(scale, str) else None
+    if divisor is None:
+        msg = f"importance_scale: expected 'poignancy' or 'unit', got {scale!r}"
+        raise ValidationError(msg, field="importance_scale")
+    return divisor

@@ -3,6 +3,10 @@
 * :func:`create_reflection_graph`: the reflection as a compiled LangGraph graph.
 * :func:`reflect_on_conversation` / :func:`areflect_on_conversation`: the planning thought
   and the memo written after a conversation.
+* Seed 004's functions, running the graph's stages one by one
+  (:mod:`~langchain_genmem.reflection.stepwise`): :func:`generate_insight`,
+  :func:`condense_insights`, :func:`generate_reflection` (and ``a*`` async twins), with
+  :func:`~langchain_genmem.parsers.parse_insights`.
 * :mod:`~langchain_genmem.reflection.prompts`: the prompts, as ``DEFAULT_*_PROMPT`` constants.
 * :mod:`~langchain_genmem.reflection.state`: the graph's input, state and output.
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from langchain_genmem.parsers import parse_insights
 from langchain_genmem.reflection.state import (
     Dropped,
     Insight,
@@ -39,6 +44,14 @@ if TYPE_CHECKING:
         PROMPT_FIELDS,
         create_reflection_graph,
     )
+    from langchain_genmem.reflection.stepwise import (
+        acondense_insights,
+        agenerate_insight,
+        agenerate_reflection,
+        condense_insights,
+        generate_insight,
+        generate_reflection,
+    )
 
 __all__ = [
     "DEFAULT_REFLECTION_PROMPTS",
@@ -53,8 +66,15 @@ __all__ = [
     "ReflectionStatus",
     "TriggerPolicy",
     "TriggerReport",
+    "acondense_insights",
+    "agenerate_insight",
+    "agenerate_reflection",
     "areflect_on_conversation",
+    "condense_insights",
     "create_reflection_graph",
+    "generate_insight",
+    "generate_reflection",
+    "parse_insights",
     "reflect_on_conversation",
 ]
 
@@ -65,6 +85,12 @@ _LAZY = {
     "ConversationReflection": "conversation",
     "areflect_on_conversation": "conversation",
     "reflect_on_conversation": "conversation",
+    "generate_insight": "stepwise",
+    "agenerate_insight": "stepwise",
+    "condense_insights": "stepwise",
+    "acondense_insights": "stepwise",
+    "generate_reflection": "stepwise",
+    "agenerate_reflection": "stepwise",
 }
 
 

@@ -26,18 +26,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.importance import ImportanceScorer
 from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.reflection.graph import (
-    Ask,
-    Draft,
-    Runner,
-    Step,
-    drop,
-    excerpt,
-    messages,
-    resolve_prompts,
-    write_thoughts,
-)
+from langchain_genmem.reflection.graph import resolve_prompts
+from langchain_genmem.reflection.stages import Draft, write_thoughts
 from langchain_genmem.reflection.state import Dropped
+from langchain_genmem.reflection.steps import Ask, Runner, Step, drop, excerpt, messages
 from langchain_genmem.store import MemoryStream
 
 __all__ = ["ConversationReflection", "areflect_on_conversation", "reflect_on_conversation"]

@@ -7,42 +7,32 @@ compiled ``StateGraph``::
     check_trigger → focal_points → retrieve × questions (Send, in parallel)
                   → insights → condense → write_back → reset_trigger
 
-Each model-calling stage is written once, as a generator that yields what it needs (model
-calls, importance ratings, a stream write) and gets the results back; :class:`Runner`
-serves those requests with ``batch``/``score_many``/``add_many`` in the sync node and with
-``abatch``/``ascore_many``/``aadd_many`` in the async one, so both paths run the same code.
-The same pieces write the thoughts after a conversation
-(:mod:`langchain_genmem.reflection.conversation`).
+Each node reads the graph's state, runs one stage of
+:class:`~langchain_genmem.reflection.stages.Stages` and writes its result back. The stages
+are written once, as generators that yield what they need (model calls, importance ratings,
+a stream write; see :mod:`~langchain_genmem.reflection.steps`), served sync or async by the
+same runner; seed 004's step-by-step functions (:mod:`~langchain_genmem.reflection.stepwise`)
+and the thoughts after a conversation (:mod:`~langchain_genmem.reflection.conversation`)
+run the same stages.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Generator, Mapping, Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Overwrite, Send
 
-from langchain_genmem.errors import ParseError, ValidationError
-from langchain_genmem.importance import ImportanceScorer, reply_text
-from langchain_genmem.keywords import unique
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.parsers import (
-    format_numbered,
-    parse_focal_points,
-    parse_insights,
-    parse_triples,
-)
-from langchain_genmem.parsers import text_key as _text_key
+from langchain_genmem.errors import ValidationError
+from langchain_genmem.importance import ImportanceScorer
 from langchain_genmem.reflection.prompts import (
     DEFAULT_BATCH_TRIPLE_PROMPT,
     DEFAULT_CONDENSE_PROMPT,
@@ -54,27 +44,20 @@ from langchain_genmem.reflection.prompts import (
     DEFAULT_PLANNING_THOUGHT_PROMPT,
     DEFAULT_QUESTIONS_SYSTEM_PROMPT,
 )
+from langchain_genmem.reflection.stages import Stages
 from langchain_genmem.reflection.state import (
-    Dropped,
-    Insight,
-    QuestionInsights,
     QuestionTask,
     ReflectionInput,
     ReflectionOutput,
     ReflectionState,
     Retrieved,
     TriggerPolicy,
-    TriggerReport,
 )
+from langchain_genmem.reflection.steps import Runner, Step, retrieve_evidence
 from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream, thought_expiration
+from langchain_genmem.store import MemoryStream
 
 __all__ = ["DEFAULT_REFLECTION_PROMPTS", "PROMPT_FIELDS", "create_reflection_graph"]
-
-T = TypeVar("T")
-
-FALLBACK_POIGNANCY = 4.0
-"""The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
 
 # --- prompts -------------------------------------------------------------------------------
 
@@ -150,296 +133,6 @@ def resolve_prompts(given: Mapping[str, str] | None, names: Sequence[str]) -> di
     return out
 
 
-def messages(system: str, human: str) -> list[BaseMessage]:
-    """The messages of one call: the system prompt (when not empty) and the human prompt."""
-    return [SystemMessage(system), HumanMessage(human)] if system else [HumanMessage(human)]
-
-
-# --- requests the stages make, and the runner that serves them -------------------------------
-
-
-@dataclass(frozen=True)
-class Ask:
-    """Call the model once per request (concurrently); the stage gets the reply texts."""
-
-    requests: list[list[BaseMessage]]
-
-
-@dataclass(frozen=True)
-class Score:
-    """Rate (type, text) items with the importance scorer.
-
-    The stage gets the ratings, or the scorer's ``ParseError`` when it found no rating for
-    an item even asked alone.
-    """
-
-    items: list[tuple[str, str]]
-
-
-@dataclass(frozen=True)
-class Write:
-    """Add memories to the stream in one all-or-nothing write; the stage gets the nodes."""
-
-    items: list[dict[str, Any]]
-
-
-Step = Generator[Ask | Score | Write, Any, T]
-
-
-class _CallCounter(BaseCallbackHandler):
-    """Counts the model calls started under the config it is added to (thread-safe)."""
-
-    run_inline = True
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def _count(self) -> None:
-        with self._lock:
-            self.calls += 1
-
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
-        """Count one chat model call."""
-        self._count()
-
-    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
-        """Count one text model call."""
-        self._count()
-
-
-def _with_counter(config: RunnableConfig | None, counter: _CallCounter) -> RunnableConfig:
-    """Return ``config`` with ``counter`` added to its callbacks (inherited by child runs)."""
-    config = config or {}
-    callbacks = config.get("callbacks")
-    if callbacks is None:
-        merged: Any = [counter]
-    elif isinstance(callbacks, list):
-        merged = [*callbacks, counter]
-    else:
-        merged = callbacks.copy()
-        merged.add_handler(counter, inherit=True)
-    return {**config, "callbacks": merged}  # type: ignore[typeddict-item]
-
-
-def _text(reply: Any) -> str:
-    return reply if isinstance(reply, str) else reply_text(reply)
-
-
-class Runner:
-    """Serves the requests of a stage with a model, a scorer and a stream; counts model calls.
-
-    Args:
-        model: the chat model of :class:`Ask`.
-        stream: the stream of :class:`Write`.
-        importance: the scorer of :class:`Score`.
-    """
-
-    def __init__(
-        self, model: BaseChatModel, stream: MemoryStream, importance: ImportanceScorer
-    ) -> None:
-        self.model = model
-        self.stream = stream
-        self.importance = importance
-
-    def run(self, step: Step[T], config: RunnableConfig | None) -> tuple[T, int]:
-        """Run a stage to its end; return its result and how many model calls it made."""
-        counter = _CallCounter()
-        config = _with_counter(config, counter)
-        try:
-            request = next(step)
-            while True:
-                request = step.send(self._serve(request, config))
-        except StopIteration as done:
-            return done.value, counter.calls
-
-    async def arun(self, step: Step[T], config: RunnableConfig | None) -> tuple[T, int]:
-        """Async :meth:`run`."""
-        counter = _CallCounter()
-        config = _with_counter(config, counter)
-        try:
-            request = next(step)
-            while True:
-                request = step.send(await self._aserve(request, config))
-        except StopIteration as done:
-            return done.value, counter.calls
-
-    def _serve(self, request: Ask | Score | Write, config: RunnableConfig) -> Any:
-        if isinstance(request, Ask):
-            replies = self.model.batch(request.requests, config) if request.requests else []
-            return [_text(reply) for reply in replies]
-        if isinstance(request, Score):
-            try:
-                return self.importance.score_many(self.stream.persona, request.items, config=config)
-            except ParseError as error:
-                return error
-        return self.stream.add_many(request.items)
-
-    async def _aserve(self, request: Ask | Score | Write, config: RunnableConfig) -> Any:
-        if isinstance(request, Ask):
-            replies = await self.model.abatch(request.requests, config) if request.requests else []
-            return [_text(reply) for reply in replies]
-        if isinstance(request, Score):
-            persona = self.stream.persona
-            try:
-                return await self.importance.ascore_many(persona, request.items, config=config)
-            except ParseError as error:
-                return error
-        return await self.stream.aadd_many(request.items)
-
-    def node(
-        self, name: str, stage: Callable[[ReflectionState], Step[dict[str, Any]]]
-    ) -> RunnableCallable:
-        """A graph node running ``stage``, sync and async, adding its calls to ``llm_calls``."""
-
-        def func(state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
-            update, calls = self.run(stage(state), config)
-            return {**update, "llm_calls": state["llm_calls"] + calls}
-
-        async def afunc(state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
-            update, calls = await self.arun(stage(state), config)
-            return {**update, "llm_calls": state["llm_calls"] + calls}
-
-        return RunnableCallable(func, afunc, name=name, trace=False)
-
-
-# --- pure helpers ----------------------------------------------------------------------------
-
-
-def drop(stage: str, reason: str, **about: Any) -> Dropped:
-    """A :class:`Dropped` record; ``about`` holds question, text and numbers when known."""
-    return Dropped(stage=stage, reason=reason, **about)  # type: ignore[typeddict-item]
-
-
-def excerpt(text: str, limit: int = 200) -> str:
-    """The start of a reply, for the records."""
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _candidates(stream: MemoryStream) -> list[MemoryNode]:
-    """Events then thoughts, each newest first, without "idle" ones (the original's order)."""
-    nodes = stream.nodes("event") + stream.nodes("thought")
-    return [n for n in nodes if "idle" not in n.embedding_key]
-
-
-def read_insights(
-    reply: str, shown: Sequence[str], question: str, stage: str
-) -> tuple[list[Insight], list[Dropped]]:
-    """Read the insights of a reply and map their numbers to the node ids shown.
-
-    Args:
-        reply: the model's reply.
-        shown: node ids in the order the prompt numbered them, from 0.
-        question: the focal point, for the records.
-        stage: the stage, for the records.
-
-    Returns:
-        The insights with at least one valid number, and what was dropped.
-    """
-    parsed = parse_insights(reply)
-    if not parsed:
-        return [], [drop(stage, "unreadable_reply", question=question, text=excerpt(reply))]
-    insights: list[Insight] = []
-    dropped: list[Dropped] = []
-    for text, cited in parsed:
-        valid = [n for n in cited if 0 <= n < len(shown)]
-        wrong = [n for n in cited if not 0 <= n < len(shown)]
-        if wrong:
-            dropped.append(
-                drop(stage, "evidence_out_of_range", question=question, text=text, numbers=wrong)
-            )
-        if not valid:
-            dropped.append(drop(stage, "no_evidence", question=question, text=text))
-            continue
-        evidence = [shown[n] for n in valid]
-        insights.append(Insight(text=text, evidence=evidence, cited=valid, dropped_numbers=wrong))
-    return insights, dropped
-
-
-@dataclass
-class Draft:
-    """A thought to write: its text, evidence ids and the topic of its fallback triple."""
-
-    text: str
-    evidence: list[str]
-    topic: str
-
-
-def _merge(per_question: Sequence[QuestionInsights]) -> tuple[list[Draft], list[Dropped]]:
-    """One draft per distinct insight (without case and spacing), evidence united."""
-    drafts: dict[str, Draft] = {}
-    dropped: list[Dropped] = []
-    for entry in per_question:
-        for insight in entry["insights"]:
-            key = _text_key(insight["text"])
-            first = drafts.get(key)
-            if first is None:
-                drafts[key] = Draft(insight["text"], list(insight["evidence"]), entry["question"])
-                continue
-            first.evidence = unique([*first.evidence, *insight["evidence"]])
-            dropped.append(
-                drop("write_back", "duplicate", question=entry["question"], text=insight["text"])
-            )
-    return list(drafts.values()), dropped
-
-
-def write_thoughts(
-    stream: MemoryStream, prompts: Mapping[str, str], drafts: Sequence[Draft], stage: str
-) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
-    """Structure and store thoughts: one triple call, one scoring call, one write.
-
-    The triples come from one batched call (prompt ``"triples"``); a thought whose triple is
-    unreadable gets (persona, ``"reflect"``, its topic) and a ``"triple_fallback"`` record.
-    Poignancy comes from one ``score_many`` call with the thought prompt; if the scorer
-    finds no rating even asking a thought alone, every thought of the write gets
-    :data:`FALLBACK_POIGNANCY` and a ``"rating_fallback"`` record. Every thought is
-    created at the stream's clock, expires 30 days later (as in the original), and takes
-    its keywords from its triple (the stream's rule); the stream computes its depth.
-
-    Args:
-        stream: where to write.
-        prompts: the prompts, with ``"triples"``.
-        drafts: the thoughts, at least one.
-        stage: the stage, for the records.
-
-    Returns:
-        A stage: the nodes written, in draft order, and the fallback records.
-    """
-    persona = stream.persona
-    statements = format_numbered([draft.text for draft in drafts], start=1)
-    fields = {"statements": statements, "n": len(drafts), "persona": persona}
-    [reply] = yield Ask([messages("", prompts["triples"].format(**fields))])
-    triples = parse_triples(reply, len(drafts), fallback_subject=persona)
-    dropped: list[Dropped] = []
-    ratings = yield Score([("thought", draft.text) for draft in drafts])
-    if isinstance(ratings, ParseError):
-        dropped.append(drop(stage, "rating_fallback", text=excerpt(ratings.reply)))
-        ratings = [FALLBACK_POIGNANCY] * len(drafts)
-    created = stream.clock()
-    items: list[dict[str, Any]] = []
-    for draft, triple, rating in zip(drafts, triples, ratings, strict=False):
-        if triple is None:
-            triple = (persona, "reflect", draft.topic)
-            dropped.append(drop(stage, "triple_fallback", text=draft.text))
-        subject, predicate, obj = triple
-        items.append(
-            {
-                "type": "thought",
-                "description": draft.text,
-                "subject": subject,
-                "predicate": predicate,
-                "object": obj,
-                "poignancy": rating,
-                "created": created,
-                "expiration": thought_expiration(created),
-                "evidence": draft.evidence,
-            }
-        )
-    nodes = yield Write(items)
-    return nodes, dropped
 
 
 # --- the nodes -------------------------------------------------------------------------------
@@ -447,51 +140,15 @@ def write_thoughts(
 
 @dataclass
 class _Reflection:
-    """The nodes and routers of one reflection graph, sharing its settings."""
+    """The nodes and routers of one reflection graph: its stages, reading and writing state."""
 
-    stream: MemoryStream
-    retriever: GenerativeAgentsRetriever
-    prompts: dict[str, str]
-    policy: TriggerPolicy
-    window: int
-    threshold: float | None
-    n_focal_points: int
-    n_insights: int
-    max_insights: int
-    k: int
+    stages: Stages
     force: bool
-
-    def _ask(self, name: str, **fields: Any) -> list[BaseMessage]:
-        fields["persona"] = self.stream.persona
-        system = self.prompts.get(f"{name}_system", "").format(**fields)
-        return messages(system, self.prompts[name].format(**fields))
-
-    def _numbered(self, node_ids: Sequence[str]) -> str:
-        """The memories' embedding keys, numbered from 0 as the insights prompt shows them."""
-        return format_numbered([self.stream.get(node_id).embedding_key for node_id in node_ids])
-
-    def _trigger(self) -> tuple[TriggerReport, list[MemoryNode]]:
-        state = self.stream.state
-        candidates = _candidates(self.stream)
-        if self.policy == "counters":
-            value, threshold = state.importance_trigger_curr, 0.0
-            due = value <= threshold and bool(candidates)
-            recent = sorted(candidates, key=lambda n: n.last_accessed)
-            memories = recent[-(int(state.importance_ele_n) or self.window) :]
-        else:
-            threshold = state.importance_trigger_max if self.threshold is None else self.threshold
-            memories = sorted(candidates, key=lambda n: n.node_count)[-self.window :]
-            value = sum(n.poignancy for n in memories)
-            due = bool(memories) and value >= threshold
-        report = TriggerReport(
-            policy=self.policy, due=due, forced=False, value=value, threshold=threshold
-        )
-        return report, memories
 
     def check_trigger(self, state: ReflectionState) -> dict[str, Any]:
         """Decide whether to reflect; reset every output key."""
         forced = self.force if state.get("force") is None else bool(state.get("force"))
-        report, memories = self._trigger()
+        report, memories = self.stages.trigger()
         report["forced"] = forced
         return {
             "force": None,
@@ -515,23 +172,15 @@ class _Reflection:
 
     def focal_points(self, state: ReflectionState) -> Step[dict[str, Any]]:
         """Ask for the questions (focal points) about the trigger's memories."""
-        memories = [self.stream.get(node_id) for node_id in state["memories"]]
-        if not memories:
-            return {"status": "no_questions", "dropped": [drop("focal_points", "no_memories")]}
-        statements = "".join(f"{node.embedding_key}\n" for node in memories)
-        n = self.n_focal_points
-        [reply] = yield Ask([self._ask("focal_points", statements=statements, n=n)])
-        questions = parse_focal_points(reply)
-        dropped = [drop("focal_points", "over_max", text=q) for q in questions[n:]]
-        questions = questions[:n]
-        if not questions:
-            dropped.append(drop("focal_points", "unreadable_reply", text=excerpt(reply)))
-        return {
+        memories = [self.stages.stream.get(node_id) for node_id in state["memories"]]
+        questions, dropped = yield from self.stages.focal_points(memories)
+        update: dict[str, Any] = {
             "status": "running" if questions else "no_questions",
-            "focal_points": questions,
             "dropped": dropped,
-            "original_llm_calls": 1,
         }
+        if memories:
+            update |= {"focal_points": questions, "original_llm_calls": 1}
+        return update
 
     @staticmethod
     def fan_out(state: ReflectionState) -> list[Send] | Literal["__end__"]:
@@ -545,88 +194,26 @@ class _Reflection:
 
     def retrieve(self, task: QuestionTask, config: RunnableConfig) -> dict[str, Any]:
         """Retrieve the evidence of one question (access times left for the join)."""
-        docs = self.retriever.invoke(task["question"], config, k=self.k)
-        found = Retrieved(
-            index=task["index"],
-            question=task["question"],
-            node_ids=[doc.metadata["node_id"] for doc in docs],
-        )
+        s = self.stages
+        node_ids = retrieve_evidence(s.retriever, task["question"], s.k, s.relevance_min, config)
+        found = Retrieved(index=task["index"], question=task["question"], node_ids=node_ids)
         return {"retrieved": [found]}
 
     def insights(self, state: ReflectionState) -> Step[dict[str, Any]]:
         """Mark what was retrieved as accessed, once; ask each question for insights."""
-        found = sorted(state["retrieved"], key=lambda r: r["index"])
-        accessed = unique(node_id for r in found for node_id in r["node_ids"])
-        if accessed:
-            self.stream.mark_accessed(accessed)
-        asked = [r for r in found if r["node_ids"]]
-        dropped = [
-            drop("insights", "no_retrieved", question=r["question"])
-            for r in found
-            if not r["node_ids"]
-        ]
-        requests = [
-            self._ask(
-                "insights",
-                statements=self._numbered(r["node_ids"]),
-                n=self.n_insights,
-                question=r["question"],
-            )
-            for r in asked
-        ]
-        replies = yield Ask(requests)
-        per_question: list[QuestionInsights] = []
-        for r, reply in zip(asked, replies, strict=False):
-            kept, lost = read_insights(reply, r["node_ids"], r["question"], "insights")
-            per_question.append(
-                QuestionInsights(
-                    question=r["question"], retrieved=r["node_ids"], insights=kept, condensed=False
-                )
-            )
-            dropped += lost
+        per_question, dropped = yield from self.stages.insights(state["retrieved"])
         return {"insights": per_question, "dropped": [*state["dropped"], *dropped]}
 
     def condense(self, state: ReflectionState) -> Step[dict[str, Any]]:
         """Condense the questions that have more than ``max_insights`` insights."""
-        out = list(state["insights"])
-        todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > self.max_insights]
-        if not todo:
+        per_question, dropped = yield from self.stages.condense(state["insights"])
+        if per_question == state["insights"] and not dropped:
             return {}
-        requests = []
-        for i in todo:
-            listed = [
-                f"{x['text']} [{', '.join(map(str, x['cited']))}]" for x in out[i]["insights"]
-            ]
-            requests.append(
-                self._ask(
-                    "condense",
-                    insights=format_numbered(listed, start=1),
-                    n=self.max_insights,
-                    question=out[i]["question"],
-                )
-            )
-        replies = yield Ask(requests)
-        dropped: list[Dropped] = []
-        for i, reply in zip(todo, replies, strict=False):
-            entry = out[i]
-            kept, lost = read_insights(reply, entry["retrieved"], entry["question"], "condense")
-            condensed = bool(kept)
-            kept = kept or entry["insights"]
-            dropped += lost
-            dropped += [
-                drop("condense", "over_max", question=entry["question"], text=x["text"])
-                for x in kept[self.max_insights :]
-            ]
-            out[i] = {**entry, "insights": kept[: self.max_insights], "condensed": condensed}
-        return {"insights": out, "dropped": [*state["dropped"], *dropped]}
+        return {"insights": per_question, "dropped": [*state["dropped"], *dropped]}
 
     def write_back(self, state: ReflectionState) -> Step[dict[str, Any]]:
         """Write the distinct insights as thoughts, in one stream write."""
-        drafts, dropped = _merge(state["insights"])
-        nodes: list[MemoryNode] = []
-        if drafts:
-            nodes, lost = yield from write_thoughts(self.stream, self.prompts, drafts, "write_back")
-            dropped += lost
+        nodes, dropped = yield from self.stages.write_back(state["insights"])
         written = [node.node_id for node in nodes]
         return {
             "status": "reflected" if written else "no_insights",
@@ -637,9 +224,9 @@ class _Reflection:
 
     def reset_trigger(self, state: ReflectionState) -> dict[str, Any]:
         """Counters policy: set the trigger counters back; the window policy keeps none."""
-        if self.policy != "counters":
+        if self.stages.policy != "counters":
             return {"reset": False}
-        self.stream.reset_reflection_trigger()
+        self.stages.stream.reset_reflection_trigger()
         return {"reset": True}
 
 
@@ -651,6 +238,90 @@ def _positive_int(name: str, value: Any) -> int:
         msg = f"{name}: expected an integer >= 1, got {value!r}"
         raise ValidationError(msg, field=name)
     return value
+
+
+def _number_or_none(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        msg = f"{name}: expected a number or None, got {value!r}"
+        raise ValidationError(msg, field=name)
+    return float(value)
+
+
+def check_model(model: Any) -> None:
+    """Refuse anything that is not a LangChain chat model (a Runnable), naming ``model``."""
+    if not isinstance(model, Runnable):
+        msg = f"model: expected a LangChain chat model, got {type(model).__name__}"
+        raise ValidationError(msg, field="model")
+
+
+def check_stream(stream: Any) -> None:
+    """Refuse anything that is not a :class:`~langchain_genmem.MemoryStream`."""
+    if not isinstance(stream, MemoryStream):
+        msg = f"stream: expected a MemoryStream, got {type(stream).__name__}"
+        raise ValidationError(msg, field="stream")
+
+
+def make_stages(
+    model: Any,
+    stream: Any,
+    *,
+    retriever: GenerativeAgentsRetriever | None = None,
+    trigger: TriggerPolicy = "counters",
+    window: int = 50,
+    threshold: float | None = None,
+    n_focal_points: int = 3,
+    n_insights: int = 5,
+    max_insights: int = 5,
+    k: int = 30,
+    relevance_min: float | None = None,
+    prompts: Mapping[str, str] | None = None,
+    scale: float = 1.0,
+) -> Stages:
+    """Check the settings of a reflection and build its :class:`Stages` (validate, normalise).
+
+    The arguments are those of :func:`create_reflection_graph`; ``scale`` is what the window
+    trigger divides the poignancy sum by (``threshold`` is on that scale).
+
+    Returns:
+        The stages, the retriever copied with ``update_access=False``.
+
+    Raises:
+        ValidationError: a bad argument (the message names it).
+    """
+    check_model(model)
+    check_stream(stream)
+    if retriever is not None and not (
+        isinstance(retriever, GenerativeAgentsRetriever) and retriever.memory_stream is stream
+    ):
+        msg = "retriever: expected a GenerativeAgentsRetriever over the same stream"
+        raise ValidationError(msg, field="retriever")
+    if trigger not in ("counters", "window"):
+        msg = f"trigger: expected 'counters' or 'window', got {trigger!r}"
+        raise ValidationError(msg, field="trigger")
+    sizes = {"window": window, "n_focal_points": n_focal_points, "n_insights": n_insights,
+             "max_insights": max_insights, "k": k}
+    for field, value in sizes.items():
+        _positive_int(field, value)
+    if retriever is None:
+        retriever = GenerativeAgentsRetriever(stream=stream, k=k, update_access=False)
+    else:
+        retriever = retriever.model_copy(update={"update_access": False})
+    return Stages(
+        stream=stream,
+        retriever=retriever,
+        prompts=resolve_prompts(prompts, GRAPH_PROMPTS),
+        policy=trigger,
+        window=window,
+        threshold=_number_or_none("threshold", threshold),
+        n_focal_points=n_focal_points,
+        n_insights=n_insights,
+        max_insights=max_insights,
+        k=k,
+        relevance_min=_number_or_none("relevance_min", relevance_min),
+        scale=scale,
+    )
 
 
 def create_reflection_graph(
@@ -666,6 +337,7 @@ def create_reflection_graph(
     n_insights: int = 5,
     max_insights: int = 5,
     k: int = 30,
+    relevance_min: float | None = None,
     prompts: Mapping[str, str] | None = None,
     force: bool = False,
     checkpointer: Any = None,
@@ -700,9 +372,11 @@ def create_reflection_graph(
       is (one cheap call to retry).
     * ``retrieve``: one branch per question, sent with ``langgraph.types.Send`` and run in
       parallel; each takes the best ``k`` memories with the retriever (its recency mode
-      and weights) without touching access times, so every branch scores the same state
-      and the result does not depend on thread timing. The original retrieves the
-      questions one after the other, each seeing the access times the previous one set.
+      and weights; with ``relevance_min``, the best ``k`` of those whose normalised
+      relevance is above it, as seed 004) without touching access times, so every branch
+      scores the same state and the result does not depend on thread timing. The original
+      retrieves the questions one after the other, each seeing the access times the
+      previous one set.
     * ``insights`` (the join): the union of retrieved memories is marked accessed once, at
       the stream's clock; then one call per question (concurrently), its evidence numbered
       from 0 as :func:`~langchain_genmem.parsers.format_numbered` shows it. Cited numbers
@@ -743,6 +417,9 @@ def create_reflection_graph(
         n_insights: insights asked per question.
         max_insights: the most insights kept per question.
         k: memories retrieved per question.
+        relevance_min: keep only evidence whose normalised relevance is above this (seed
+            004's per-question ``relevance > 0.5``): every memory is scored, those at or
+            below are left out, and the best ``k`` of the rest are kept. None keeps all.
         prompts: overrides of :data:`DEFAULT_REFLECTION_PROMPTS` by name:
             ``focal_points``, ``insights``, ``condense``, ``triples`` and the system
             prompts ``focal_points_system``, ``insights_system``, ``condense_system``.
@@ -769,49 +446,22 @@ def create_reflection_graph(
             out = graph.invoke({"force": True})
             out["status"], out["written"], out["llm_calls"], out["original_llm_calls"]
     """
-    # validate
-    if not isinstance(model, Runnable):
-        msg = f"model: expected a LangChain chat model, got {type(model).__name__}"
-        raise ValidationError(msg, field="model")
-    if not isinstance(stream, MemoryStream):
-        msg = f"stream: expected a MemoryStream, got {type(stream).__name__}"
-        raise ValidationError(msg, field="stream")
-    if retriever is not None and not (
-        isinstance(retriever, GenerativeAgentsRetriever) and retriever.memory_stream is stream
-    ):
-        msg = "retriever: expected a GenerativeAgentsRetriever over the same stream"
-        raise ValidationError(msg, field="retriever")
-    if trigger not in ("counters", "window"):
-        msg = f"trigger: expected 'counters' or 'window', got {trigger!r}"
-        raise ValidationError(msg, field="trigger")
-    sizes = {"window": window, "n_focal_points": n_focal_points, "n_insights": n_insights,
-             "max_insights": max_insights, "k": k}
-    for field, value in sizes.items():
-        _positive_int(field, value)
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-    ):
-        msg = f"threshold: expected a number or None, got {threshold!r}"
-        raise ValidationError(msg, field="threshold")
-    # normalise
-    if retriever is None:
-        retriever = GenerativeAgentsRetriever(stream=stream, k=k, update_access=False)
-    else:
-        retriever = retriever.model_copy(update={"update_access": False})
-    runner = Runner(model, stream, importance or ImportanceScorer(model))
-    nodes = _Reflection(
-        stream=stream,
+    stages = make_stages(
+        model,
+        stream,
         retriever=retriever,
-        prompts=resolve_prompts(prompts, GRAPH_PROMPTS),
-        policy=trigger,
+        trigger=trigger,
         window=window,
-        threshold=None if threshold is None else float(threshold),
+        threshold=threshold,
         n_focal_points=n_focal_points,
         n_insights=n_insights,
         max_insights=max_insights,
         k=k,
-        force=bool(force),
+        relevance_min=relevance_min,
+        prompts=prompts,
     )
+    runner = Runner(model, stream, importance or ImportanceScorer(model))
+    nodes = _Reflection(stages=stages, force=bool(force))
     # nodes
     builder = StateGraph(
         ReflectionState, input_schema=ReflectionInput, output_schema=ReflectionOutput

@@ -112,3 +112,50 @@ def test_smallville(tmp_path):
     college = out.split("new_retrieve('What is Maria working on for college?'):")[1]
     assert "college" in college.split("retrieve() for")[0]
     assert "retrieve() for the latest event 'Klaus Mueller is taking a break':" in out
+
+
+def test_seed004_walkthrough_runs_offline_by_default(tmp_path):
+    done = run_example("seed004_walkthrough.py", "--path", str(tmp_path / "s"))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("(offline: a scripted stand-in model answers")
+    memories = out.split("# memory_stream.get_memory_df()")[1].split("# memory_stream.retrieve")[0]
+    assert " node_8 " in memories and " 0.10 event" in memories  # the coffee, seed 004's scale
+    retrieved = out.split("'relevance > 0.5')")[1].split("# (questions_fmt")[0]
+    relevance = [float(line.split()[-3]) for line in retrieved.strip().splitlines()[1:]]
+    assert len(relevance) == 5 and min(relevance) > 0.5
+    assert 'questions_fmt = [\n    "How does the large number of missing values' in out
+    assert "insights_list = [\n    # insights of question 1\n    [\n" in out
+    assert "(reflection, depth 1, importance 0.8, pointers [" in out
+    assert "13 memories, 3 of them reflections" in out
+
+
+SEED004_RULES = [
+    {"when": r"most salient high-level questions",
+     "reply": "1) Why is the user_dims table unreliable?\n2) 比特币价格数据有什么问题？"},
+    {"when": r"high-level insights can you infer",
+     "reply": "1. The user_dims table is unreliable for user segmentation [0, 1]\n"
+              "2. 比特币价格数据缺失且有异常值 [2]"},
+    {"when": r"\(subject, predicate, object\) triple",
+     "reply": "1. (user_dims table, be, unreliable)\n2. (比特币价格数据, 有, 异常值)"},
+    {"when": r"each of the following 10 memories",
+     "reply": "1. 8\n2. 6\n3. 7\n4. 8\n5. 7\n6. 4\n7. 6\n8. 1\n9. 7\n10. 3"},
+    {"when": r"each of the following 2 memories", "reply": "1. 7\n2. 6"},
+]
+
+
+def test_seed004_walkthrough_on_the_scripted_server(tmp_path, scripted_openai):
+    srv = scripted_openai(SEED004_RULES)
+    done = run_example("seed004_walkthrough.py", "--path", str(tmp_path / "s"), env=srv.env())
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "(offline" not in out
+    assert " 0.10 event" in out  # rated 1 by the server's model: the coffee
+    assert ('questions_fmt = [\n    "Why is the user_dims table unreliable?",\n'
+            '    "比特币价格数据有什么问题？",\n]') in out
+    assert '("The user_dims table is unreliable for user segmentation", [' in out
+    assert "node_11 (reflection, depth 1, importance 0.7, pointers [" in out
+    assert "node_12 (reflection, depth 1, importance 0.6, pointers [" in out
+    assert "12 memories, 2 of them reflections" in out
+    calls = [r["rule"] for r in srv.requests()]
+    assert sorted(calls) == [0, 1, 1, 2, 3, 4]  # ratings, questions, 2 x insights, triples, ratings

@@ -117,3 +117,38 @@ def test_missing_pandas_says_how_to_install(
         get_memory_df(stream)
     with pytest.raises(ConfigurationError, match="pandas"):
         retrieve_memories(GenerativeAgentsRetriever(stream=stream), "x")
+
+
+# --- importance on seed 004's scale ---------------------------------------------------------------
+
+
+def test_unit_scale_divides_the_poignancy_column_and_stores_nothing(stream: MemoryStream) -> None:
+    stored = [n.poignancy for n in stream.nodes()[::-1]]
+    df = get_memory_df(stream, importance_scale="unit")
+    assert list(df["poignancy"]) == [p / 10 for p in stored]
+    assert df["poignancy"].between(0.1, 1.0).all()
+    assert list(get_memory_df(stream)["poignancy"]) == stored
+    assert [n.poignancy for n in stream.nodes()[::-1]] == stored
+
+
+def test_unit_scale_applies_before_the_filter(stream: MemoryStream) -> None:
+    retriever = GenerativeAgentsRetriever(stream=stream, k=30, update_access=False)
+    plain = retrieve_memories(retriever, "physics", filter="poignancy >= 8")
+    unit = retrieve_memories(retriever, "physics", filter="poignancy >= 0.8",
+                             importance_scale="unit")
+    assert list(unit["node_id"]) == list(plain["node_id"]) and len(unit) == 4
+    assert list(unit["poignancy"]) == [p / 10 for p in plain["poignancy"]]
+    assert list(unit["importance"]) == list(plain["importance"])  # the score's component
+    unfiltered = retrieve_memories(retriever, "physics", k=3, importance_scale="unit")
+    assert list(unfiltered["poignancy"]) == [
+        d.metadata["poignancy"] / 10 for d in retriever.invoke("physics", k=3)
+    ]
+
+
+def test_an_unknown_scale_is_refused(stream: MemoryStream) -> None:
+    retriever = GenerativeAgentsRetriever(stream=stream)
+    with pytest.raises(ValidationError, match="importance_scale: expected 'poignancy' or 'unit'"):
+        get_memory_df(stream, importance_scale="percent")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="importance_scale"):
+        retrieve_memories(retriever, "x", importance_scale=10)  # type: ignore[arg-type]
+    assert not any(n.last_accessed == NOW for n in stream.nodes())

@@ -1,0 +1,406 @@
+"""The stages of reflection, written once: the graph's nodes and seed 004's functions run these.
+
+:class:`Stages` holds the settings of one reflection and has one method per stage: the
+trigger check, the focal points, the retrieval, the insights, the condensing and the
+write-back. The model-calling stages are generators (see
+:mod:`~langchain_genmem.reflection.steps`); :class:`~langchain_genmem.reflection.steps.Runner`
+runs them sync or async. :func:`~langchain_genmem.reflection.graph.create_reflection_graph`
+wraps each in a graph node that reads and writes the graph's state, and
+:mod:`~langchain_genmem.reflection.stepwise` calls them one by one (``generate_insight``,
+``condense_insights``, ``generate_reflection``), so both write the same thoughts for the
+same model replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from langchain_genmem.errors import ParseError
+from langchain_genmem.keywords import unique
+from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.parsers import (
+    format_numbered,
+    parse_focal_points,
+    parse_insights,
+    parse_triples,
+)
+from langchain_genmem.parsers import text_key as _text_key
+from langchain_genmem.reflection.state import (
+    Dropped,
+    Insight,
+    QuestionInsights,
+    Retrieved,
+    TriggerPolicy,
+    TriggerReport,
+)
+from langchain_genmem.reflection.steps import Ask, Retrieve, Score, Step, Write, drop, excerpt
+from langchain_genmem.reflection.steps import messages as _messages
+from langchain_genmem.retrievers import GenerativeAgentsRetriever
+from langchain_genmem.store import MemoryStream, thought_expiration
+
+__all__ = [
+    "FALLBACK_POIGNANCY",
+    "Draft",
+    "Stages",
+    "candidates",
+    "cited_line",
+    "condense_request",
+    "read_insights",
+    "write_back",
+    "write_thoughts",
+]
+
+FALLBACK_POIGNANCY = 4.0
+"""The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
+
+DEFAULT_TOPIC = "reflection"
+"""The object of a fallback triple when an insight has no question (seed 004's functions)."""
+
+
+def candidates(stream: MemoryStream) -> list[MemoryNode]:
+    """Events then thoughts, each newest first, without "idle" ones (the original's order)."""
+    nodes = stream.nodes("event") + stream.nodes("thought")
+    return [n for n in nodes if "idle" not in n.embedding_key]
+
+
+def ask(prompts: Mapping[str, str], name: str, persona: str, **fields: Any) -> list[BaseMessage]:
+    """The messages of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``."""
+    fields["persona"] = persona
+    system = prompts.get(f"{name}_system", "").format(**fields)
+    return _messages(system, prompts[name].format(**fields))
+
+
+def cited_line(text: str, numbers: Sequence[int]) -> str:
+    """An insight as seed 004 writes it: ``text [7, 52, 47]`` (just the text without numbers)."""
+    return f"{text} [{', '.join(map(str, numbers))}]" if numbers else text
+
+
+def condense_request(
+    prompts: Mapping[str, str],
+    persona: str,
+    insights: Sequence[tuple[str, Sequence[int]]],
+    n: int,
+    question: str = "",
+) -> list[BaseMessage]:
+    """The condense call for some insights: numbered from 1, citations in square brackets.
+
+    Args:
+        prompts: the prompts, with ``"condense"`` and ``"condense_system"``.
+        persona: the persona's name.
+        insights: (text, cited numbers) pairs.
+        n: the most bullet points to keep.
+        question: the focal point, for prompts that show it.
+
+    Returns:
+        The messages.
+    """
+    listed = format_numbered([cited_line(text, cited) for text, cited in insights], start=1)
+    return ask(prompts, "condense", persona, insights=listed, n=n, question=question)
+
+
+def read_insights(
+    reply: str, shown: Sequence[str], question: str, stage: str
+) -> tuple[list[Insight], list[Dropped]]:
+    """Read the insights of a reply and map their numbers to the node ids shown.
+
+    Args:
+        reply: the model's reply.
+        shown: node ids in the order the prompt numbered them, from 0.
+        question: the focal point, for the records.
+        stage: the stage, for the records.
+
+    Returns:
+        The insights with at least one valid number, and what was dropped.
+    """
+    parsed = parse_insights(reply)
+    if not parsed:
+        return [], [drop(stage, "unreadable_reply", question=question, text=excerpt(reply))]
+    insights: list[Insight] = []
+    dropped: list[Dropped] = []
+    for text, cited in parsed:
+        valid = [n for n in cited if 0 <= n < len(shown)]
+        wrong = [n for n in cited if not 0 <= n < len(shown)]
+        if wrong:
+            dropped.append(
+                drop(stage, "evidence_out_of_range", question=question, text=text, numbers=wrong)
+            )
+        if not valid:
+            dropped.append(drop(stage, "no_evidence", question=question, text=text))
+            continue
+        evidence = [shown[n] for n in valid]
+        insights.append(Insight(text=text, evidence=evidence, cited=valid, dropped_numbers=wrong))
+    return insights, dropped
+
+
+@dataclass
+class Draft:
+    """A thought to write: its text, evidence ids and the topic of its fallback triple."""
+
+    text: str
+    evidence: list[str]
+    topic: str
+
+
+def merge(per_question: Sequence[QuestionInsights]) -> tuple[list[Draft], list[Dropped]]:
+    """One draft per distinct insight (without case and spacing), evidence united."""
+    drafts: dict[str, Draft] = {}
+    dropped: list[Dropped] = []
+    for entry in per_question:
+        topic = entry["question"] or DEFAULT_TOPIC
+        for insight in entry["insights"]:
+            key = _text_key(insight["text"])
+            first = drafts.get(key)
+            if first is None:
+                drafts[key] = Draft(insight["text"], list(insight["evidence"]), topic)
+                continue
+            first.evidence = unique([*first.evidence, *insight["evidence"]])
+            dropped.append(
+                drop("write_back", "duplicate", question=entry["question"], text=insight["text"])
+            )
+    return list(drafts.values()), dropped
+
+
+def write_thoughts(
+    stream: MemoryStream, prompts: Mapping[str, str], drafts: Sequence[Draft], stage: str
+) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
+    """Structure and store thoughts: one triple call, one scoring call, one write.
+
+    The triples come from one batched call (prompt ``"triples"``); a thought whose triple is
+    unreadable gets (persona, ``"reflect"``, its topic) and a ``"triple_fallback"`` record.
+    Poignancy comes from one ``score_many`` call with the thought prompt; if the scorer
+    finds no rating even asking a thought alone, every thought of the write gets
+    :data:`FALLBACK_POIGNANCY` and a ``"rating_fallback"`` record. Every thought is
+    created at the stream's clock, expires 30 days later (as in the original), and takes
+    its keywords from its triple (the stream's rule); the stream computes its depth.
+
+    Args:
+        stream: where to write.
+        prompts: the prompts, with ``"triples"``.
+        drafts: the thoughts, at least one.
+        stage: the stage, for the records.
+
+    Returns:
+        A stage: the nodes written, in draft order, and the fallback records.
+    """
+    persona = stream.persona
+    statements = format_numbered([draft.text for draft in drafts], start=1)
+    fields = {"statements": statements, "n": len(drafts), "persona": persona}
+    [reply] = yield Ask([_messages("", prompts["triples"].format(**fields))])
+    triples = parse_triples(reply, len(drafts), fallback_subject=persona)
+    dropped: list[Dropped] = []
+    ratings = yield Score([("thought", draft.text) for draft in drafts])
+    if isinstance(ratings, ParseError):
+        dropped.append(drop(stage, "rating_fallback", text=excerpt(ratings.reply)))
+        ratings = [FALLBACK_POIGNANCY] * len(drafts)
+    created = stream.clock()
+    items: list[dict[str, Any]] = []
+    for draft, triple, rating in zip(drafts, triples, ratings, strict=False):
+        if triple is None:
+            triple = (persona, "reflect", draft.topic)
+            dropped.append(drop(stage, "triple_fallback", text=draft.text))
+        subject, predicate, obj = triple
+        items.append(
+            {
+                "type": "thought",
+                "description": draft.text,
+                "subject": subject,
+                "predicate": predicate,
+                "object": obj,
+                "poignancy": rating,
+                "created": created,
+                "expiration": thought_expiration(created),
+                "evidence": draft.evidence,
+            }
+        )
+    nodes = yield Write(items)
+    return nodes, dropped
+
+
+@dataclass
+class Stages:
+    """The settings of one reflection and its stages.
+
+    The rules of each stage are told in
+    :func:`~langchain_genmem.reflection.graph.create_reflection_graph`.
+
+    Attributes:
+        stream: the persona's stream.
+        retriever: the evidence retriever; used with ``update_access=False``.
+        prompts: the prompts by name, checked.
+        policy: the trigger policy.
+        window: memories in the window.
+        threshold: the window policy's threshold, on the trigger's scale; None for the
+            persona's ``importance_trigger_max``.
+        n_focal_points: questions to ask.
+        n_insights: insights asked per question.
+        max_insights: the most insights kept per question.
+        k: memories retrieved per question.
+        relevance_min: keep only evidence whose normalised relevance is above this.
+        scale: what the window trigger divides the poignancy sum by (10 for seed 004's
+            0.1-1.0 importance); its value and threshold are on that scale.
+    """
+
+    stream: MemoryStream
+    retriever: GenerativeAgentsRetriever
+    prompts: dict[str, str]
+    policy: TriggerPolicy = "counters"
+    window: int = 50
+    threshold: float | None = None
+    n_focal_points: int = 3
+    n_insights: int = 5
+    max_insights: int = 5
+    k: int = 30
+    relevance_min: float | None = None
+    scale: float = 1.0
+
+    def _ask(self, name: str, **fields: Any) -> list[BaseMessage]:
+        return ask(self.prompts, name, self.stream.persona, **fields)
+
+    def _numbered(self, node_ids: Sequence[str]) -> str:
+        """The memories' embedding keys, numbered from 0 as the insights prompt shows them."""
+        return format_numbered([self.stream.get(node_id).embedding_key for node_id in node_ids])
+
+    def trigger(self) -> tuple[TriggerReport, list[MemoryNode]]:
+        """Whether the trigger has fired, and the memories to ask the questions about."""
+        state = self.stream.state
+        found = candidates(self.stream)
+        if self.policy == "counters":
+            value, threshold = state.importance_trigger_curr, 0.0
+            due = value <= threshold and bool(found)
+            recent = sorted(found, key=lambda n: n.last_accessed)
+            memories = recent[-(int(state.importance_ele_n) or self.window) :]
+        else:
+            threshold = self.threshold
+            if threshold is None:
+                threshold = state.importance_trigger_max / self.scale
+            memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
+            value = sum(n.poignancy for n in memories) / self.scale
+            due = bool(memories) and value >= threshold
+        report = TriggerReport(
+            policy=self.policy, due=due, forced=False, value=value, threshold=threshold
+        )
+        return report, memories
+
+    def focal_points(self, memories: Sequence[MemoryNode]) -> Step[tuple[list[str], list[Dropped]]]:
+        """Ask for the questions (focal points) about ``memories``; no memory, no call."""
+        if not memories:
+            return [], [drop("focal_points", "no_memories")]
+        statements = "".join(f"{node.embedding_key}\n" for node in memories)
+        n = self.n_focal_points
+        [reply] = yield Ask([self._ask("focal_points", statements=statements, n=n)])
+        questions = parse_focal_points(reply)
+        dropped = [drop("focal_points", "over_max", text=q) for q in questions[n:]]
+        questions = questions[:n]
+        if not questions:
+            dropped.append(drop("focal_points", "unreadable_reply", text=excerpt(reply)))
+        return questions, dropped
+
+    def retrieve(self, questions: Sequence[str]) -> Step[list[Retrieved]]:
+        """Retrieve the evidence of every question against the same state."""
+        found = yield Retrieve(self.retriever, list(questions), self.k, self.relevance_min)
+        return [
+            Retrieved(index=index, question=question, node_ids=node_ids)
+            for index, (question, node_ids) in enumerate(zip(questions, found, strict=True))
+        ]
+
+    def insights(
+        self, retrieved: Sequence[Retrieved]
+    ) -> Step[tuple[list[QuestionInsights], list[Dropped]]]:
+        """Mark what was retrieved as accessed, once; ask each question for insights."""
+        found = sorted(retrieved, key=lambda r: r["index"])
+        accessed = unique(node_id for r in found for node_id in r["node_ids"])
+        if accessed:
+            self.stream.mark_accessed(accessed)
+        asked = [r for r in found if r["node_ids"]]
+        dropped = [
+            drop("insights", "no_retrieved", question=r["question"])
+            for r in found
+            if not r["node_ids"]
+        ]
+        requests = [
+            self._ask(
+                "insights",
+                statements=self._numbered(r["node_ids"]),
+                n=self.n_insights,
+                question=r["question"],
+            )
+            for r in asked
+        ]
+        replies = yield Ask(requests)
+        per_question: list[QuestionInsights] = []
+        for r, reply in zip(asked, replies, strict=False):
+            kept, lost = read_insights(reply, r["node_ids"], r["question"], "insights")
+            per_question.append(
+                QuestionInsights(
+                    question=r["question"], retrieved=r["node_ids"], insights=kept, condensed=False
+                )
+            )
+            dropped += lost
+        return per_question, dropped
+
+    def condense(
+        self, per_question: Sequence[QuestionInsights]
+    ) -> Step[tuple[list[QuestionInsights], list[Dropped]]]:
+        """Condense the questions that have more than ``max_insights`` insights."""
+        out = list(per_question)
+        todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > self.max_insights]
+        if not todo:
+            return out, []
+        requests = [
+            condense_request(
+                self.prompts,
+                self.stream.persona,
+                [(x["text"], x["cited"]) for x in out[i]["insights"]],
+                self.max_insights,
+                out[i]["question"],
+            )
+            for i in todo
+        ]
+        replies = yield Ask(requests)
+        dropped: list[Dropped] = []
+        for i, reply in zip(todo, replies, strict=False):
+            entry = out[i]
+            kept, lost = read_insights(reply, entry["retrieved"], entry["question"], "condense")
+            condensed = bool(kept)
+            kept = kept or entry["insights"]
+            dropped += lost
+            dropped += [
+                drop("condense", "over_max", question=entry["question"], text=x["text"])
+                for x in kept[self.max_insights :]
+            ]
+            out[i] = {**entry, "insights": kept[: self.max_insights], "condensed": condensed}
+        return out, dropped
+
+    def write_back(
+        self, per_question: Sequence[QuestionInsights]
+    ) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
+        """Write the distinct insights as thoughts, in one stream write."""
+        return (yield from write_back(self.stream, self.prompts, per_question))
+
+
+def write_back(
+    stream: MemoryStream, prompts: Mapping[str, str], per_question: Sequence[QuestionInsights]
+) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
+    """Write the distinct insights of every question as thoughts, in one stream write.
+
+    Insights repeated across questions (without case and spacing) become one thought with
+    the evidence of all (a ``"duplicate"`` record each); then :func:`write_thoughts`.
+
+    Args:
+        stream: where to write.
+        prompts: the prompts, with ``"triples"``.
+        per_question: the insights, with their evidence node ids.
+
+    Returns:
+        A stage: the thoughts written and what was dropped.
+    """
+    drafts, dropped = merge(per_question)
+    nodes: list[MemoryNode] = []
+    if drafts:
+        nodes, lost = yield from write_thoughts(stream, prompts, drafts, "write_back")
+        dropped += lost
+    return nodes, dropped
