@@ -21,7 +21,10 @@ Example:
 
 from __future__ import annotations
 
-from langchain_genmem.cli import commands  # noqa: F401 - registers the commands on app
+from langchain_genmem.cli import (
+    commands,  # noqa: F401 - registers the commands on app
+    serving,  # noqa: F401 - registers serve, mcp, openapi
+)
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main
 from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
