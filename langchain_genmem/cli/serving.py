@@ -9,6 +9,7 @@ poignancy) comes from the ``OPENAI_*`` variables, or ``--model``/``--base-url``;
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from enum import Enum
@@ -86,6 +87,7 @@ def serve(
     service = _service(ctx, model, base_url)
     app_ = _http_app(service, keys, public_url or _url(host, port))
     uvicorn = _uvicorn()
+    _log_service("genmem serve")
     typer.echo(f"genmem serve: {store_of(ctx).where()} on {_url(host, port)} "
                f"({len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
@@ -144,6 +146,7 @@ def mcp_(
     service = _service(ctx, model, base_url)
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)
+    _log_service("genmem mcp")
     if transport is Transport.stdio:
         server.run("stdio")
         return
@@ -151,6 +154,15 @@ def mcp_(
 
     typer.echo(f"genmem mcp: {store_of(ctx).where()} on {_url(host, port)}/mcp", err=True)
     _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
+
+
+def _log_service(name: str) -> None:
+    """Show the service's own messages (start, stop, flush) on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"{name}: %(message)s"))
+    log = logging.getLogger("langchain_genmem.service")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
 
 def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:

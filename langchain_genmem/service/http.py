@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -76,6 +77,8 @@ from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
 TITLE = "genmem memory service"
@@ -131,7 +134,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await anyio.to_thread.run_sync(service.close)
+        closed = await anyio.to_thread.run_sync(service.close)
+        logger.info("stopped: %d persona stream(s) closed, access times flushed", closed)
 
     app = FastAPI(
         title=TITLE,

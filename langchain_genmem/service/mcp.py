@@ -19,6 +19,7 @@ client is the user who started the process.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -45,6 +46,8 @@ require_extra("mcp", "service", "genmem mcp")
 import anyio  # noqa: E402 - after the check that says which extra to install
 from mcp.server.fastmcp import Context, FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Long-term memory of one or more personas (Generative Agents memory stream). Call "
@@ -89,9 +92,11 @@ def create_mcp_server(
         try:
             yield
         finally:
-            await anyio.to_thread.run_sync(service.close)
+            closed = await anyio.to_thread.run_sync(service.close)
+            logger.info("stopped: %d persona stream(s) closed, access times flushed", closed)
 
-    mcp = FastMCP("genmem", instructions=INSTRUCTIONS, host=host, port=port, lifespan=lifespan)
+    mcp = FastMCP("genmem", instructions=INSTRUCTIONS, host=host, port=port, lifespan=lifespan,
+                  log_level="WARNING")
     tools = _Tools(service, default_persona, ring)
     for fn in (tools.remember, tools.recall, tools.recall_keywords, tools.reflect,
                tools.persona_stats):

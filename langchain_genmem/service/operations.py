@@ -228,9 +228,13 @@ class MemoryService:
             llm_calls=out.get("llm_calls", 0),
         )
 
-    def close(self) -> None:
-        """Flush and close every open stream."""
-        self.streams.close()
+    def close(self) -> int:
+        """Flush and close every open stream.
+
+        Returns:
+            How many streams were closed.
+        """
+        return self.streams.close()
 
 
 def memory_of(node: MemoryNode) -> Memory:

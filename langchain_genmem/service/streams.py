@@ -118,8 +118,12 @@ class StreamPool:
         """The lock that keeps one reflection per persona at a time (open the stream first)."""
         return self._reflecting[persona]
 
-    def close(self) -> None:
-        """Flush every open stream's deferred access times (at shutdown)."""
+    def close(self) -> int:
+        """Flush every open stream's deferred access times (at shutdown).
+
+        Returns:
+            How many streams were closed.
+        """
         with self._lock:
             streams = list(self._streams.values())
         errors = []
@@ -132,6 +136,7 @@ class StreamPool:
             self._on_close()
         if errors:
             raise errors[0]
+        return len(streams)
 
     def _open_names(self) -> list[str]:
         with self._lock:
