@@ -163,6 +163,7 @@ def _log_service(name: str) -> None:
     log = logging.getLogger("langchain_genmem.service")
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:

@@ -1,5 +1,7 @@
-"""`genmem serve` in a child process on 127.0.0.1, stopped by its own pid (SIGTERM, as uvicorn
-expects for a graceful shutdown that flushes the streams).
+"""`genmem serve` (or `genmem mcp --transport http`) in a child process on 127.0.0.1.
+
+It is stopped by its own pid (SIGTERM, on which uvicorn shuts down gracefully: the streams are
+flushed).
 
 ```python
 with GenmemServer(tmp_path / "store", "--api-key", KEY) as srv:
@@ -10,6 +12,7 @@ with GenmemServer(tmp_path / "store", "--api-key", KEY) as srv:
 from __future__ import annotations
 
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,8 +27,9 @@ class GenmemServer(ServerProcess):
 
     Args:
         store: the `--path` of the store.
-        *args: more `serve` options (keys, public URL...).
-        global_args: options before `serve` (`--now`, `--persona`...).
+        *args: more options of the command (keys, public URL...).
+        global_args: options before the command (`--now`, `--persona`...).
+        command: the command: `serve`, or `mcp --transport http` (ready when `/mcp` answers).
         startup_timeout: seconds to wait for `/healthz`.
 
     Attributes:
@@ -37,11 +41,12 @@ class GenmemServer(ServerProcess):
     temp_prefix = "genmem-serve-"
 
     def __init__(self, store: Path, *args: str, global_args: Sequence[str] = (),
-                 startup_timeout: float = 120.0) -> None:
+                 command: Sequence[str] = ("serve",), startup_timeout: float = 120.0) -> None:
         super().__init__(None, startup_timeout=startup_timeout)
         self.store = store
         self.args = list(args)
         self.global_args = list(global_args)
+        self.command = list(command)
         self.port = 0
         self.returncode: int | None = None
         self.last_output = ""
@@ -53,14 +58,18 @@ class GenmemServer(ServerProcess):
     def _start(self) -> None:
         self.port = free_port(self.host)
         argv = [sys.executable, "-m", "langchain_genmem.cli", "--path", str(self.store),
-                *self.global_args, "serve", "--host", self.host, "--port", str(self.port),
+                *self.global_args, *self.command, "--host", self.host, "--port", str(self.port),
                 *self.args]
         self.launch(argv, check=self._healthy, what=f"genmem serve on port {self.port}",
                     interval=0.2)
 
     def _healthy(self) -> bool:
-        with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as reply:  # noqa: S310
-            return reply.status == 200
+        path = "/healthz" if self.command[0] == "serve" else "/mcp"
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=2) as reply:  # noqa: S310
+                return reply.status == 200
+        except urllib.error.HTTPError:  # /mcp answers a bare GET with an error: it is up
+            return path == "/mcp"
 
     def close(self) -> None:
         """Stop the server by its pid; keep its exit code and output (`last_output`)."""
