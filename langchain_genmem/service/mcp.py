@@ -35,6 +35,7 @@ from langchain_genmem.service.schemas import (
     MAX_PERSONA_CHARS,
     MAX_TEXT_CHARS,
     MAX_TOP_K,
+    ErrorReply,
     KeywordRequest,
     MemoryItem,
     RetrieveRequest,
@@ -322,7 +323,7 @@ class _RequireKey:
 
             if self.keys.authenticate(token_of(Headers(scope=scope))) is None:
                 reply = JSONResponse(
-                    {"status": "error", "message": "missing or unknown API key", "field": None},
+                    ErrorReply(message="missing or unknown API key").model_dump(),
                     status_code=401, headers={"WWW-Authenticate": "Bearer"},
                 )
                 await reply(scope, receive, send)
