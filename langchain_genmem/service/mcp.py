@@ -38,6 +38,7 @@ from langchain_genmem.service.schemas import (
     ErrorReply,
     KeywordRequest,
     MemoryItem,
+    NodeKind,
     RetrieveRequest,
 )
 from langchain_genmem.service.security import OPEN_ACCESS, ApiKey, KeyRing
@@ -141,8 +142,8 @@ class _Tools:
                   "leave empty to let the server rate it (needs its chat model)."),
         ] = None,
         type: Annotated[  # noqa: A002 - the memory type, as the library names it
-            str, Field(description="event (something seen or done), thought (a conclusion), "
-                       "or chat (a conversation summary).")
+            NodeKind, Field(description="event (something seen or done), thought (a "
+                            "conclusion), or chat (a conversation summary).")
         ] = "event",
         subject: Annotated[
             str | None, Field(max_length=MAX_FIELD_CHARS, description="Who or what it is about "

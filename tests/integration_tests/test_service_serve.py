@@ -138,6 +138,23 @@ def test_many_clients_interleaving_writes_and_retrievals(tmp_path):
         f"客人{c}点了第{i}杯咖啡" for c in range(clients) for i in range(writes))
 
 
+@pytest.mark.slow
+def test_serve_over_a_chroma_server(tmp_path, chroma_server):
+    """The store options of every genmem command choose the backend: here `chroma run`."""
+    options = ["--chroma-host", chroma_server.host, "--chroma-port", str(chroma_server.port),
+               "--collection", f"serve-{tmp_path.name}"[:60]]
+    with GenmemServer(tmp_path / "unused", "--api-key", ADMIN, global_args=options) as srv, \
+            httpx.Client(base_url=srv.url, headers=auth(ADMIN), timeout=60) as http:
+        r = http.post("/memories", json={"persona_name": KLAUS, "poignancy": 6,
+                                          "description": "Klaus Mueller 在写关于城市化的论文"})
+        assert r.status_code == 200, r.text
+        out = http.post("/retrieve", json={"persona_name": KLAUS, "focal_text": "论文"}).json()
+        assert out["status"] == "ok" and out["accessed_ids"] == ["node_1"]
+    assert not (tmp_path / "unused").exists()
+    stored = Store(tmp_path, chroma_server.host, chroma_server.port, options[-1]).open(KLAUS)
+    assert [n.description for n in stored.nodes()] == ["Klaus Mueller 在写关于城市化的论文"]
+
+
 QUESTIONS = "1. 伊莎贝拉为什么要办派对?\n2. 伊莎贝拉和客人的关系如何?"
 RULES = [
     {"when": "rate the likely poignancy of the following event", "reply": "Rating: 7"},

@@ -301,6 +301,21 @@ def test_without_a_chat_model_poignancy_is_required_and_reflect_is_503(client):
     assert r.status_code == 503 and "OPENAI_API_KEY" in r.json()["message"]
 
 
+def test_one_reflection_per_persona_at_a_time(store):
+    from langchain_core.language_models import FakeListChatModel
+
+    service = create_service(store, model=FakeListChatModel(responses=["1. 问题"]))
+    with TestClient(create_app(service)) as c:
+        c.post("/memories", json={"persona_name": PERSONA, "description": "记忆", "poignancy": 2})
+        lock = service.streams.reflection_lock(PERSONA)
+        with lock:  # a reflection of this persona is running
+            r = c.post("/reflect", json={"persona_name": PERSONA, "force": True})
+        assert r.status_code == 409 and "already running" in r.json()["message"]
+        out = c.post("/reflect", json={"persona_name": PERSONA}).json()
+        assert out["status"] == "not_due" and out["llm_calls"] == 0
+        assert not lock.locked()
+
+
 def test_keyword_retrieval_finds_chinese_keywords(client):
     add(client, PERSONA, "伊莎贝拉在咖啡馆筹备派对", 5, subject="伊莎贝拉", predicate="筹备",
         object="派对")
