@@ -140,8 +140,9 @@ def test_without_keys_the_server_stays_on_loopback():
         with pytest.raises(ConfigurationError, match="refusing to listen beyond 127.0.0.1"):
             check_listen(host, KeyRing())
         check_listen(host, KeyRing([ApiKey(ADMIN)]))
-    result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0"])
-    assert result.exit_code == 2 and "--api-key" in result.output
+    for command in (["serve"], ["mcp", "--transport", "http"]):
+        result = CliRunner().invoke(app, [*command, "--host", "0.0.0.0"])
+        assert result.exit_code == 2 and "refusing to listen" in result.output
 
 
 def test_weak_and_repeated_keys_are_refused(tmp_path):
