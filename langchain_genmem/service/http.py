@@ -2,16 +2,16 @@
 
 :func:`create_app` serves a :class:`~langchain_genmem.service.operations.MemoryService`:
 
-========================  =================  ================================================
-``POST /retrieve``        ``retrieve``       seed 001's weighted retrieval for a focal text
-``POST /memories``        ``add_memory``     add one memory (flat fields)
-``POST /memories/batch``  ``add_memories``   add several memories, all or nothing
-``POST /keyword-retrieve````keyword_retrieve`` the original's retrieve() by subject/predicate/object
-``POST /reflect``         ``reflect``        run the reflection graph (needs a chat model)
-``GET /personas``         ``list_personas``  the personas the key may see
-``GET /personas/{name}``  ``get_persona``    counts, reflection trigger and settings
-``GET /healthz``          ``health``         liveness and the input limits (no key needed)
-========================  =================  ================================================
+==========================  ====================  ===========================================
+``POST /retrieve``          ``retrieve``          seed 001's weighted retrieval, one focal text
+``POST /memories``          ``add_memory``        add one memory (flat fields)
+``POST /memories/batch``    ``add_memories``      add several memories, all or nothing
+``POST /keyword-retrieve``  ``keyword_retrieve``  the original retrieve() by subject/pred./object
+``POST /reflect``           ``reflect``           run the reflection graph (needs a chat model)
+``GET /personas``           ``list_personas``     the personas the key may see
+``GET /personas/{name}``    ``get_persona``       counts, reflection trigger and settings
+``GET /healthz``            ``health``            liveness and the input limits (no key needed)
+==========================  ====================  ===========================================
 
 Every error is ``{"status": "error", "message": ..., "field": ...}``: 401 without a valid
 key, 403 for a persona outside the key's scope, 413 for a body over the limit, 422 for bad
