@@ -260,6 +260,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def bad_input(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "bad input"}
         loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "path", "query")]
+        if first.get("type") == "json_invalid":  # loc holds a character position
+            loc = []
         field = ".".join(loc) or "body"
         return _error(422, f"{field}: {first.get('msg')}", field)
 

@@ -235,6 +235,13 @@ def test_bad_retrieval_input_is_422_naming_the_field(client, change, field):
     assert r.json()["field"] == field and r.json()["message"].startswith(f"{field}: ")
 
 
+def test_a_body_that_is_not_json_is_422_on_the_body(client):
+    r = client.post("/retrieve", content=b'{"persona_name": ', headers={
+        **bearer(ADMIN), "content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["field"] == "body"
+    assert r.json()["message"] == "body: JSON decode error"
+
+
 def test_a_body_over_the_limit_is_413(store):
     small = create_app(create_service(store), max_body_bytes=200)
     with TestClient(small) as c:
