@@ -9,6 +9,8 @@ The package holds ``app`` (the typer app, global options, errors as hints), ``op
 (option aliases, :class:`Weights`, times), ``store`` (:class:`Store`), ``commands``,
 ``reports`` (results as data), ``render`` (results as text, JSON, tables and charts) and
 ``demo`` (the offline tour).
+``serving`` holds ``serve``, ``mcp`` and ``openapi``, which serve every persona of the store
+(:mod:`langchain_genmem.service`).
 
 Example:
     .. code-block:: console
