@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
@@ -77,6 +77,7 @@ from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+from starlette.types import ASGIApp, Message, Receive, Scope, Send  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -290,16 +291,11 @@ class BodyLimit:
         max_bytes: the largest body.
     """
 
-    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
-        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, its body counted."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -310,7 +306,7 @@ class BodyLimit:
             return
         received = 0
 
-        async def limited() -> MutableMapping[str, Any]:
+        async def limited() -> Message:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))

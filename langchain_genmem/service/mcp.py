@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -48,6 +48,7 @@ require_extra("mcp", "service", "genmem mcp")
 import anyio  # noqa: E402 - after the check that says which extra to install
 from mcp.server.fastmcp import Context, FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
+from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -308,16 +309,11 @@ def token_of(headers: Any) -> str | None:
 class _RequireKey:
     """ASGI middleware: 401 for an HTTP request without a valid key (when keys are set)."""
 
-    def __init__(self, app: Any, keys: KeyRing) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
         self.app = app
         self.keys = keys
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
-        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.keys.enabled:
             from starlette.datastructures import Headers
             from starlette.responses import JSONResponse
