@@ -1,33 +1,104 @@
-"""What both deployed graphs share: the persona's stream and the model, from the environment.
+"""What both deployed graphs share: the persona's stream and the model, per run's config.
 
-``GENMEM_PATH`` (default ``.genmem``) or ``GENMEM_CHROMA_HOST``/``GENMEM_CHROMA_PORT`` choose
-the store, ``GENMEM_PERSONA`` (default ``Ada``) the persona; the model comes from the standard
-``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_MODEL`` variables.
+A LangGraph server calls each factory with the run's ``RunnableConfig``; these keys of
+``config["configurable"]`` (schema: :class:`GenmemConfig`, shown as the graphs' config schema)
+choose the memory, each falling back to an environment variable and then a default:
+
+==============  =====================  ===========  =========================================
+key             variable               default      meaning
+==============  =====================  ===========  =========================================
+``persona``     ``GENMEM_PERSONA``     ``Ada``      whose memory stream
+``path``        ``GENMEM_PATH``        ``.genmem``  embedded Chroma folder
+``chroma_host`` ``GENMEM_CHROMA_HOST`` (none)       a Chroma server instead of ``path``
+``chroma_port`` ``GENMEM_CHROMA_PORT`` ``8000``     its port
+``collection``  ``GENMEM_COLLECTION``  ``genmem``   the Chroma collection
+``model``       ``OPENAI_MODEL``       gpt-4o-mini  the chat model's name
+==============  =====================  ===========  =========================================
+
+The store is opened as ``genmem`` opens it (:class:`~langchain_genmem.cli.Store`), so every
+backend the command line knows works here too. The model's server and key come from the
+standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` variables (secrets stay out of configs).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from typing_extensions import TypedDict
+
 from langchain_genmem import MemoryStream
+from langchain_genmem.cli.store import Store
 from langchain_genmem.llm import chat_model_from_env
 
 
-def stream_from_env(env: Mapping[str, str] | None = None) -> MemoryStream:
-    """The persona's stream, on the folder or Chroma server the environment names."""
+class GenmemConfig(TypedDict, total=False):
+    """The ``configurable`` keys of the deployed graphs.
+
+    Attributes:
+        persona: whose memory stream (default ``GENMEM_PERSONA``, else ``Ada``).
+        path: the embedded Chroma folder (default ``GENMEM_PATH``, else ``.genmem``).
+        chroma_host: a Chroma server's host, instead of ``path``.
+        chroma_port: the Chroma server's port.
+        collection: the Chroma collection.
+        model: the chat model's name (default ``OPENAI_MODEL``).
+    """
+
+    persona: str
+    path: str
+    chroma_host: str
+    chroma_port: int
+    collection: str
+    model: str
+
+
+def settings(config: RunnableConfig | None, env: Mapping[str, str] | None = None) -> GenmemConfig:
+    """The run's settings: ``configurable`` keys, else environment variables, else defaults."""
     env = os.environ if env is None else env
-    persona = env.get("GENMEM_PERSONA", "Ada")
-    host = env.get("GENMEM_CHROMA_HOST")
-    if host:
-        import chromadb
+    given: Mapping[str, Any] = (config or {}).get("configurable") or {}
 
-        client = chromadb.HttpClient(host=host, port=int(env.get("GENMEM_CHROMA_PORT", "8000")))
-        return MemoryStream(persona, client=client)
-    return MemoryStream(persona, path=env.get("GENMEM_PATH", ".genmem"))
+    def pick(key: str, variable: str, default: Any = None) -> Any:
+        value = given.get(key)
+        return value if value not in (None, "") else env.get(variable) or default
+
+    return GenmemConfig(
+        persona=pick("persona", "GENMEM_PERSONA", "Ada"),
+        path=pick("path", "GENMEM_PATH", ".genmem"),
+        chroma_host=pick("chroma_host", "GENMEM_CHROMA_HOST", ""),
+        chroma_port=int(pick("chroma_port", "GENMEM_CHROMA_PORT", 8000)),
+        collection=pick("collection", "GENMEM_COLLECTION", "genmem"),
+        model=pick("model", "OPENAI_MODEL", ""),
+    )
 
 
-def model_from_env(env: Mapping[str, str] | None = None) -> Any:
-    """``ChatOpenAI`` from the standard variables (a clear error says what to set)."""
+def stream_from_config(
+    config: RunnableConfig | None = None, env: Mapping[str, str] | None = None
+) -> MemoryStream:
+    """The persona's stream, on the store the run's config (or the environment) names."""
+    s = settings(config, env)
+    store = Store(Path(s["path"]), s["chroma_host"] or None, s["chroma_port"], s["collection"])
+    return store.open(s["persona"])
+
+
+def model_from_config(
+    config: RunnableConfig | None = None, env: Mapping[str, str] | None = None
+) -> Any:
+    """``ChatOpenAI`` from the standard variables, its name from the config (says what to set)."""
+    env = dict(os.environ if env is None else env)
+    name = settings(config, env)["model"]
+    if name:
+        env["OPENAI_MODEL"] = name
     return chat_model_from_env(env)
+
+
+def with_config_schema(graph: Any) -> Any:
+    """Declare :class:`GenmemConfig` as the graph's config (context) schema.
+
+    A LangGraph server shows it as the assistant's ``configurable`` settings; the graph's
+    ``get_config_jsonschema()`` and ``get_context_jsonschema()`` return it.
+    """
+    graph.context_schema = GenmemConfig
+    return graph

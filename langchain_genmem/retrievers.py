@@ -198,9 +198,11 @@ class GenerativeAgentsRetriever(BaseRetriever):
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache
-        n = cache.n
         now = to_epoch(stream.clock())
         static = cache.candidates()
+        # Rows up to the candidates' size only: a write from another thread may append
+        # nodes while this retrieval reads (rows below it never change but for access times).
+        n = static.n
         rows, importance = static.rows, static.importance
         cands_static = (static.type_code, static.node_count, static.poignancy)
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":

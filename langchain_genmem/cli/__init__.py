@@ -9,6 +9,8 @@ The package holds ``app`` (the typer app, global options, errors as hints), ``op
 (option aliases, :class:`Weights`, times), ``store`` (:class:`Store`), ``commands``,
 ``reports`` (results as data), ``render`` (results as text, JSON, tables and charts) and
 ``demo`` (the offline tour).
+``serving`` holds ``serve``, ``mcp`` and ``openapi``, which serve every persona of the store
+(:mod:`langchain_genmem.service`).
 
 Example:
     .. code-block:: console
@@ -21,7 +23,10 @@ Example:
 
 from __future__ import annotations
 
-from langchain_genmem.cli import commands  # noqa: F401 - registers the commands on app
+from langchain_genmem.cli import (
+    commands,  # noqa: F401 - registers the commands on app
+    serving,  # noqa: F401 - registers serve, mcp, openapi
+)
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main
 from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo

@@ -78,8 +78,11 @@ class Store:
 
         return ChromaBackend(self.client(), self.collection)
 
-    def open(self) -> MemoryStream:
+    def open(self, persona: str | None = None) -> MemoryStream:
         """The persona's stream, its clock set (``--now``, else the saved simulation time).
+
+        Args:
+            persona: the persona; None for ``--persona``, else the store's only one.
 
         Returns:
             The stream.
@@ -90,7 +93,7 @@ class Store:
         from langchain_genmem.store import MemoryStream
 
         backend = self.backend()
-        persona = self.persona or self._only_persona(backend.personas())
+        persona = persona or self.persona or self._only_persona(backend.personas())
         stream = self.track(MemoryStream(persona, backend=backend))
         if self.now is not None:
             stream.clock = FixedClock(self.now)

@@ -1,4 +1,4 @@
-"""benchmarks/bench_retrieval.py runs end to end at a tiny size and prints its tables.
+"""The benchmarks run end to end at a tiny size and print their tables.
 
 Only the shape of the output is checked, never a timing.
 """
@@ -33,3 +33,21 @@ def test_bench_retrieval_prints_its_tables() -> None:
     assert row[0] == "2000"
     assert all(cell.endswith("x") for cell in row[1:5])  # every ratio was computed
     assert row[-1] == "yes"  # the pure-Python original picked our top 30
+
+
+@pytest.mark.slow
+def test_bench_service_prints_its_tables() -> None:
+    script = REPO / "benchmarks" / "bench_service.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--memories", "300", "--topics", "20", "--clients", "2",
+         "--requests", "10", "--samples", "3"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| memories | clients |"))
+    assert "req/s | p50 ms | p95 ms | p99 ms" in lines[head]
+    assert lines[head + 2].startswith("| 300 | 2 | 10 | 0 |")
+    assert any(line.startswith("| best of 3 |") for line in lines)
+    assert any(line.startswith("server CPU: ") for line in lines)
+    assert lines[-1].startswith("bound: CPU")

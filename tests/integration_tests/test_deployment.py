@@ -1,4 +1,4 @@
-"""langgraph.json points at graph factories that build from the environment.
+"""langgraph.json points at graph factories that build from the run's config or the environment.
 
 An integration test: building ChatOpenAI probes socket options (it opens no connection).
 """
@@ -48,3 +48,34 @@ def test_a_missing_key_says_what_to_set(env, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(ConfigurationError, match="set OPENAI_API_KEY"):
         load(entries()["reflection"])()
+
+
+def test_the_runs_config_chooses_persona_and_store(env, tmp_path):
+    from graphs._common import GenmemConfig, settings, stream_from_config
+
+    other = tmp_path / "other-store"
+    config = {"configurable": {"persona": "玛丽亚", "path": str(other), "model": "qwen2.5"}}
+    stream = stream_from_config(config)
+    stream.add_event("玛丽亚在学物理", poignancy=4)
+    stream.close()
+    assert stream.persona == "玛丽亚" and other.is_dir()
+    assert settings(config)["model"] == "qwen2.5"
+    assert settings({})["persona"] == "伊莎贝拉"  # the environment, when the config is silent
+    defaults = settings(None, env={})
+    assert defaults["persona"] == "Ada" and defaults["path"] == ".genmem"
+    assert not (tmp_path / "store").exists()  # GENMEM_PATH was not touched
+
+    for name, entry in entries().items():
+        graph = load(entry)(config)
+        keys = set(graph.get_context_jsonschema()["properties"])
+        assert keys == set(GenmemConfig.__annotations__), name
+    reflection = load(entries()["reflection"])(config)
+    assert reflection.invoke({})["status"] == "not_due"  # 玛丽亚's one memory: no trigger
+    assert reflection.get_graph().nodes  # drawn as before
+
+
+def test_a_configured_model_name_reaches_chatopenai(env):
+    from graphs._common import model_from_config
+
+    assert model_from_config({"configurable": {"model": "qwen2.5"}}).model_name == "qwen2.5"
+    assert model_from_config({}).model_name == "gpt-4o-mini"

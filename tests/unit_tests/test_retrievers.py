@@ -437,3 +437,24 @@ def test_zero_query_vector_scores_relevance_as_equal(clock):
     assert [d.metadata["relevance"] for d in docs] == [0.5, 0.5]
     assert [d.page_content for d in docs] == ["b", "a"]
     assert np.isfinite([d.metadata["score"] for d in docs]).all()
+
+
+def test_a_memory_committed_while_a_retrieval_reads_does_not_break_it(clock):
+    """A write from another thread may land between a retrieval's reads of the cache (the
+    service shares one stream between requests): the retrieval scores the rows it saw."""
+    stream = make_stream(clock)
+    for i in range(3):
+        stream.add_event(f"event {i}", poignancy=i + 1)
+    cache = stream._cache
+    candidates = cache.candidates
+    landed = []
+
+    def racing_candidates():
+        if not landed:  # another request commits right now
+            landed.append(stream.add_event("arrives mid-retrieval", poignancy=9))
+        return candidates()
+
+    cache.candidates = racing_candidates
+    docs = GenerativeAgentsRetriever(stream=stream, k=10).invoke("event")
+    assert landed and len(stream) == 4
+    assert 3 <= len(docs) <= 4 and len(set(ids(docs))) == len(docs)

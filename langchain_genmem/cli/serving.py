@@ -1,0 +1,217 @@
+"""The ``genmem`` commands that serve the memory: ``serve`` (HTTP), ``mcp`` and ``openapi``.
+
+They serve whatever store the global options name (``--path``, ``--chroma-host``...), every
+persona in it. The chat model for reflection (and for rating memories added without
+poignancy) comes from the ``OPENAI_*`` variables, or ``--model``/``--base-url``; without
+``OPENAI_API_KEY`` the server runs without one. The service needs the ``service`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from langchain_genmem.cli.app import app
+from langchain_genmem.cli.store import store_of
+from langchain_genmem.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from langchain_genmem.service import KeyRing, MemoryService
+
+Host = Annotated[
+    str,
+    typer.Option("--host", help="Address to listen on; beyond 127.0.0.1 only with API keys."),
+]
+ApiKeys = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--api-key",
+        envvar="GENMEM_API_KEY",
+        help="An API key reaching every persona (repeat; or GENMEM_API_KEY). With none, the "
+        "server answers anyone on this machine and listens only on 127.0.0.1.",
+    ),
+]
+KeysFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--keys-file",
+        help='JSON keys with persona scopes: {"keys": [{"key": "...", "personas": ["A"]}]}.',
+    ),
+]
+Model = Annotated[
+    str | None, typer.Option("--model", help="Chat model name (default: OPENAI_MODEL).")
+]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option("--base-url", help="OpenAI-compatible server (default: OPENAI_BASE_URL)."),
+]
+
+
+class Transport(str, Enum):
+    """How ``genmem mcp`` talks to its client."""
+
+    stdio = "stdio"
+    http = "http"
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: Host = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port.")] = 8000,
+    api_key: ApiKeys = None,
+    keys_file: KeysFile = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="URL clients (Dify) reach this server at, for the schema's servers[0].url "
+            "(default: http://HOST:PORT).",
+        ),
+    ] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+) -> None:
+    """Serve the memory over HTTP (FastAPI): seed 001's /retrieve, importable by Dify."""
+    keys = _keys(api_key, keys_file)
+    from langchain_genmem.service import check_listen
+
+    check_listen(host, keys)
+    service = _service(ctx, model, base_url)
+    app_ = _http_app(service, keys, public_url or _url(host, port))
+    uvicorn = _uvicorn()
+    _log_service("genmem serve")
+    typer.echo(f"genmem serve: {store_of(ctx).where()} on {_url(host, port)} "
+               f"({len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@app.command()
+def openapi(
+    ctx: typer.Context,
+    host: Host = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port.")] = 8000,
+    public_url: Annotated[
+        str | None,
+        typer.Option("--public-url", help="servers[0].url (default: http://HOST:PORT)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+    ] = None,
+) -> None:
+    """Print the OpenAPI schema of `genmem serve`, ready for Dify's custom-tool import."""
+    from langchain_genmem.service import KeyRing, MemoryService, StreamPool
+
+    def unused() -> Any:
+        raise ConfigurationError("the schema needs no store")
+
+    service = MemoryService(StreamPool(unused, unused))
+    schema = _http_app(service, KeyRing(), public_url or _url(host, port)).openapi()
+    text = json.dumps(schema, ensure_ascii=False, indent=2)
+    if output is None:
+        typer.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        typer.echo(f"Wrote {output}", err=True)
+
+
+@app.command("mcp")
+def mcp_(
+    ctx: typer.Context,
+    transport: Annotated[
+        Transport,
+        typer.Option("--transport", help="stdio (the client starts genmem) or http "
+                     "(streamable HTTP on /mcp)."),
+    ] = Transport.stdio,
+    host: Host = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="HTTP port.")] = 8001,
+    api_key: ApiKeys = None,
+    keys_file: KeysFile = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+) -> None:
+    """Serve the memory as MCP tools: remember, recall, recall_keywords, reflect, persona_stats."""
+    keys = _keys(api_key, keys_file)
+    from langchain_genmem.service import check_listen, create_mcp_server
+
+    if transport is Transport.http:
+        check_listen(host, keys)
+    service = _service(ctx, model, base_url)
+    server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
+                               host=host, port=port)
+    _log_service("genmem mcp")
+    if transport is Transport.stdio:
+        server.run("stdio")
+        return
+    from langchain_genmem.service.mcp import mcp_http_app
+
+    typer.echo(f"genmem mcp: {store_of(ctx).where()} on {_url(host, port)}/mcp", err=True)
+    _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
+
+
+def _log_service(name: str) -> None:
+    """Show the service's own messages (start, stop, flush) on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"{name}: %(message)s"))
+    log = logging.getLogger("langchain_genmem.service")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:
+    from langchain_genmem.service import KeyRing
+
+    return KeyRing.from_options(api_key or (), keys_file)
+
+
+def _service(ctx: typer.Context, model: str | None, base_url: str | None) -> MemoryService:
+    from langchain_genmem.service import create_service
+
+    return create_service(store_of(ctx), model=_chat_model(model, base_url))
+
+
+def _chat_model(model: str | None, base_url: str | None) -> Any:
+    """The chat model of the OPENAI_* variables and flags, or None without OPENAI_API_KEY."""
+    from langchain_genmem.llm import chat_model_from_env
+
+    env = dict(os.environ)
+    if model:
+        env["OPENAI_MODEL"] = model
+    if base_url:
+        env["OPENAI_BASE_URL"] = base_url
+    if not env.get("OPENAI_API_KEY"):
+        if model or base_url:
+            raise ConfigurationError("--model/--base-url: set OPENAI_API_KEY too (any value "
+                                     "for a local server)")
+        print("no chat model (OPENAI_API_KEY unset): /reflect is unavailable and memories "
+              "need a poignancy", file=sys.stderr)
+        return None
+    return chat_model_from_env(env)
+
+
+def _http_app(service: MemoryService, keys: KeyRing, public_url: str) -> Any:
+    from langchain_genmem.extras import require_extra
+
+    require_extra("fastapi", "service", "genmem serve")
+    from langchain_genmem.service.http import create_app
+
+    return create_app(service, keys=keys, public_url=public_url)
+
+
+def _uvicorn() -> Any:
+    from langchain_genmem.extras import require_extra
+
+    return require_extra("uvicorn", "service", "genmem serve")
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"

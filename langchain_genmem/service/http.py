@@ -1,0 +1,327 @@
+"""The HTTP service: a FastAPI app whose OpenAPI schema Dify imports as a custom tool.
+
+:func:`create_app` serves a :class:`~langchain_genmem.service.operations.MemoryService`:
+
+==========================  ====================  ===========================================
+``POST /retrieve``          ``retrieve``          seed 001's weighted retrieval, one focal text
+``POST /memories``          ``add_memory``        add one memory (flat fields)
+``POST /memories/batch``    ``add_memories``      add several memories, all or nothing
+``POST /keyword-retrieve``  ``keyword_retrieve``  the original retrieve() by subject/pred./object
+``POST /reflect``           ``reflect``           run the reflection graph (needs a chat model)
+``GET /personas``           ``list_personas``     the personas the key may see
+``GET /personas/{name}``    ``get_persona``       counts, reflection trigger and settings
+``GET /healthz``            ``health``            liveness and the input limits (no key needed)
+==========================  ====================  ===========================================
+
+Every error is ``{"status": "error", "message": ..., "field": ...}``: 401 without a valid
+key, 403 for a persona outside the key's scope, 413 for a body over the limit, 422 for bad
+input (naming the field), 409 while a persona is already reflecting, 503 when the store or
+the chat model is missing. The app's lifespan closes (flushes) every open stream at shutdown,
+which uvicorn runs on SIGTERM and SIGINT.
+
+Example:
+    .. code-block:: python
+
+        from fastapi.testclient import TestClient
+        from langchain_genmem.cli import Store
+        from langchain_genmem.service import create_app, create_service
+
+        app = create_app(create_service(Store(".genmem")), api_keys=["a-long-secret-key-1234"])
+        with TestClient(app) as client:
+            client.post("/retrieve", json={"persona_name": "Ada", "focal_text": "tea"},
+                        headers={"Authorization": "Bearer a-long-secret-key-1234"})
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+
+from langchain_genmem.errors import (
+    ConfigurationError,
+    GenMemError,
+    ParseError,
+    StorageError,
+    ValidationError,
+)
+from langchain_genmem.extras import require_extra
+from langchain_genmem.service.operations import MemoryService, ReflectionBusyError
+from langchain_genmem.service.schemas import (
+    LIMITS,
+    MAX_BODY_BYTES,
+    MAX_PERSONA_CHARS,
+    AddResponse,
+    ErrorReply,
+    Health,
+    KeywordRequest,
+    KeywordResponse,
+    MemoryBatchRequest,
+    MemoryRequest,
+    PersonaList,
+    PersonaStats,
+    ReflectRequest,
+    ReflectResponse,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+from langchain_genmem.service.security import ApiKey, KeyRing
+
+require_extra("fastapi", "service", "genmem serve")
+
+import anyio  # noqa: E402 - after the check that says which extra to install
+from fastapi import Depends, FastAPI, HTTPException, Path, Request, Security  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+from starlette.types import ASGIApp, Message, Receive, Scope, Send  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
+TITLE = "genmem memory service"
+DESCRIPTION = (
+    "Generative Agents memory for one or many personas: add memories, retrieve the ones that "
+    "matter for a focal text (recency x relevance x importance), keyword retrieval, reflection."
+)
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorReply, "description": "No valid API key."},
+    403: {"model": ErrorReply, "description": "The key may not use this persona."},
+    422: {"model": ErrorReply, "description": "Bad input; names the field."},
+}
+_STATUS_OF: tuple[tuple[type[GenMemError], int], ...] = (
+    (ValidationError, 422),
+    (ReflectionBusyError, 409),
+    (ConfigurationError, 503),
+    (StorageError, 503),
+    (ParseError, 502),
+)
+
+_bearer = HTTPBearer(
+    auto_error=False, scheme_name="bearer", description="Authorization: Bearer <API key>"
+)
+_header = APIKeyHeader(
+    name="X-API-Key", auto_error=False, scheme_name="apiKey", description="X-API-Key: <API key>"
+)
+
+
+def create_app(
+    service: MemoryService,
+    *,
+    keys: KeyRing | None = None,
+    api_keys: Sequence[str] = (),
+    public_url: str = DEFAULT_PUBLIC_URL,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The FastAPI app over a memory service.
+
+    Args:
+        service: what the endpoints call.
+        keys: the accepted keys with their scopes (see
+            :mod:`langchain_genmem.service.security`).
+        api_keys: more keys, reaching every persona.
+        public_url: the URL clients reach the server at (``servers[0].url`` of the schema,
+            which Dify calls).
+        max_body_bytes: the largest request body (413 beyond).
+
+    Returns:
+        The app; ``app.state.service`` is the service.
+    """
+    ring = KeyRing([*(keys.keys if keys else ()), *(ApiKey(k) for k in api_keys)])
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        closed = await anyio.to_thread.run_sync(service.close)
+        logger.info("stopped: %d persona stream(s) closed, access times flushed", closed)
+
+    app = FastAPI(
+        title=TITLE,
+        description=DESCRIPTION,
+        version=_version(),
+        servers=[{"url": public_url.rstrip("/")}],
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.state.keys = ring
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    _add_error_handlers(app)
+    _add_routes(app, service)
+    return app
+
+
+def _caller(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    header: Annotated[str | None, Security(_header)],
+) -> ApiKey:
+    ring: KeyRing = request.app.state.keys
+    key = ring.authenticate(bearer.credentials if bearer else header)
+    if key is None:
+        raise HTTPException(
+            401,
+            "missing or unknown API key; send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return key
+
+
+Caller = Annotated[ApiKey, Depends(_caller)]
+"""The API key of the request (401 without a valid one)."""
+
+
+def _allow(key: ApiKey, persona: str) -> None:
+    if not key.allows(persona):
+        raise HTTPException(403, f"persona_name: this API key may not use persona {persona!r}")
+
+
+def _add_routes(app: FastAPI, service: MemoryService) -> None:
+    @app.post("/retrieve", operation_id="retrieve", responses=_ERRORS)
+    def retrieve(body: RetrieveRequest, key: Caller) -> RetrieveResponse:
+        """Retrieve the persona's memories that matter most for a focal text.
+
+        Every event and thought of the persona is scored by recency, relevance to
+        focal_text and importance (Generative Agents' new_retrieve, seed 001's contract);
+        the best top_k come back with their score and normalised components, and their
+        last_accessed becomes now. status is ok, no_candidates (unknown or empty persona)
+        or error (message says why).
+        """
+        _allow(key, body.persona_name)
+        return service.retrieve(body)
+
+    @app.post("/memories", operation_id="add_memory", responses=_ERRORS)
+    def add_memory(body: MemoryRequest, key: Caller) -> AddResponse:
+        """Add one memory (an event, a thought or a chat) to a persona's memory stream.
+
+        Give poignancy (1-10) unless the server has a chat model to rate it. A new persona
+        is created by its first memory.
+        """
+        _allow(key, body.persona_name)
+        return service.add(body.persona_name, [body])
+
+    @app.post("/memories/batch", operation_id="add_memories", responses=_ERRORS)
+    def add_memories(body: MemoryBatchRequest, key: Caller) -> AddResponse:
+        """Add several memories to one persona in one all-or-nothing write.
+
+        memories is a JSON array of objects with the fields of add_memory (without
+        persona_name), oldest first; a thought's evidence may cite a memory of the same batch.
+        """
+        _allow(key, body.persona_name)
+        return service.add(body.persona_name, body.memories)
+
+    @app.post("/keyword-retrieve", operation_id="keyword_retrieve", responses=_ERRORS)
+    def keyword_retrieve(body: KeywordRequest, key: Caller) -> KeywordResponse:
+        """Events and thoughts indexed under a perceived event's subject, predicate or object.
+
+        The original Generative Agents retrieve(): keyword lookups, newest first.
+        """
+        _allow(key, body.persona_name)
+        return service.keyword_retrieve(body)
+
+    @app.post("/reflect", operation_id="reflect", responses=_ERRORS)
+    def reflect(body: ReflectRequest, key: Caller) -> ReflectResponse:
+        """Reflect: turn the persona's recent memories into thoughts with evidence.
+
+        Runs when the importance trigger has fired (or with force); needs the server's chat
+        model. Returns the questions asked and the thoughts written.
+        """
+        _allow(key, body.persona_name)
+        return service.reflect(body.persona_name, force=body.force)
+
+    @app.get("/personas", operation_id="list_personas", responses=_ERRORS)
+    def list_personas(key: Caller) -> PersonaList:
+        """The personas in the store that this API key may use."""
+        return PersonaList(personas=[p for p in service.personas() if key.allows(p)])
+
+    @app.get("/personas/{name}", operation_id="get_persona", responses=_ERRORS)
+    def get_persona(
+        name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
+        key: Caller,
+    ) -> PersonaStats:
+        """Memory counts, depths, keyword strengths, reflection trigger and settings."""
+        _allow(key, name)
+        stats = service.persona_stats(name)
+        if stats is None:
+            raise HTTPException(404, f"name: no memories for persona {name!r}")
+        return stats
+
+    @app.get("/healthz", operation_id="health")
+    def health() -> Health:
+        """Liveness, the version and the input limits (no key needed)."""
+        return Health(status="ok", version=app.version, limits=LIMITS)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def bad_input(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "bad input"}
+        loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "path", "query")]
+        if first.get("type") == "json_invalid":  # loc holds a character position
+            loc = []
+        field = ".".join(loc) or "body"
+        return _error(422, f"{field}: {first.get('msg')}", field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(GenMemError)
+    async def library_error(request: Request, exc: GenMemError) -> JSONResponse:
+        status = next((code for kind, code in _STATUS_OF if isinstance(exc, kind)), 500)
+        return _error(status, str(exc), getattr(exc, "field", None))
+
+
+def _error(
+    status: int, message: str, field: str | None = None, headers: Any = None
+) -> JSONResponse:
+    body = ErrorReply(message=message, field=field).model_dump()
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``max_bytes`` (declared or streamed).
+
+    Args:
+        app: the wrapped app.
+        max_bytes: the largest body.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, its body counted."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _error(413, self._message())(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise HTTPException(413, self._message())
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _message(self) -> str:
+        return f"body: larger than the limit of {self.max_bytes} bytes"
+
+
+def _version() -> str:
+    try:
+        return version("langchain-genmem")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        return "0"

@@ -1,0 +1,328 @@
+"""``genmem mcp``: the memory as Model Context Protocol tools (stdio or streamable HTTP).
+
+:func:`create_mcp_server` gives an MCP client (a desktop assistant, an IDE agent, a
+LangGraph agent through ``langchain-mcp-adapters``) five tools over the same
+:class:`~langchain_genmem.service.operations.MemoryService` as the HTTP app:
+
+* ``remember``: store something the persona saw, did, said or concluded;
+* ``recall``: the memories that matter most for a question or situation (weighted retrieval);
+* ``recall_keywords``: memories indexed under a subject, predicate or object;
+* ``reflect``: turn recent memories into higher-level thoughts (needs a chat model);
+* ``persona_stats``: how many memories, the reflection trigger and the settings.
+
+``persona`` may be left out when the server has a default (``--persona``) or the store holds
+one persona. Over HTTP the same keys and persona scopes as ``genmem serve`` apply (401
+without a key; a tool call on a persona outside the key's scope is an error); over stdio the
+client is the user who started the process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from pydantic import Field
+from pydantic import ValidationError as PydanticValidationError
+
+from langchain_genmem.errors import GenMemError
+from langchain_genmem.extras import require_extra
+from langchain_genmem.service.operations import MemoryService
+from langchain_genmem.service.schemas import (
+    MAX_FIELD_CHARS,
+    MAX_PERSONA_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TOP_K,
+    ErrorReply,
+    KeywordRequest,
+    MemoryItem,
+    NodeKind,
+    RetrieveRequest,
+)
+from langchain_genmem.service.security import OPEN_ACCESS, ApiKey, KeyRing
+
+require_extra("mcp", "service", "genmem mcp")
+
+import anyio  # noqa: E402 - after the check that says which extra to install
+from mcp.server.fastmcp import Context, FastMCP  # noqa: E402
+from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
+from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Long-term memory of one or more personas (Generative Agents memory stream). Call "
+    "`recall` before answering anything that depends on what the persona has experienced, "
+    "`remember` after something worth keeping happens (one memory per fact or event, in the "
+    "persona's language), and `reflect` now and then to form higher-level thoughts."
+)
+
+Persona = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_PERSONA_CHARS,
+        description="Whose memory: the persona's name. Leave empty for the server's default.",
+    ),
+]
+
+
+def create_mcp_server(
+    service: MemoryService,
+    *,
+    default_persona: str | None = None,
+    keys: KeyRing | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8001,
+) -> FastMCP:
+    """The MCP server over a memory service.
+
+    Args:
+        service: what the tools call.
+        default_persona: the persona of a call that names none.
+        keys: keys and scopes checked on the HTTP transport.
+        host: where the HTTP transport listens.
+        port: its port.
+
+    Returns:
+        The FastMCP server; ``run("stdio")`` or :func:`mcp_http_app`.
+    """
+    ring = keys or KeyRing()
+
+    @asynccontextmanager
+    async def lifespan(server: FastMCP) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            closed = await anyio.to_thread.run_sync(service.close)
+            logger.info("stopped: %d persona stream(s) closed, access times flushed", closed)
+
+    mcp = FastMCP("genmem", instructions=INSTRUCTIONS, host=host, port=port, lifespan=lifespan,
+                  log_level="WARNING")
+    tools = _Tools(service, default_persona, ring)
+    for fn in (tools.remember, tools.recall, tools.recall_keywords, tools.reflect,
+               tools.persona_stats):
+        mcp.add_tool(fn, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""))
+    mcp.genmem_keys = ring  # type: ignore[attr-defined]
+    return mcp
+
+
+def mcp_http_app(mcp: FastMCP) -> Any:
+    """The streamable HTTP app of an MCP server, with its keys checked (401 without one).
+
+    Args:
+        mcp: a server from :func:`create_mcp_server`.
+
+    Returns:
+        An ASGI app serving ``/mcp``.
+    """
+    return _RequireKey(mcp.streamable_http_app(), mcp.genmem_keys)  # type: ignore[attr-defined]
+
+
+class _Tools:
+    """The tools; their docstrings are the descriptions the model reads."""
+
+    def __init__(self, service: MemoryService, default: str | None, keys: KeyRing) -> None:
+        self.service = service
+        self.default = default
+        self.keys = keys
+
+    async def remember(
+        self,
+        description: Annotated[
+            str,
+            Field(max_length=MAX_TEXT_CHARS, description="The memory in one sentence, e.g. "
+                  "'Isabella is planning a Valentine's Day party at Hobbs Cafe'."),
+        ],
+        ctx: Context,
+        persona: Persona = None,
+        poignancy: Annotated[
+            float | None,
+            Field(ge=1, le=10, description="Importance 1 (mundane) to 10 (life-changing); "
+                  "leave empty to let the server rate it (needs its chat model)."),
+        ] = None,
+        type: Annotated[  # noqa: A002 - the memory type, as the library names it
+            NodeKind, Field(description="event (something seen or done), thought (a "
+                            "conclusion), or chat (a conversation summary).")
+        ] = "event",
+        subject: Annotated[
+            str | None, Field(max_length=MAX_FIELD_CHARS, description="Who or what it is about "
+                              "(default: the persona).")
+        ] = None,
+        predicate: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="The verb, "
+                                        "e.g. 'is planning'.")] = "",
+        object: Annotated[  # noqa: A002 - the triple's object, as the library names it
+            str, Field(max_length=MAX_FIELD_CHARS, description="The object, e.g. 'a party'.")
+        ] = "",
+        evidence: Annotated[
+            str | None, Field(max_length=MAX_FIELD_CHARS, description="For a thought: the "
+                              "node ids it rests on, comma-separated (e.g. 'node_3, node_7').")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Store one memory of the persona: something it saw, did, said or concluded.
+
+        Use it after anything worth remembering happens; one memory per fact. Returns the
+        stored memory with its node_id (cite node ids as evidence of later thoughts).
+        """
+        name = await self._persona(persona, ctx)
+        fields = {"type": type, "description": description, "poignancy": poignancy,
+                  "subject": subject, "predicate": predicate, "object": object,
+                  "evidence": evidence}
+        item = _valid(MemoryItem, fields)
+        out = await self._call(self.service.add, name, [item])
+        return out.memories[0].model_dump(mode="json")
+
+    async def recall(
+        self,
+        query: Annotated[
+            str, Field(max_length=MAX_TEXT_CHARS, description="The question, situation or "
+                       "topic to remember things about.")
+        ],
+        ctx: Context,
+        persona: Persona = None,
+        k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="How many memories.")] = 10,
+    ) -> dict[str, Any]:
+        """Recall the persona's memories that matter most for a question or situation.
+
+        Every memory is scored by recency, relevance to the query and importance; the best
+        k come back, best first, each with its score. Call it before answering anything that
+        depends on what the persona has experienced. status is no_candidates when the persona
+        has no memories yet.
+        """
+        name = await self._persona(persona, ctx)
+        request = _valid(RetrieveRequest,
+                         {"persona_name": name, "focal_text": query, "top_k": k})
+        out = await self._call(self.service.retrieve, request)
+        return out.model_dump(mode="json")
+
+    async def recall_keywords(
+        self,
+        subject: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="Subject of "
+                                      "what was just perceived, e.g. 'Klaus Mueller'.")],
+        ctx: Context,
+        predicate: Annotated[str, Field(max_length=MAX_FIELD_CHARS,
+                                        description="Its predicate.")] = "",
+        object: Annotated[str, Field(max_length=MAX_FIELD_CHARS,  # noqa: A002
+                                     description="Its object.")] = "",
+        persona: Persona = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_TOP_K,
+                                    description="Most memories per type.")] = 10,
+    ) -> dict[str, Any]:
+        """Find events and thoughts filed under a subject, predicate or object (exact keywords).
+
+        The original Generative Agents retrieval on perceiving an event: everything the
+        persona remembers about these words, newest first. Prefer recall for open questions.
+        """
+        name = await self._persona(persona, ctx)
+        request = _valid(KeywordRequest, {"persona_name": name, "subject": subject,
+                                          "predicate": predicate, "object": object,
+                                          "limit": limit})
+        out = await self._call(self.service.keyword_retrieve, request)
+        return out.model_dump(mode="json")
+
+    async def reflect(
+        self,
+        ctx: Context,
+        persona: Persona = None,
+        force: Annotated[bool, Field(description="Reflect even if not enough has happened "
+                                     "since the last reflection.")] = False,
+    ) -> dict[str, Any]:
+        """Reflect: turn the persona's recent memories into higher-level thoughts.
+
+        Asks the salient questions about recent memories and writes insights with their
+        evidence as new thoughts. Runs only when enough important things happened (the
+        importance trigger) unless force is true. Slow: it calls a language model.
+        """
+        name = await self._persona(persona, ctx)
+        out = await self._call(self.service.reflect, name, force=force)
+        return out.model_dump(mode="json")
+
+    async def persona_stats(self, ctx: Context, persona: Persona = None) -> dict[str, Any]:
+        """How many memories the persona has, its reflection trigger and its settings.
+
+        Counts per type and depth, the importance trigger, the retrieval weights and the
+        strongest keywords. Says which personas exist when the one named has no memories.
+        """
+        name = await self._persona(persona, ctx)
+        stats = await self._call(self.service.persona_stats, name)
+        if stats is None:
+            known = await self._call(self.service.personas)
+            msg = f"persona: no memories for {name!r}; personas: {', '.join(known) or 'none'}"
+            raise ToolError(msg)
+        return stats.model_dump(mode="json")
+
+    async def _persona(self, persona: str | None, ctx: Context) -> str:
+        name = persona or self.default
+        if not name:
+            known = await self._call(self.service.personas)
+            if len(known) != 1:
+                msg = ("persona: give the persona's name"
+                       + (f" (one of {', '.join(known)})" if known else ""))
+                raise ToolError(msg)
+            name = known[0]
+        key = self._key(ctx)
+        if key is None or not key.allows(name):
+            msg = f"persona: this API key may not use persona {name!r}"
+            raise ToolError(msg)
+        return name
+
+    def _key(self, ctx: Context) -> ApiKey | None:
+        request = getattr(ctx.request_context, "request", None)
+        if request is None:  # stdio: the user who started the process
+            return OPEN_ACCESS
+        return self.keys.authenticate(token_of(request.headers))
+
+    @staticmethod
+    async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        except GenMemError as e:
+            raise ToolError(str(e)) from e
+
+
+def _valid(model: Any, fields: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(fields)
+    except PydanticValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        msg = f"{field}: {first['msg']}"
+        raise ToolError(msg) from e
+
+
+def token_of(headers: Any) -> str | None:
+    """The API key of a request: ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
+
+    Args:
+        headers: the request headers (case-insensitive mapping).
+
+    Returns:
+        The key, or None.
+    """
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return headers.get("x-api-key") or None
+
+
+class _RequireKey:
+    """ASGI middleware: 401 for an HTTP request without a valid key (when keys are set)."""
+
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.keys.enabled:
+            from starlette.datastructures import Headers
+            from starlette.responses import JSONResponse
+
+            if self.keys.authenticate(token_of(Headers(scope=scope))) is None:
+                reply = JSONResponse(
+                    ErrorReply(message="missing or unknown API key").model_dump(),
+                    status_code=401, headers={"WWW-Authenticate": "Bearer"},
+                )
+                await reply(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

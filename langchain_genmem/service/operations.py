@@ -1,0 +1,314 @@
+"""What the service does, once, for both front ends: the HTTP app and the MCP server.
+
+:class:`MemoryService` takes the validated requests of :mod:`langchain_genmem.service.schemas`
+and returns their replies; it knows nothing of HTTP, keys or MCP. Each method is plain sync
+code over the shared :class:`~langchain_genmem.service.streams.StreamPool` (FastAPI runs it
+in its thread pool, the MCP server in a worker thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+
+from langchain_genmem.errors import (
+    ConfigurationError,
+    EmbeddingDimensionError,
+    GenMemError,
+    StorageError,
+    ValidationError,
+)
+from langchain_genmem.llm import MISSING_KEY_HINT
+from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.service.schemas import (
+    AddResponse,
+    KeywordRequest,
+    KeywordResponse,
+    Memory,
+    MemoryItem,
+    PersonaStats,
+    ReflectResponse,
+    RetrieveDebug,
+    RetrievedNode,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+from langchain_genmem.service.streams import StreamPool
+
+if TYPE_CHECKING:
+    from langchain_genmem.cli.store import Store
+
+
+class ReflectionBusyError(GenMemError):
+    """A reflection of this persona is already running; try again when it has finished."""
+
+
+class MemoryService:
+    """The memory operations of the service over a pool of streams.
+
+    Args:
+        streams: the persona streams.
+        model: the chat model for ``reflect`` (and, through the pool's importance scorer,
+            for memories added without poignancy); None when the server has none.
+    """
+
+    def __init__(self, streams: StreamPool, *, model: Any = None) -> None:
+        self.streams = streams
+        self.model = model
+
+    # ------------------------------------------------------------------ reading
+
+    def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
+        """Seed 001's weighted retrieval for one focal text.
+
+        An unknown or empty persona is ``no_candidates``; a store or embedding failure is
+        ``error`` with its message (so a workflow can branch on ``status``).
+
+        Args:
+            request: the validated request.
+
+        Returns:
+            The reply.
+        """
+        from langchain_genmem.retrievers import GenerativeAgentsRetriever
+
+        stream = self.streams.find(request.persona_name)
+        if stream is None:
+            return _empty("no_candidates", f"no memories for persona {request.persona_name!r}")
+        retriever = GenerativeAgentsRetriever(
+            stream=stream,
+            k=request.top_k,
+            recency_mode=request.recency_mode,
+            recency_decay=request.recency_decay,
+            recency_w=request.recency_w,
+            relevance_w=request.relevance_w,
+            importance_w=request.importance_w,
+        )
+        try:
+            report = retriever.retrieve_with_report(request.focal_text)
+        except (StorageError, EmbeddingDimensionError) as e:
+            return _empty("error", str(e))
+        if report.status == "no_candidates":
+            return _empty(
+                "no_candidates",
+                f"no candidate memories (events or thoughts) for {request.persona_name!r}",
+            )
+        nodes = [_retrieved(d) for d in report.documents]
+        return RetrieveResponse(
+            retrieved_nodes=nodes,
+            accessed_ids=report.accessed_ids,
+            status="ok",
+            message=f"{len(nodes)} of {report.candidate_count} memories",
+            debug=RetrieveDebug(
+                total_candidates=report.candidate_count,
+                retrieved_count=len(nodes),
+                min_score=report.min_score or 0.0,
+                max_score=report.max_score or 0.0,
+            ),
+        )
+
+    def keyword_retrieve(self, request: KeywordRequest) -> KeywordResponse:
+        """The original's ``retrieve()``: events and thoughts indexed under s, p or o.
+
+        Args:
+            request: the validated request.
+
+        Returns:
+            The newest ``limit`` of each, with the full counts.
+        """
+        stream = self.streams.find(request.persona_name)
+        if stream is None:
+            return KeywordResponse(persona_name=request.persona_name, status="no_candidates",
+                                   event_count=0, thought_count=0, events=[], thoughts=[])
+        stream.refresh()
+        spo = (request.subject, request.predicate, request.object)
+        events = stream.retrieve_relevant_events(*spo)
+        thoughts = stream.retrieve_relevant_thoughts(*spo)
+        return KeywordResponse(
+            persona_name=request.persona_name,
+            status="ok" if events or thoughts else "no_candidates",
+            event_count=len(events),
+            thought_count=len(thoughts),
+            events=[memory_of(n) for n in events[: request.limit]],
+            thoughts=[memory_of(n) for n in thoughts[: request.limit]],
+        )
+
+    def personas(self) -> list[str]:
+        """Every persona of the store."""
+        return self.streams.personas()
+
+    def persona_stats(self, persona: str) -> PersonaStats | None:
+        """Counts, trigger, settings and keyword strengths of a persona.
+
+        Args:
+            persona: the persona.
+
+        Returns:
+            The statistics, or None for an unknown persona.
+        """
+        from langchain_genmem.cli.reports import stream_stats
+
+        stream = self.streams.find(persona)
+        if stream is None:
+            return None
+        stream.refresh()
+        stats = stream_stats(stream, top=10)
+        stats["depths"] = {str(k): v for k, v in stats["depths"].items()}
+        return PersonaStats.model_validate(stats)
+
+    # ------------------------------------------------------------------ writing
+
+    def add(self, persona: str, items: Sequence[MemoryItem]) -> AddResponse:
+        """Add memories in one all-or-nothing write.
+
+        Args:
+            persona: the persona (created by its first memory).
+            items: the memories, oldest first.
+
+        Returns:
+            The stored memories.
+
+        Raises:
+            ValidationError: a memory is bad (names ``items[i].field``), or has no poignancy
+                and the server has no chat model to rate it.
+        """
+        inputs = [item.as_input() for item in items]
+        if self.streams.importance is None:
+            for i, item in enumerate(inputs):
+                if item["poignancy"] is None:
+                    where = "poignancy" if len(inputs) == 1 else f"memories[{i}].poignancy"
+                    msg = (
+                        f"{where}: give the importance (1-10); this server has no chat model "
+                        "to rate it (start it with OPENAI_API_KEY set to let it rate memories)"
+                    )
+                    raise ValidationError(msg, field="poignancy")
+        nodes = self.streams.open(persona).add_many(inputs)
+        return AddResponse(persona_name=persona, count=len(nodes),
+                           memories=[memory_of(n) for n in nodes])
+
+    def reflect(self, persona: str, *, force: bool = False) -> ReflectResponse:
+        """Run the reflection graph on a persona, one reflection per persona at a time.
+
+        Args:
+            persona: the persona.
+            force: reflect even if the trigger has not fired.
+
+        Returns:
+            What it did, with the thoughts written.
+
+        Raises:
+            ConfigurationError: the server has no chat model.
+            ReflectionBusyError: a reflection of this persona is running.
+        """
+        if self.model is None:
+            raise ConfigurationError(f"reflect: {MISSING_KEY_HINT}")
+        from langchain_genmem.reflection import create_reflection_graph
+
+        stream = self.streams.find(persona)
+        if stream is None:
+            return ReflectResponse(persona_name=persona, status="not_due", focal_points=[],
+                                   thoughts=[], dropped=0, llm_calls=0)
+        lock = self.streams.reflection_lock(persona)
+        if not lock.acquire(blocking=False):
+            msg = f"a reflection of {persona!r} is already running; try again when it ends"
+            raise ReflectionBusyError(msg)
+        try:
+            stream.refresh()
+            out = create_reflection_graph(self.model, stream, force=force).invoke({})
+        finally:
+            lock.release()
+        return ReflectResponse(
+            persona_name=persona,
+            status=out["status"],
+            focal_points=out.get("focal_points", []),
+            thoughts=[memory_of(stream.get(i)) for i in out.get("written", [])],
+            dropped=len(out.get("dropped", [])),
+            llm_calls=out.get("llm_calls", 0),
+        )
+
+    def close(self) -> int:
+        """Flush and close every open stream.
+
+        Returns:
+            How many streams were closed.
+        """
+        return self.streams.close()
+
+
+def memory_of(node: MemoryNode) -> Memory:
+    """A stored node as the service shows it.
+
+    Args:
+        node: the node.
+
+    Returns:
+        The reply model.
+    """
+    return Memory(
+        node_id=node.node_id,
+        type=node.type,
+        depth=node.depth,
+        created=node.created,
+        last_accessed=node.last_accessed,
+        expiration=node.expiration,
+        poignancy=node.poignancy,
+        description=node.description,
+        subject=node.subject,
+        predicate=node.predicate,
+        object=node.object,
+        keywords=list(node.keywords),
+        evidence=list(node.evidence),
+    )
+
+
+def _retrieved(doc: Document) -> RetrievedNode:
+    m = doc.metadata
+    return RetrievedNode(
+        id=m["node_id"],
+        node_id=m["node_id"],
+        type=m["type"],
+        created_at=m["created"],
+        last_accessed=m["last_accessed"],
+        description=doc.page_content,
+        poignancy=m["poignancy"],
+        subject=m["subject"],
+        predicate=m["predicate"],
+        object=m["object"],
+        keywords=m["keywords"],
+        depth=m["depth"],
+        score=m["score"],
+        recency=m["recency"],
+        relevance=m["relevance"],
+        importance=m["importance"],
+    )
+
+
+def _empty(status: str, message: str) -> RetrieveResponse:
+    return RetrieveResponse(
+        retrieved_nodes=[],
+        accessed_ids=[],
+        status=status,  # type: ignore[arg-type]
+        message=message,
+        debug=RetrieveDebug(total_candidates=0, retrieved_count=0, min_score=0.0, max_score=0.0),
+    )
+
+
+def create_service(store: Store, *, model: Any = None) -> MemoryService:
+    """A memory service over the command line's store.
+
+    Args:
+        store: where the memories live (``Store(path)``, or the global options' store).
+        model: a chat model for reflection and for rating memories added without poignancy;
+            None for a server that needs poignancy given and cannot reflect.
+
+    Returns:
+        The service; streams open on the first request that needs them.
+    """
+    importance = None
+    if model is not None:
+        from langchain_genmem.importance import ImportanceScorer
+
+        importance = ImportanceScorer(model)
+    return MemoryService(StreamPool.from_store(store, importance=importance), model=model)

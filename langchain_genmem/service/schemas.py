@@ -1,0 +1,389 @@
+"""The service's requests and replies, and the limits every input is held to.
+
+Request bodies are flat objects of plain strings, numbers and booleans, so that Dify's
+custom-tool importer (which reads each top-level property of a JSON body as one tool input,
+resolves ``$ref`` one level only and reads ``anyOf`` as a string) turns each into a typed
+input. An optional number is declared as a plain ``number`` in the schema and accepts an
+explicit ``null`` (Dify sends ``null`` for an input left empty). Lists a caller may give in
+one field (keywords, evidence) are comma-separated text; only ``/memories/batch`` takes an
+array (Dify passes an array input as JSON text and the service reads it as such).
+
+Replies follow seed 001's retrieval contract: ``retrieved_nodes`` (each with ``score`` and
+the normalised ``recency``, ``relevance`` and ``importance``), ``accessed_ids``, ``status``
+(``ok``, ``no_candidates`` or ``error``), ``message`` and ``debug``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+
+# ---------------------------------------------------------------------------- limits
+
+MAX_PERSONA_CHARS = 200
+"""Longest persona name."""
+MAX_TEXT_CHARS = 4000
+"""Longest description or focal text."""
+MAX_FIELD_CHARS = 500
+"""Longest subject, predicate, object, keyword list or evidence list."""
+MAX_TOP_K = 200
+"""Most memories one retrieval returns."""
+MAX_BATCH = 500
+"""Most memories one ``/memories/batch`` call adds."""
+MAX_WEIGHT = 1000.0
+"""Largest retrieval weight."""
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body (413 beyond it)."""
+
+LIMITS: dict[str, float] = {
+    "persona_name characters": MAX_PERSONA_CHARS,
+    "description / focal_text characters": MAX_TEXT_CHARS,
+    "subject / predicate / object / keywords / evidence characters": MAX_FIELD_CHARS,
+    "top_k and limit": MAX_TOP_K,
+    "memories per batch": MAX_BATCH,
+    "weights": MAX_WEIGHT,
+    "request body bytes": MAX_BODY_BYTES,
+}
+"""Every limit, as the README and ``GET /healthz`` state them."""
+
+NodeKind = Literal["event", "thought", "chat"]
+RecencyModeName = Literal["hours", "rank", "reverie"]
+Status = Literal["ok", "no_candidates", "error"]
+
+_SPLIT = re.compile(r"[,，、;；\n]")
+
+
+def _optional(json_type: str, inner: Any, description: str, **bounds: float) -> Any:
+    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``."""
+    names = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "max_length": "maxLength"}
+    schema = {"type": json_type, "description": description}
+    schema.update({names[k]: v for k, v in bounds.items()})
+    if json_type == "string" and inner is datetime:
+        schema["format"] = "date-time"
+    return Annotated[
+        Annotated[inner, Field(**bounds)] | None,
+        Field(description=description),
+        WithJsonSchema(schema),
+    ]
+
+
+PersonaName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PERSONA_CHARS,
+        description="The agent whose memory this is, e.g. 'Isabella Rodriguez' or '伊莎贝拉'.",
+    ),
+]
+Weight = _optional(
+    "number", float, "Weight of this component (default: the persona's own, 1.0 unless changed).",
+    ge=0.0, le=MAX_WEIGHT,
+)
+Decay = _optional(
+    "number", float, "Recency decay per hour (or per rank), 0 < d <= 1 (default: the persona's, "
+    "0.99 unless changed).", gt=0.0, le=1.0,
+)
+Poignancy = _optional(
+    "number", float, "Importance from 1 (mundane, e.g. brushing teeth) to 10 (poignant, e.g. a "
+    "break-up); leave empty to let the server's chat model rate it.", ge=1.0, le=10.0,
+)
+When = _optional(
+    "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
+)
+ShortText = _optional("string", str, "", max_length=MAX_FIELD_CHARS)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        msg = "must not be blank"
+        raise ValueError(msg)
+    return value
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """Comma-separated text as a list (also ``，``, ``、``, ``;`` and new lines).
+
+    Args:
+        text: the text, or None.
+
+    Returns:
+        The non-empty items, stripped; None for None.
+    """
+    if text is None:
+        return None
+    return [x.strip() for x in _SPLIT.split(text) if x.strip()]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+# ---------------------------------------------------------------------------- retrieval
+
+
+class RetrieveRequest(_Request):
+    """Seed 001's retrieval inputs: one focal text, weighted retrieval over every memory."""
+
+    persona_name: PersonaName
+    focal_text: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_TEXT_CHARS,
+            description="What to remember things about: a question, an event or a topic.",
+        ),
+    ]
+    top_k: Annotated[
+        int, Field(ge=1, le=MAX_TOP_K, description="How many memories to return.")
+    ] = 30
+    recency_w: Weight = None
+    relevance_w: Weight = None
+    importance_w: Weight = None
+    recency_decay: Decay = None
+    recency_mode: Annotated[
+        RecencyModeName,
+        Field(
+            description="hours: decay ** hours since last access (the paper); rank: decay ** "
+            "position by last access (seed 001's Code node); reverie: the original code exactly."
+        ),
+    ] = "hours"
+
+    @field_validator("focal_text")
+    @classmethod
+    def _focal(cls, value: str) -> str:
+        return _not_blank(value)
+
+
+class RetrievedNode(BaseModel):
+    """One retrieved memory: its fields, its score and the three normalised components."""
+
+    id: str = Field(description="The memory's id (seed 001's `id`; same as node_id).")
+    node_id: str
+    type: NodeKind
+    created_at: datetime
+    last_accessed: datetime
+    description: str
+    poignancy: float
+    subject: str
+    predicate: str
+    object: str
+    keywords: list[str]
+    depth: int
+    score: float = Field(description="Weighted sum of the normalised components.")
+    recency: float = Field(description="Normalised recency, 0..1.")
+    relevance: float = Field(description="Normalised relevance to the focal text, 0..1.")
+    importance: float = Field(description="Normalised importance (poignancy), 0..1.")
+
+
+class RetrieveDebug(BaseModel):
+    """What one retrieval looked at."""
+
+    total_candidates: int
+    retrieved_count: int
+    min_score: float
+    max_score: float
+
+
+class RetrieveResponse(BaseModel):
+    """Seed 001's retrieval outputs."""
+
+    retrieved_nodes: list[RetrievedNode]
+    accessed_ids: list[str] = Field(description="Ids whose last_accessed was set to now.")
+    status: Status
+    message: str
+    debug: RetrieveDebug
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+class MemoryItem(_Request):
+    """One memory to add, as flat fields."""
+
+    type: Annotated[NodeKind, Field(description="event, thought or chat.")] = "event"
+    description: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The memory in words."),
+    ]
+    poignancy: Poignancy = None
+    subject: _optional(
+        "string", str, "Triple subject (default: the persona).", max_length=MAX_FIELD_CHARS
+    ) = None
+    predicate: _optional(
+        "string", str, "Triple predicate, e.g. 'is studying'.", max_length=MAX_FIELD_CHARS
+    ) = None
+    object: _optional(
+        "string", str, "Triple object, e.g. 'physics'.", max_length=MAX_FIELD_CHARS
+    ) = None
+    keywords: _optional(
+        "string", str, "Comma-separated keywords (default: from the triple).",
+        max_length=MAX_FIELD_CHARS,
+    ) = None
+    evidence: _optional(
+        "string", str, "A thought's evidence: comma-separated node ids, e.g. 'node_3, node_7'.",
+        max_length=MAX_FIELD_CHARS,
+    ) = None
+    created: When = None
+    expiration: _optional(
+        "string", datetime, "ISO time the memory expires (default: never)."
+    ) = None
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, value: str) -> str:
+        return _not_blank(value)
+
+    def as_input(self) -> dict[str, Any]:
+        """The item as :meth:`~langchain_genmem.MemoryStream.add_many` takes it."""
+        item: dict[str, Any] = {
+            "type": self.type,
+            "description": self.description,
+            "poignancy": self.poignancy,
+            "subject": self.subject,
+            "predicate": self.predicate or "",
+            "object": self.object or "",
+            "keywords": split_list(self.keywords),
+            "created": self.created,
+            "expiration": self.expiration,
+        }
+        evidence = split_list(self.evidence)
+        if evidence:
+            item["evidence"] = evidence
+        return item
+
+
+class MemoryRequest(MemoryItem):
+    """One memory for one persona."""
+
+    persona_name: PersonaName
+
+
+class MemoryBatchRequest(_Request):
+    """Several memories for one persona, written all or nothing."""
+
+    persona_name: PersonaName
+    memories: Annotated[
+        list[MemoryItem],
+        Field(min_length=1, max_length=MAX_BATCH, description="The memories, oldest first."),
+    ]
+
+
+class Memory(BaseModel):
+    """A stored memory."""
+
+    node_id: str
+    type: NodeKind
+    depth: int
+    created: datetime
+    last_accessed: datetime
+    expiration: datetime | None
+    poignancy: float
+    description: str
+    subject: str
+    predicate: str
+    object: str
+    keywords: list[str]
+    evidence: list[str]
+
+
+class AddResponse(BaseModel):
+    """What was written."""
+
+    persona_name: str
+    count: int
+    memories: list[Memory]
+
+
+# ---------------------------------------------------------------------------- keyword retrieval
+
+
+class KeywordRequest(_Request):
+    """The original's keyword retrieval for a perceived event (subject, predicate, object)."""
+
+    persona_name: PersonaName
+    subject: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="Event subject.")]
+    predicate: Annotated[
+        str, Field(max_length=MAX_FIELD_CHARS, description="Event predicate.")
+    ] = ""
+    object: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="Event object.")] = ""
+    limit: Annotated[
+        int, Field(ge=1, le=MAX_TOP_K, description="Most memories listed per type, newest first.")
+    ] = 30
+
+
+class KeywordResponse(BaseModel):
+    """Events and thoughts indexed under the subject, predicate or object, newest first."""
+
+    persona_name: str
+    status: Status
+    event_count: int
+    thought_count: int
+    events: list[Memory]
+    thoughts: list[Memory]
+
+
+# ---------------------------------------------------------------------------- reflection
+
+
+class ReflectRequest(_Request):
+    """Run the reflection graph on a persona."""
+
+    persona_name: PersonaName
+    force: Annotated[
+        bool, Field(description="Reflect even if the importance trigger has not fired.")
+    ] = False
+
+
+class ReflectResponse(BaseModel):
+    """What the reflection did (see :class:`~langchain_genmem.reflection.ReflectionOutput`)."""
+
+    persona_name: str
+    status: str = Field(
+        description="not_due, no_questions, no_insights or reflected (thoughts written)."
+    )
+    focal_points: list[str]
+    thoughts: list[Memory]
+    dropped: int = Field(description="Insights or questions left out (see the logs).")
+    llm_calls: int
+
+
+# ---------------------------------------------------------------------------- personas
+
+
+class PersonaList(BaseModel):
+    """The personas the caller's key may see."""
+
+    personas: list[str]
+
+
+class PersonaStats(BaseModel):
+    """Counts, reflection trigger and settings of one persona."""
+
+    persona: str
+    memories: int
+    types: dict[str, int]
+    depths: dict[str, int]
+    keyword_strength: dict[str, dict[str, int]]
+    trigger: dict[str, Any]
+    settings: dict[str, float]
+    vector_size: int | None
+    clock: datetime
+
+
+class Health(BaseModel):
+    """Liveness and the input limits."""
+
+    status: Literal["ok"]
+    version: str
+    limits: dict[str, float]
+
+
+class ErrorReply(BaseModel):
+    """An error: what was wrong, and the field when there is one."""
+
+    status: Literal["error"] = "error"
+    message: str
+    field: str | None = None

@@ -1,0 +1,382 @@
+"""`genmem serve`'s app in process (FastAPI's TestClient, no sockets): schema, keys, limits,
+seed 001's retrieval contract, writes, shutdown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from langchain_genmem.cli import Store, app
+from langchain_genmem.errors import ConfigurationError, ValidationError
+from langchain_genmem.service import (
+    ApiKey,
+    KeyRing,
+    check_listen,
+    create_app,
+    create_service,
+)
+from langchain_genmem.service.schemas import MAX_TOP_K, MemoryItem, RetrieveRequest
+from tests.support.dify_schema import dify_problems, dify_tools
+
+NOW = datetime(2023, 2, 14, 9, 0, 0)
+ADMIN = "admin-key-0123456789abcdef"
+ISABELLA_ONLY = "isabella-key-0123456789abcdef"
+PERSONA = "伊莎贝拉"
+OTHER = "Klaus Mueller"
+SEED_NODE_FIELDS = {"id", "node_id", "type", "created_at", "last_accessed", "description",
+                    "poignancy", "score", "recency", "relevance", "importance"}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "store", now=NOW)
+
+
+@pytest.fixture
+def client(store: Store) -> Iterator[TestClient]:
+    keys = KeyRing([ApiKey(ADMIN), ApiKey(ISABELLA_ONLY, frozenset({PERSONA}))])
+    with TestClient(create_app(create_service(store), keys=keys)) as c:
+        yield c
+
+
+def add(client: TestClient, persona: str, description: str, poignancy: float, **fields):
+    body = {"persona_name": persona, "description": description, "poignancy": poignancy,
+            **fields}
+    r = client.post("/memories", json=body, headers=bearer(ADMIN))
+    assert r.status_code == 200, r.text
+    return r.json()["memories"][0]
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+def test_the_schema_follows_difys_importer_rules():
+    result = CliRunner().invoke(app, ["openapi", "--public-url", "https://memory.example.org/"])
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.output)
+    assert dify_problems(schema) == []
+    assert schema["servers"][0]["url"] == "https://memory.example.org"
+    tools = dify_tools(schema)
+    assert set(tools) == {"retrieve", "add_memory", "add_memories", "keyword_retrieve",
+                          "reflect", "list_personas", "get_persona", "health"}
+    assert tools["retrieve"] == {
+        "persona_name": "string", "focal_text": "string", "top_k": "integer",
+        "recency_w": "number", "relevance_w": "number", "importance_w": "number",
+        "recency_decay": "number", "recency_mode": "string",
+    }
+    assert tools["add_memory"]["poignancy"] == "number"
+    assert tools["reflect"]["force"] == "boolean"
+    assert tools["list_personas"] == {} and tools["get_persona"] == {"name": "string"}
+
+
+def test_the_checker_catches_what_dify_cannot_read():
+    schema = create_app(create_service(Store(Path("unused")))).openapi()
+    del schema["servers"]
+    body = schema["components"]["schemas"]["RetrieveRequest"]["properties"]
+    body["recency_w"] = {"anyOf": [{"type": "number"}, {"type": "null"}]}
+    schema["paths"]["/retrieve"]["post"]["operationId"] = "retrieve_memories_retrieve_post_x" * 2
+    schema["paths"]["/personas"]["get"]["parameters"] = [
+        {"name": "Authorization", "in": "header", "schema": {"type": "string"}}]
+    problems = "\n".join(dify_problems(schema))
+    assert "servers[0].url" in problems and "'recency_w' uses anyOf" in problems
+    assert "not short" in problems and "'Authorization' looks like auth" in problems
+
+
+def test_without_public_url_the_schema_names_host_and_port():
+    result = CliRunner().invoke(app, ["openapi", "--host", "::1", "--port", "9000"])
+    assert json.loads(result.output)["servers"] == [{"url": "http://[::1]:9000"}]
+
+
+# ---------------------------------------------------------------------------- keys
+
+
+def test_keys_are_required_and_scoped(client):
+    body = {"persona_name": OTHER, "focal_text": "research"}
+    r = client.post("/retrieve", json=body)
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert "API key" in r.json()["message"]
+    assert client.post("/retrieve", json=body, headers=bearer("x" * 30)).status_code == 401
+    assert client.post("/retrieve", json=body, headers=bearer(ADMIN)).status_code == 200
+    assert client.post("/retrieve", json=body, headers={"X-API-Key": ADMIN}).status_code == 200
+    r = client.post("/retrieve", json=body, headers=bearer(ISABELLA_ONLY))
+    assert r.status_code == 403 and OTHER in r.json()["message"]
+    r = client.post("/memories", headers=bearer(ISABELLA_ONLY),
+                    json={"persona_name": OTHER, "description": "x", "poignancy": 1})
+    assert r.status_code == 403
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/openapi.json").status_code == 200
+
+
+def test_a_key_lists_only_its_personas(client):
+    add(client, PERSONA, "伊莎贝拉在霍布斯咖啡馆工作", 3)
+    add(client, OTHER, "Klaus Mueller is writing a research paper", 5)
+    assert client.get("/personas", headers=bearer(ADMIN)).json() == {
+        "personas": sorted([OTHER, PERSONA])}
+    assert client.get("/personas", headers=bearer(ISABELLA_ONLY)).json() == {
+        "personas": [PERSONA]}
+    assert client.get(f"/personas/{OTHER}", headers=bearer(ISABELLA_ONLY)).status_code == 403
+    stats = client.get(f"/personas/{PERSONA}", headers=bearer(ISABELLA_ONLY)).json()
+    assert stats["memories"] == 1 and stats["types"]["event"] == 1
+    assert stats["clock"] == "2023-02-14T09:00:00"
+    r = client.get("/personas/nobody", headers=bearer(ADMIN))
+    assert r.status_code == 404 and "nobody" in r.json()["message"]
+
+
+def test_without_keys_the_server_stays_on_loopback():
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"):
+        check_listen(host, KeyRing())
+    for host in ("0.0.0.0", "::", "192.168.1.20", "example.org"):
+        with pytest.raises(ConfigurationError, match="refusing to listen beyond 127.0.0.1"):
+            check_listen(host, KeyRing())
+        check_listen(host, KeyRing([ApiKey(ADMIN)]))
+    for command in (["serve"], ["mcp", "--transport", "http"]):
+        result = CliRunner().invoke(app, [*command, "--host", "0.0.0.0"])
+        assert result.exit_code == 2 and "refusing to listen" in result.output
+
+
+def test_weak_and_repeated_keys_are_refused(tmp_path):
+    with pytest.raises(ConfigurationError, match="at least 16 characters"):
+        KeyRing([ApiKey("short")])
+    with pytest.raises(ConfigurationError, match="given twice"):
+        KeyRing.from_options([ADMIN, ADMIN])
+    bad = tmp_path / "keys.json"
+    for text, field in [("{", "keys_file"), ('{"keys": []}', "keys_file"),
+                        ('{"keys": [{"personas": []}]}', "keys[0].key"),
+                        ('{"keys": [{"key": "k", "personas": "A"}]}', "keys[0].personas")]:
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(ValidationError) as e:
+            KeyRing.from_options(keys_file=bad)
+        assert e.value.field == field
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"keys": [{"key": ISABELLA_ONLY, "personas": [PERSONA]},
+                                         {"key": ADMIN}]}), encoding="utf-8")
+    ring = KeyRing.from_options(keys_file=good)
+    assert ring.authenticate(ISABELLA_ONLY).allows(PERSONA)
+    assert not ring.authenticate(ISABELLA_ONLY).allows(OTHER)
+    assert ring.authenticate(ADMIN).allows(OTHER) and ring.authenticate("nope") is None
+
+
+# ---------------------------------------------------------------------------- retrieval
+
+
+def test_english_and_chinese_memories_come_back_with_seed_001s_fields(client):
+    add(client, PERSONA, "伊莎贝拉正在筹备情人节派对", 8, created="2023-02-13 10:00:00",
+        keywords="情人节, 派对")
+    add(client, PERSONA, "Isabella is brewing coffee at Hobbs Cafe", 2,
+        created="2023-02-13T11:00:00", subject="Isabella", predicate="brew", object="coffee")
+    add(client, PERSONA, "伊莎贝拉给花浇水", 1, created="2023-02-13 12:00:00")
+    r = client.post("/retrieve", headers=bearer(ISABELLA_ONLY),
+                    json={"persona_name": PERSONA, "focal_text": "情人节派对", "top_k": 2})
+    out = r.json()
+    assert r.status_code == 200 and out["status"] == "ok"
+    nodes = out["retrieved_nodes"]
+    assert len(nodes) == 2 and SEED_NODE_FIELDS <= set(nodes[0])
+    assert nodes[0]["description"] == "伊莎贝拉正在筹备情人节派对"
+    assert nodes[0]["keywords"] == ["情人节", "派对"] and nodes[0]["id"] == nodes[0]["node_id"]
+    assert all(0 <= n[c] <= 1 for n in nodes for c in ("recency", "relevance", "importance"))
+    assert nodes[0]["score"] >= nodes[1]["score"]
+    assert out["accessed_ids"] == [n["node_id"] for n in nodes]
+    assert all(n["last_accessed"] == "2023-02-14T09:00:00" for n in nodes)
+    assert out["debug"] == {"total_candidates": 3, "retrieved_count": 2,
+                            "min_score": pytest.approx(out["debug"]["min_score"]),
+                            "max_score": nodes[0]["score"]}
+    assert out["debug"]["min_score"] <= nodes[1]["score"]
+
+    english = client.post("/retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "focal_text": "coffee at the cafe", "top_k": 1,
+        "recency_w": 0, "importance_w": 0, "relevance_w": 1, "recency_mode": "rank",
+        "recency_decay": None}).json()
+    assert english["retrieved_nodes"][0]["subject"] == "Isabella"
+
+
+def test_an_unknown_or_empty_persona_is_no_candidates(client):
+    r = client.post("/retrieve", headers=bearer(ADMIN),
+                    json={"persona_name": "nobody", "focal_text": "anything"})
+    assert r.status_code == 200
+    out = r.json()
+    assert out["status"] == "no_candidates" and out["retrieved_nodes"] == []
+    assert out["debug"] == {"total_candidates": 0, "retrieved_count": 0, "min_score": 0.0,
+                            "max_score": 0.0}
+    add(client, "chatty", "a chat about the party", 3, type="chat")  # chats are no candidates
+    out = client.post("/retrieve", headers=bearer(ADMIN),
+                      json={"persona_name": "chatty", "focal_text": "party"}).json()
+    assert out["status"] == "no_candidates" and "chatty" in out["message"]
+    assert client.get("/personas", headers=bearer(ADMIN)).json()["personas"] == ["chatty"]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"top_k": 0}, "top_k"),
+    ({"top_k": MAX_TOP_K + 1}, "top_k"),
+    ({"top_k": "many"}, "top_k"),
+    ({"focal_text": ""}, "focal_text"),
+    ({"focal_text": "   "}, "focal_text"),
+    ({"focal_text": "x" * 4001}, "focal_text"),
+    ({"persona_name": "p" * 201}, "persona_name"),
+    ({"recency_w": -1}, "recency_w"),
+    ({"recency_decay": 0}, "recency_decay"),
+    ({"recency_mode": "days"}, "recency_mode"),
+    ({"api_key": ADMIN}, "api_key"),
+])
+def test_bad_retrieval_input_is_422_naming_the_field(client, change, field):
+    body = {"persona_name": PERSONA, "focal_text": "派对", **change}
+    r = client.post("/retrieve", json=body, headers=bearer(ADMIN))
+    assert r.status_code == 422
+    assert r.json()["field"] == field and r.json()["message"].startswith(f"{field}: ")
+
+
+def test_a_body_that_is_not_json_is_422_on_the_body(client):
+    r = client.post("/retrieve", content=b'{"persona_name": ', headers={
+        **bearer(ADMIN), "content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["field"] == "body"
+    assert r.json()["message"] == "body: JSON decode error"
+
+
+def test_a_body_over_the_limit_is_413(store):
+    small = create_app(create_service(store), max_body_bytes=200)
+    with TestClient(small) as c:
+        r = c.post("/retrieve", json={"persona_name": PERSONA, "focal_text": "长" * 100})
+        assert r.status_code == 413 and "200 bytes" in r.json()["message"]
+
+        def chunks():
+            yield b'{"persona_name": "a", "focal_text": "'
+            yield b"x" * 300
+            yield b'"}'
+
+        r = c.post("/retrieve", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+def test_a_batch_is_written_all_or_nothing(client):
+    first = add(client, PERSONA, "伊莎贝拉开了咖啡馆", 4)
+    batch = [{"description": "伊莎贝拉邀请了玛丽亚", "poignancy": 5},
+             {"type": "thought", "description": "伊莎贝拉喜欢社交", "poignancy": 6,
+              "evidence": f"{first['node_id']}，node_2"},
+             {"type": "thought", "description": "cites the future", "poignancy": 6,
+              "evidence": "node_99"}]
+    r = client.post("/memories/batch", headers=bearer(ADMIN),
+                    json={"persona_name": PERSONA, "memories": batch})
+    assert r.status_code == 422 and "node_99" in r.json()["message"]
+    assert client.get(f"/personas/{PERSONA}", headers=bearer(ADMIN)).json()["memories"] == 1
+
+    r = client.post("/memories/batch", headers=bearer(ADMIN),
+                    json={"persona_name": PERSONA, "memories": batch[:2]})
+    out = r.json()
+    assert r.status_code == 200 and out["count"] == 2
+    thought = out["memories"][1]
+    assert thought["evidence"] == ["node_1", "node_2"] and thought["depth"] == 1
+    r = client.post("/memories/batch", headers=bearer(ADMIN),
+                    json={"persona_name": PERSONA, "memories": []})
+    assert r.status_code == 422 and r.json()["field"] == "memories"
+    r = client.post("/memories/batch", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "memories": [{"description": "x", "poignancy": 1}] * 501})
+    assert r.status_code == 422 and r.json()["field"] == "memories"
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"poignancy": 11}, "poignancy"),
+    ({"type": "dream"}, "type"),
+    ({"description": " "}, "description"),
+    ({"created": "yesterday"}, "created"),
+    ({"subject": "s" * 501}, "subject"),
+])
+def test_bad_memory_input_is_422_naming_the_field(client, change, field):
+    body = {"persona_name": PERSONA, "description": "记忆", "poignancy": 3, **change}
+    r = client.post("/memories", json=body, headers=bearer(ADMIN))
+    assert r.status_code == 422 and r.json()["field"] == field, r.json()
+
+
+def test_without_a_chat_model_poignancy_is_required_and_reflect_is_503(client):
+    r = client.post("/memories", headers=bearer(ADMIN),
+                    json={"persona_name": PERSONA, "description": "记忆", "poignancy": None})
+    assert r.status_code == 422 and r.json()["field"] == "poignancy"
+    assert "no chat model" in r.json()["message"]
+    add(client, PERSONA, "伊莎贝拉在看书", 3)
+    r = client.post("/reflect", headers=bearer(ADMIN), json={"persona_name": PERSONA})
+    assert r.status_code == 503 and "OPENAI_API_KEY" in r.json()["message"]
+
+
+def test_one_reflection_per_persona_at_a_time(store):
+    from langchain_core.language_models import FakeListChatModel
+
+    service = create_service(store, model=FakeListChatModel(responses=["1. 问题"]))
+    with TestClient(create_app(service)) as c:
+        c.post("/memories", json={"persona_name": PERSONA, "description": "记忆", "poignancy": 2})
+        lock = service.streams.reflection_lock(PERSONA)
+        with lock:  # a reflection of this persona is running
+            r = c.post("/reflect", json={"persona_name": PERSONA, "force": True})
+        assert r.status_code == 409 and "already running" in r.json()["message"]
+        out = c.post("/reflect", json={"persona_name": PERSONA}).json()
+        assert out["status"] == "not_due" and out["llm_calls"] == 0
+        assert not lock.locked()
+
+
+def test_keyword_retrieval_finds_chinese_keywords(client):
+    add(client, PERSONA, "伊莎贝拉在咖啡馆筹备派对", 5, subject="伊莎贝拉", predicate="筹备",
+        object="派对")
+    add(client, PERSONA, "伊莎贝拉在浇花", 1, subject="伊莎贝拉", predicate="浇", object="花")
+    out = client.post("/keyword-retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "subject": "某人", "predicate": "", "object": "派对"}).json()
+    assert out["status"] == "ok" and out["event_count"] == 1
+    assert out["events"][0]["description"] == "伊莎贝拉在咖啡馆筹备派对"
+    out = client.post("/keyword-retrieve", headers=bearer(ADMIN), json={
+        "persona_name": "nobody", "subject": "x"}).json()
+    assert out["status"] == "no_candidates"
+
+
+# ---------------------------------------------------------------------------- threads, shutdown
+
+
+def test_interleaved_writes_and_retrievals_lose_and_repeat_nothing(store):
+    service = create_service(store)
+    writes, readers = 40, 4
+
+    def write(i: int) -> str:
+        memory = MemoryItem(description=f"第{i}件事: event number {i}", poignancy=1 + i % 10)
+        return service.add(PERSONA, [memory]).memories[0].node_id
+
+    def read(i: int) -> str:
+        out = service.retrieve(RetrieveRequest(persona_name=PERSONA, focal_text=f"event {i}",
+                                               top_k=5))
+        assert out.status in ("ok", "no_candidates")
+        assert len(set(out.accessed_ids)) == len(out.accessed_ids)
+        return out.status
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        jobs = [pool.submit(write, i) for i in range(writes)]
+        jobs += [pool.submit(read, i) for i in range(writes * readers // 4)]
+        results = [j.result() for j in jobs]
+    ids = results[:writes]
+    assert sorted(ids, key=lambda x: int(x[5:])) == [f"node_{n}" for n in range(1, writes + 1)]
+    service.close()
+    reopened = Store(store.path).open(PERSONA)
+    assert len(reopened) == writes
+    assert sorted(n.description for n in reopened.nodes()) == sorted(
+        f"第{i}件事: event number {i}" for i in range(writes))
+
+
+def test_shutdown_flushes_access_times(store):
+    app_ = create_app(create_service(store))
+    with TestClient(app_) as c:
+        c.post("/memories", json={"persona_name": PERSONA, "description": "记得", "poignancy": 2,
+                                  "created": "2023-02-13 08:00:00"})
+        app_.state.service.streams.open(PERSONA).flush_interval = 3600  # no timer flush
+        out = c.post("/retrieve", json={"persona_name": PERSONA, "focal_text": "记得"}).json()
+        assert out["accessed_ids"] == ["node_1"]
+        stored = Store(store.path).backend().read_nodes(PERSONA, 1, 1)[0].node
+        assert stored.last_accessed == datetime(2023, 2, 13, 8)  # not written yet
+    stored = Store(store.path).backend().read_nodes(PERSONA, 1, 1)[0].node
+    assert stored.last_accessed == NOW
