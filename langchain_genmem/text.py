@@ -1,0 +1,179 @@
+"""Text at the package's boundary: cleaned, bounded, and checked for letters.
+
+Every text that comes from outside (a memory's description on ``add``, a model's reply
+before it is parsed, a query before it is embedded) passes through here, so that what is
+stored, parsed or embedded is always valid Unicode of a known size:
+
+* :func:`clean_text` replaces lone surrogates (``"\\ud800"``, which no encoder accepts)
+  with U+FFFD and removes NUL characters (which PostgreSQL and many tools refuse); a
+  valid surrogate pair becomes the character it encodes.
+* :func:`prepare_reply` also truncates a model reply to ``limits().reply`` characters,
+  reporting it with a :class:`ReplyTruncatedWarning`, so that no reply costs the parsers
+  more than a bounded, linear amount of work.
+* :func:`check_length` refuses a text over its limit with a
+  :class:`~langchain_genmem.errors.ValidationError` naming the field.
+
+The limits (:class:`TextLimits`) are process-wide and read at each call; change them with
+:func:`set_text_limits`, which returns the previous limits so a caller can restore them::
+
+    from langchain_genmem.text import set_text_limits
+
+    previous = set_text_limits(description=50_000)
+    ...
+    set_text_limits(**previous.as_dict())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_genmem.errors import ValidationError
+
+__all__ = [
+    "DEFAULT_TEXT_LIMITS",
+    "ReplyTruncatedWarning",
+    "TextLimits",
+    "check_length",
+    "clean_text",
+    "has_letter",
+    "limits",
+    "prepare_reply",
+    "set_text_limits",
+]
+
+
+@dataclass(frozen=True)
+class TextLimits:
+    """The most characters a text may have, by kind.
+
+    Attributes:
+        reply: a model reply; longer ones are truncated before parsing (and reported).
+        description: a memory's description, embedding key, subject, predicate or object;
+            longer ones are refused on ``add``.
+        thought: an insight or question (focal point) read from a reply; longer ones are
+            dropped by the parsers, so a reflection never writes one.
+    """
+
+    reply: int = 64_000
+    description: int = 20_000
+    thought: int = 1_000
+
+    def as_dict(self) -> dict[str, int]:
+        """The limits by name, as :func:`set_text_limits` takes them."""
+        return dataclasses.asdict(self)
+
+
+DEFAULT_TEXT_LIMITS = TextLimits()
+"""The defaults: replies of 64,000 characters, descriptions of 20,000, thoughts of 1,000."""
+
+_limits = DEFAULT_TEXT_LIMITS
+
+
+class ReplyTruncatedWarning(UserWarning):
+    """A model reply was longer than ``limits().reply`` and only its start was parsed."""
+
+
+def limits() -> TextLimits:
+    """Return the text limits in force."""
+    return _limits
+
+
+def set_text_limits(**changes: int) -> TextLimits:
+    """Change some text limits for the whole process.
+
+    Args:
+        **changes: new values by name (``reply``, ``description``, ``thought``), each an
+            integer of at least 1.
+
+    Returns:
+        The limits in force before the change.
+
+    Raises:
+        ValidationError: an unknown name or a value that is not an integer >= 1.
+    """
+    global _limits  # noqa: PLW0603 - the one process-wide setting of this module
+    known = set(DEFAULT_TEXT_LIMITS.as_dict())
+    for name, value in changes.items():
+        if name not in known:
+            msg = f"{name}: not a text limit; expected some of {sorted(known)}"
+            raise ValidationError(msg, field=name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            msg = f"{name}: expected an integer >= 1, got {value!r}"
+            raise ValidationError(msg, field=name)
+    previous = _limits
+    _limits = dataclasses.replace(previous, **changes)
+    return previous
+
+
+def clean_text(text: str) -> str:
+    """Return ``text`` as valid Unicode without NUL characters.
+
+    Lone surrogates become U+FFFD (the replacement character); a surrogate pair becomes the
+    character it encodes. Linear in the length of the text.
+
+    Args:
+        text: any string.
+
+    Returns:
+        The cleaned string (``text`` itself when nothing needed cleaning).
+    """
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def prepare_reply(text: Any) -> str:
+    """Return a model reply cleaned and cut to ``limits().reply`` characters.
+
+    A longer reply is truncated and a :class:`ReplyTruncatedWarning` says by how much.
+
+    Args:
+        text: the reply (anything else is turned into its ``str``).
+
+    Returns:
+        The text the parsers read.
+    """
+    text = text if isinstance(text, str) else str(text)
+    limit = _limits.reply
+    if len(text) > limit:
+        msg = (
+            f"model reply of {len(text)} characters truncated to its first {limit} "
+            "(raise the limit with langchain_genmem.text.set_text_limits(reply=...))"
+        )
+        warnings.warn(msg, ReplyTruncatedWarning, stacklevel=3)
+        text = text[:limit]
+    return clean_text(text)
+
+
+def check_length(text: str, limit: int, field: str) -> str:
+    """Return ``text`` if it has at most ``limit`` characters.
+
+    Args:
+        text: the text.
+        limit: the most characters allowed.
+        field: the field named by the error.
+
+    Returns:
+        ``text``.
+
+    Raises:
+        ValidationError: the text is longer; the message names the field and both sizes.
+    """
+    if len(text) > limit:
+        msg = (
+            f"{field}: {len(text)} characters, more than the limit of {limit} "
+            "(see langchain_genmem.text.set_text_limits)"
+        )
+        raise ValidationError(msg, field=field)
+    return text
+
+
+def has_letter(text: str) -> bool:
+    """Whether ``text`` holds a letter of any script (``"½"`` and ``"⑦"`` hold none)."""
+    return any(map(str.isalpha, text))
