@@ -10,8 +10,8 @@ stored, parsed or embedded is always valid Unicode of a known size:
 * :func:`prepare_reply` also truncates a model reply to ``limits().reply`` characters,
   reporting it with a :class:`ReplyTruncatedWarning`, so that no reply costs the parsers
   more than a bounded, linear amount of work.
-* :func:`check_length` refuses a text over its limit with a
-  :class:`~langchain_genmem.errors.ValidationError` naming the field.
+* :func:`length_error` says why a text is over its limit (the caller raises, naming the
+  field: :mod:`langchain_genmem.inputs` refuses such a description).
 
 The limits (:class:`TextLimits`) are process-wide and read at each call; change them with
 :func:`set_text_limits`, which returns the previous limits so a caller can restore them::
@@ -36,9 +36,9 @@ __all__ = [
     "DEFAULT_TEXT_LIMITS",
     "ReplyTruncatedWarning",
     "TextLimits",
-    "check_length",
     "clean_text",
     "has_letter",
+    "length_error",
     "limits",
     "prepare_reply",
     "set_text_limits",
@@ -151,27 +151,22 @@ def prepare_reply(text: Any) -> str:
     return clean_text(text)
 
 
-def check_length(text: str, limit: int, field: str) -> str:
-    """Return ``text`` if it has at most ``limit`` characters.
+def length_error(text: str, limit: int) -> str | None:
+    """Say why ``text`` is too long for ``limit`` characters, or None if it fits.
 
     Args:
         text: the text.
         limit: the most characters allowed.
-        field: the field named by the error.
 
     Returns:
-        ``text``.
-
-    Raises:
-        ValidationError: the text is longer; the message names the field and both sizes.
+        A message naming both sizes and where to change the limit, or None.
     """
-    if len(text) > limit:
-        msg = (
-            f"{field}: {len(text)} characters, more than the limit of {limit} "
-            "(see langchain_genmem.text.set_text_limits)"
-        )
-        raise ValidationError(msg, field=field)
-    return text
+    if len(text) <= limit:
+        return None
+    return (
+        f"{len(text)} characters, more than the limit of {limit} "
+        "(see langchain_genmem.text.set_text_limits)"
+    )
 
 
 def has_letter(text: str) -> bool:
