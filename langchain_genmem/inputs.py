@@ -25,6 +25,11 @@ from langchain_genmem.text import clean_text, length_error, limits
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+def fits_float32(vector: Any) -> bool:
+    """Whether every number of ``vector`` is finite and within float32 (what stores keep)."""
+    return bool(np.all(np.abs(np.asarray(vector, dtype=np.float64)) <= _FLOAT32_MAX))
+
+
 def _clean_nested(value: Any) -> Any:
     """``value`` with every text inside it (lists and tuples too) cleaned."""
     if isinstance(value, str):
@@ -156,7 +161,7 @@ def _check_shapes(item: MemoryInput, index: int) -> None:
         _check_chat_filling(item.filling, where)
     if item.embedding is not None:
         vector = np.asarray(item.embedding, dtype=np.float64)
-        if vector.ndim != 1 or vector.size == 0 or not np.all(np.abs(vector) <= _FLOAT32_MAX):
+        if vector.ndim != 1 or vector.size == 0 or not fits_float32(vector):
             msg = (
                 f"{where}.embedding: expected a non-empty 1-d vector of finite numbers "
                 "within the float32 range stores keep (about ±3.4e38)"
