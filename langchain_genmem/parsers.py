@@ -426,7 +426,7 @@ def parse_insights(text: str) -> list[tuple[str, list[int]]]:
 _TRIPLE_GROUP = re.compile(
     r"[(（\[【](?P<inner>[^()（）\[\]【】,，]*[,，][^()（）\[\]【】]*)[)）\]】]"
 )
-_TRIPLE_PARTS = re.compile(r"\s*[,，]\s*")
+_TRIPLE_PARTS = re.compile(r"[,，]")  # parts are stripped by _make_triple (no \s* here: quadratic)
 _TRIPLE_PREFIX = re.compile(r"^(?:triple|output|answer|result|三元组|输出|答案)\s*[:：]\s*", re.I)
 _TRIPLE_FIELDS = {
     "subject": ("subject", "s", "主语", "主体"),
@@ -477,7 +477,7 @@ def _triple_from_mapping(
     return None
 
 
-def _triple_from_text(text: str, fallback_subject: str) -> Triple | None:
+def _triple_from_text(text: str, fallback_subject: str, depth: int = 0) -> Triple | None:
     """Read a triple from field lines, else a bracketed group, else a bare line of 3 parts."""
     fields = {
         m["field"].casefold(): m["value"].strip()
@@ -485,7 +485,7 @@ def _triple_from_text(text: str, fallback_subject: str) -> Triple | None:
         if m["value"].strip()
     }
     if fields:
-        return _triple_from_mapping(fields, fallback_subject)
+        return _triple_from_mapping(fields, fallback_subject, depth)
     for group in _TRIPLE_GROUP.finditer(text):
         triple = _make_triple(_TRIPLE_PARTS.split(group["inner"].strip()), fallback_subject)
         if triple is not None:
@@ -509,7 +509,7 @@ def _triple_from(value: Any, fallback_subject: str, depth: int = 0) -> Triple | 
     data = _json(text)
     if data is not None and depth < _MAX_WRAPPERS:
         return _triple_from(data, fallback_subject, depth + 1)
-    return _triple_from_text(text, fallback_subject)
+    return _triple_from_text(text, fallback_subject, depth)
 
 
 def parse_triple(text: str, fallback_subject: str = "") -> Triple | None:
