@@ -223,3 +223,14 @@ def test_a_surrogate_in_a_reply_reaches_no_encoder():
     assert out["status"] == "reflected"
     assert strict.get("node_1").description == "Maria Lopez is studying \ufffdphysics"
     assert strict.get(out["written"][0]).description == "Maria \ufffd loves physics"
+
+
+@GUARD
+@pytest.mark.parametrize("reply", ["\ud800", "\udfff\x00 ⑦"])
+def test_what_the_graph_keeps_of_a_reply_is_clean_text(stream: MemoryStream, reply: str):
+    # The records of dropped replies are output and state (a checkpointer serialises them,
+    # a service returns them as JSON): no lone surrogate, no NUL.
+    graph = create_reflection_graph(RoutedChatModel(route=lambda _: reply), stream, force=True)
+    out = graph.invoke({})
+    assert out["dropped"]
+    assert all(_clean(record.get("text", "")) for record in out["dropped"])
