@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
 BASE: dict[str, str] = {
     # empty and blank
     "empty": "",
@@ -207,3 +209,16 @@ def hostile_replies() -> list[tuple[str, str]]:
             cases.append((f"{wrapper}:{payload.encode('unicode_escape').decode()}",
                           template.format(payload)))
     return cases
+
+
+class StrictEmbedding(DeterministicFakeEmbedding):
+    """Refuses what a tokenizer or an HTTP client refuses: text that is not valid UTF-8."""
+
+    def embed_query(self, text: str) -> list[float]:
+        text.encode("utf-8")
+        return super().embed_query(text)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        for text in texts:
+            text.encode("utf-8")
+        return super().embed_documents(texts)

