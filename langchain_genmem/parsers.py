@@ -10,6 +10,11 @@ for an item they could not read, so that the caller decides (re-ask, skip, defau
 
 Rules shared by all readers:
 
+* Size and time: a reply is first cleaned and cut to ``limits().reply`` characters
+  (:data:`~langchain_genmem.text.MAX_REPLY_CHARS` by default; a longer one is reported by a
+  :class:`~langchain_genmem.text.ReplyTruncatedWarning`), and every reader is linear in the
+  length of what it reads: no pattern here backtracks over a run of spaces, newlines,
+  brackets or citations.
 * Cleaning: code fences, ``<think>…</think>`` blocks, ``**`` bold markers and backticks
   are removed first.
 * Numbering: a line may start with a bullet (``-``, ``*``, ``•``) and a number such as

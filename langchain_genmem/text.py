@@ -34,6 +34,9 @@ from langchain_genmem.errors import ValidationError
 
 __all__ = [
     "DEFAULT_TEXT_LIMITS",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_REPLY_CHARS",
+    "MAX_THOUGHT_CHARS",
     "ReplyTruncatedWarning",
     "TextLimits",
     "clean_text",
@@ -43,6 +46,14 @@ __all__ = [
     "prepare_reply",
     "set_text_limits",
 ]
+
+
+MAX_REPLY_CHARS = 64_000
+"""Default most characters of a model reply that are parsed (a long answer is ~4,000)."""
+MAX_DESCRIPTION_CHARS = 20_000
+"""Default most characters of a description, embedding key, triple part or query."""
+MAX_THOUGHT_CHARS = 1_000
+"""Default most characters of an insight or question read from a reply."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +68,9 @@ class TextLimits:
             dropped by the parsers, so a reflection never writes one.
     """
 
-    reply: int = 64_000
-    description: int = 20_000
-    thought: int = 1_000
+    reply: int = MAX_REPLY_CHARS
+    description: int = MAX_DESCRIPTION_CHARS
+    thought: int = MAX_THOUGHT_CHARS
 
     def as_dict(self) -> dict[str, int]:
         """The limits by name, as :func:`set_text_limits` takes them."""

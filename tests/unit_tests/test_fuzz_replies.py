@@ -34,6 +34,7 @@ from langchain_genmem.parsers import (
     parse_triples,
 )
 from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.reflection.conversation import sentence
 from langchain_genmem.text import has_letter, limits
 from langchain_genmem.timeutil import SimulationClock
 from tests.support.hostile_replies import StrictEmbedding, hostile_replies
@@ -133,6 +134,15 @@ def test_parsers_survive(reply: str):
         assert found is None or (
             len(found) == 3 and all(part and _clean(part) for part in found)
         ), found
+
+
+@GUARD
+@pytest.mark.parametrize("reply", REPLIES, ids=IDS)
+def test_conversation_sentences_survive(reply: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = sentence(PERSONA, reply)
+    assert found is None or (_good_thought(found) and found.startswith(PERSONA))
 
 
 @GUARD
