@@ -438,10 +438,12 @@ _TRIPLE_FIELDS = {
     "predicate": ("predicate", "p", "relation", "verb", "谓语", "关系"),
     "object": ("object", "o", "宾语", "客体"),
 }
-# Spaces, not \s: with re.M a \s* would run over every following blank line from each line
-# start (quadratic on a reply of newlines). The value is stripped in code.
+# Spaces, not \s, before the field: with re.M a leading \s* would run over every following
+# blank line from each line start (quadratic on a reply of newlines). After the colon \s*
+# may reach the next line ("Subject:\nMaria"): the match cannot fail from there, so no
+# backtracking. The value is stripped in code.
 _FIELD_LINE = re.compile(
-    r"^[ \t]*(?P<field>subject|predicate|object|主语|谓语|宾语)[ \t]*[:：](?P<value>[^\n]*)",
+    r"^[ \t]*(?P<field>subject|predicate|object|主语|谓语|宾语)[ \t]*[:：]\s*(?P<value>[^\n]*)",
     re.I | re.M,
 )
 _MAX_WRAPPERS = 3  # {"triple": {"result": [...]}}: the most objects around a triple

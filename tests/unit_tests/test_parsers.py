@@ -538,3 +538,8 @@ def test_a_rating_of_infinite_over_infinite_is_no_rating():
     with pytest.raises(ParseError):
         parse_rating("1" * 400 + "/" + "1" * 400)
     assert parse_rating("1" * 400) == 10
+
+
+def test_a_field_value_may_be_on_the_next_line():
+    reply = "Subject:\nMaria Lopez\nPredicate:\nstudy\nObject:\nphysics"
+    assert parse_triple(reply) == ("Maria Lopez", "study", "physics")
