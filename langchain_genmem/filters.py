@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -281,7 +282,7 @@ def _grammar() -> pp.ParserElement:
     name = (~reserved + pp.Regex(_NAME)).set_name("column")
     column = name.copy().set_parse_action(lambda t: Column(t[0]))
     number = pp.Regex(_NUMBER).set_name("number")
-    number.set_parse_action(lambda t: Constant(_number(t[0])))
+    number.set_parse_action(lambda s, loc, t: Constant(_number(s, loc, t[0])))
     string = (pp.QuotedString('"', esc_char="\\") | pp.QuotedString("'", esc_char="\\")).set_name(
         "string"
     )
@@ -324,9 +325,14 @@ def _compare(s: str, loc: int, t: pp.ParseResults) -> Compare:
     return Compare(left, op, right)
 
 
-def _number(text: str) -> int | float:
+def _number(s: str, loc: int, text: str) -> int | float:
+    """The number of a literal; one beyond what a float column holds is a parse error."""
     value = float(text)
-    return int(text) if text.lstrip("+-").isdigit() else value
+    if not math.isfinite(value):
+        shown = text if len(text) <= 20 else f"{text[:20]}… ({len(text)} characters)"
+        msg = f"the number {shown} is out of range (at most about 1.8e308)"
+        raise pp.ParseFatalException(s, loc, msg)
+    return int(text) if text.lstrip("+-").isdigit() and abs(value) < 2**63 else value
 
 
 def _operand(x: Column | Constant, df: pd.DataFrame) -> Any:

@@ -22,6 +22,7 @@ from langchain_genmem.reflection.prompts import (
     DEFAULT_IMPORTANCE_PROMPTS,
     DEFAULT_IMPORTANCE_SYSTEM_PROMPT,
 )
+from langchain_genmem.text import clean_text
 
 __all__ = ["IDLE_MARKER", "ImportanceScorer", "reply_text"]
 
@@ -34,6 +35,10 @@ IDLE_SCORE = 1.0
 def reply_text(message: BaseMessage) -> str:
     """Return the text of a model reply, whether its content is a string or a block list.
 
+    The text is cleaned (:func:`~langchain_genmem.text.clean_text`: lone surrogates
+    replaced, NUL removed), so what a caller keeps of a reply (in records, in state that a
+    checkpointer serialises) is valid Unicode.
+
     Args:
         message: the model's reply.
 
@@ -42,11 +47,13 @@ def reply_text(message: BaseMessage) -> str:
     """
     content = message.content
     if isinstance(content, str):
-        return content
-    return "".join(
-        part if isinstance(part, str) else str(part.get("text", ""))
-        for part in content
-        if isinstance(part, str) or part.get("type") == "text"
+        return clean_text(content)
+    return clean_text(
+        "".join(
+            part if isinstance(part, str) else str(part.get("text", ""))
+            for part in content
+            if isinstance(part, str) or part.get("type") == "text"
+        )
     )
 
 
@@ -109,9 +116,10 @@ class _Scoring:
             return parse_rating(text)
         except ParseError as error:
             kind, description = self.items[index]
+            shown = description if len(description) <= 80 else description[:80] + "…"
             msg = (
                 f"items[{index}]: the model gave no rating from 1 to 10 for the {kind} "
-                f"{description!r}; check the model or the importance prompt"
+                f"{shown!r}; check the model or the importance prompt"
             )
             raise ParseError(msg, reply=text) from error
 

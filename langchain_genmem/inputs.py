@@ -2,7 +2,10 @@
 
 Every item given to :meth:`MemoryStream.add_many` (and the ``add_*`` shortcuts) passes
 through :func:`validate_items` first: nothing reaches the store until the whole batch is
-known to be valid, and every error names the item and field that was wrong.
+known to be valid, and every error names the item and field that was wrong. Texts are
+cleaned at this boundary (:func:`~langchain_genmem.text.clean_text`: lone surrogates
+replaced, NUL removed) and the description, embedding key and triple must each fit
+``limits().description`` characters (:mod:`langchain_genmem.text`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,23 @@ from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.nodes import NodeType, check_poignancy
+from langchain_genmem.text import clean_text, length_error, limits
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def fits_float32(vector: Any) -> bool:
+    """Whether every number of ``vector`` is finite and within float32 (what stores keep)."""
+    return bool(np.all(np.abs(np.asarray(vector, dtype=np.float64)) <= _FLOAT32_MAX))
+
+
+def _clean_nested(value: Any) -> Any:
+    """``value`` with every text inside it (lists and tuples too) cleaned."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clean_nested(x) for x in value)
+    return value
 
 
 class MemoryInput(BaseModel):
@@ -53,6 +73,23 @@ class MemoryInput(BaseModel):
     evidence: list[str] | None = None
     embedding_key: str | None = None
     embedding: Any = None
+
+    @field_validator("description", "subject", "predicate", "object", "embedding_key",
+                     mode="before")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        value = clean_text(value)
+        error = length_error(value, limits().description)
+        if error is not None:
+            raise ValueError(error)
+        return value
+
+    @field_validator("keywords", "filling", "evidence", mode="before")
+    @classmethod
+    def _cleaned(cls, value: Any) -> Any:
+        return _clean_nested(value)
 
     @field_validator("description")
     @classmethod
@@ -107,6 +144,7 @@ def _named(error: PydanticValidationError, index: int) -> ValidationError:
     field = ".".join(str(x) for x in first["loc"]) or "item"
     given = first.get("input")
     shown = repr(given) if not isinstance(given, Mapping) else "the item"
+    shown = shown if len(shown) <= 80 else shown[:80] + "…"
     msg = f"items[{index}].{field}: {first['msg']} (got {shown})"
     return ValidationError(msg, field=field)
 
@@ -123,8 +161,11 @@ def _check_shapes(item: MemoryInput, index: int) -> None:
         _check_chat_filling(item.filling, where)
     if item.embedding is not None:
         vector = np.asarray(item.embedding, dtype=np.float64)
-        if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
-            msg = f"{where}.embedding: expected a non-empty 1-d vector of finite numbers"
+        if vector.ndim != 1 or vector.size == 0 or not fits_float32(vector):
+            msg = (
+                f"{where}.embedding: expected a non-empty 1-d vector of finite numbers "
+                "within the float32 range stores keep (about ±3.4e38)"
+            )
             raise ValidationError(msg, field="embedding")
 
 

@@ -10,6 +10,11 @@ for an item they could not read, so that the caller decides (re-ask, skip, defau
 
 Rules shared by all readers:
 
+* Size and time: a reply is first cleaned and cut to ``limits().reply`` characters
+  (:data:`~langchain_genmem.text.MAX_REPLY_CHARS` by default; a longer one is reported by a
+  :class:`~langchain_genmem.text.ReplyTruncatedWarning`), and every reader is linear in the
+  length of what it reads: no pattern here backtracks over a run of spaces, newlines,
+  brackets or citations.
 * Cleaning: code fences, ``<think>…</think>`` blocks, ``**`` bold markers and backticks
   are removed first.
 * Numbering: a line may start with a bullet (``-``, ``*``, ``•``) and a number such as
@@ -42,11 +47,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
 from langchain_genmem.errors import ParseError, ValidationError
+from langchain_genmem.text import has_letter, limits, prepare_reply
 
 __all__ = [
     "format_numbered",
@@ -95,7 +102,7 @@ _LABEL = re.compile(
     r"""^\s*
     (?:(?:memory|memories|item|statement|event|thought|chat|conversation|question|insight
         |triple|number|no\.?|q|记忆|事件|想法|对话|问题|洞察|陈述|第)\s*)?
-    [#(（\[【]?\s*(?P<number>\d{1,9})\s*(?:条|个|项|号)?\s*
+    (?:[#(（\[【]\s*)?(?P<number>\d{1,9})\s*(?:(?:条|个|项|号)\s*)?
     (?:[.．](?!\d)|[)）\]】:：、])
     """,
     re.I | re.X,
@@ -126,19 +133,20 @@ def text_key(text: str) -> str:
     return " ".join(text.casefold().split()).rstrip(".。")
 
 
-def _has_letter(text: str) -> bool:
-    return re.search(r"[^\W\d_]", text) is not None
-
-
 _QUOTE_PAIRS = {'"': '"', "'": "'", "“": "”", "‘": "’", "「": "」", "『": "』"}
 
 
 def _unquote(text: str) -> str:
-    """Strip matching pairs of quotes around ``text``."""
+    """Strip matching pairs of quotes around ``text`` (linear: no copy per pair)."""
     text = text.strip()
-    while len(text) >= 2 and _QUOTE_PAIRS.get(text[0]) == text[-1]:
-        text = text[1:-1].strip()
-    return text
+    start, end = 0, len(text)
+    while end - start >= 2 and _QUOTE_PAIRS.get(text[start]) == text[end - 1]:
+        start, end = start + 1, end - 1
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+    return text[start:end]
 
 
 def _int_key(key: str) -> int | None:
@@ -169,7 +177,7 @@ def _numbered(text: str, n: int, read: Callable[[Any], T | None]) -> list[T | No
     if n < 0:
         msg = f"n: expected a count of items >= 0, got {n!r}"
         raise ValidationError(msg, field="n")
-    text = _clean(text)
+    text = _clean(prepare_reply(text))
     data = _json(text)
     entries: list[tuple[int | None, Any]]
     if isinstance(data, list):
@@ -227,11 +235,13 @@ def _read_rating(value: Any, low: int, high: int) -> int | None:
         match = _VALUE.search(rest if label is not None and rest[:1].isdigit() else text)
     if match is None:
         return None
-    number = float(match["num"])
+    number = float(match["num"])  # a 400-digit number is inf, clamped below
     if match["pct"]:
         number = number / 100 * high
     elif match["den"] and float(match["den"]) > 0:
         number = number / float(match["den"]) * high
+    if math.isnan(number):  # inf / inf: no rating can be read from it
+        return None
     return math.floor(min(max(number, low), high) + 0.5)
 
 
@@ -253,6 +263,7 @@ def parse_rating(text: str, *, low: int = 1, high: int = 10) -> int:
     Raises:
         ParseError: the reply holds no number (the reply is kept on the error).
     """
+    text = prepare_reply(text)
     rating = _read_rating(text, low, high)
     if rating is None:
         msg = f"no rating between {low} and {high} in the reply"
@@ -289,8 +300,10 @@ def parse_focal_points(text: str, n: int | None = None) -> list[str]:
 
     Reads "1) q", "1. q", "- q", "* q", "Q1: q" and plain lines, and splits a line that
     holds several numbered questions ("1) a? 2) b?"). Numbering, bullets and surrounding
-    quotes are stripped; preambles, lines without a letter and repeated questions
-    (compared without case and spacing) are dropped.
+    quotes are stripped; preambles, lines without a letter (``"½"``, ``"⑦"``), questions
+    longer than ``limits().thought`` characters (:mod:`langchain_genmem.text`) and
+    repeated questions (compared without case and spacing) are dropped. The reply is
+    cleaned and truncated first (:func:`~langchain_genmem.text.prepare_reply`).
 
     Args:
         text: the reply.
@@ -301,16 +314,21 @@ def parse_focal_points(text: str, n: int | None = None) -> list[str]:
     """
     questions: list[str] = []
     seen: set[str] = set()
-    for _, rest in _lines(_INLINE_ITEM.sub("\n", _clean(text))):
+    longest = limits().thought
+    for _, rest in _lines(_INLINE_ITEM.sub("\n", _clean(prepare_reply(text)))):
         question = _unquote(rest)
-        if _has_letter(question) and text_key(question) not in seen:
+        if len(question) > longest or not has_letter(question):
+            continue
+        if text_key(question) not in seen:
             seen.add(text_key(question))
             questions.append(question)
     return questions if n is None else questions[: max(n, 0)]
 
 
-_CITATION_AT_END = re.compile(r"[\[【(（](?P<inner>[^\[\]【】()（）]*)[\]】)）][\s.。;；!！]*$")
-_BECAUSE = re.compile(r".*(?P<head>\bbecause\s+of\b|\bbecause\b|因为|由于|根据)", re.I | re.S)
+_CITATION_GROUP = re.compile(r"[\[【(（](?P<inner>[^\[\]【】()（）]*)[\]】)）]")
+_BECAUSE = re.compile(r"\bbecause\s+of\b|\bbecause\b|因为|由于|根据", re.I)
+_AFTER_CITATION = frozenset(".。;；!！")  # with spaces: what may follow the last citation
+_BEFORE_CITATION = " \t,，;；:：-–—([（【"  # stripped from the text before a citation
 _CITATION_WORDS = re.compile(
     r"\b(?:because\s+of|because|based\s+on|and|evidence|statements?|memor(?:y|ies)|nos?"
     r"|index(?:es)?)\b|因为|由于|根据|证据|和|与|及|第|条|[\s,，、;；&#:：.]+",
@@ -331,27 +349,42 @@ def _citation(clause: str) -> list[int] | None:
     return numbers or None
 
 
-def _evidence_at_end(text: str) -> tuple[int, list[int]] | None:
-    """Return where the final evidence clause of ``text`` starts and its integers."""
-    match = _CITATION_AT_END.search(text)
-    cited = _citation(match["inner"]) if match else None
-    if match is not None and cited is not None:
-        return match.start(), cited
-    match = _BECAUSE.match(text)
-    cited = _citation(text[match.start("head") :]) if match else None
-    if match is not None and cited is not None:
-        return match.start("head"), cited
-    return None
-
-
 def _split_evidence(text: str) -> tuple[str, list[int]]:
-    """Split "insight [1, 2]" or "insight (because of 1, 2)" into text and integers."""
-    groups: list[list[int]] = []
-    while (found := _evidence_at_end(text)) is not None:
-        start, cited = found
-        groups.insert(0, cited)
-        text = text[:start].rstrip(" \t,，;；:：-–—([（【")
-    return text, list(dict.fromkeys(number for group in groups for number in group))
+    """Split "insight [1, 2]" or "insight (because of 1, 2)" into text and integers.
+
+    Evidence clauses are taken from the end, one after the other: a bracketed citation
+    followed by nothing but spaces and stops, else the clause from the last "because
+    (of)" to the end. The brackets and "because" words are found in one pass and the text
+    is never copied per clause, so this is linear in the length of the line.
+    """
+    groups = list(_CITATION_GROUP.finditer(text))
+    heads = [match.end() for match in _BECAUSE.finditer(text)]
+    starts = [match.start() for match in _BECAUSE.finditer(text)]
+    found: list[list[int]] = []
+    end, g = len(text), len(groups)
+    while True:
+        tail = end
+        while tail and (text[tail - 1] in _AFTER_CITATION or text[tail - 1].isspace()):
+            tail -= 1
+        while g and groups[g - 1].end() > tail:
+            g -= 1
+        cited, start = None, end
+        if g and groups[g - 1].end() == tail:
+            cited, start = _citation(groups[g - 1]["inner"]), groups[g - 1].start()
+        if cited is None:
+            h = bisect_right(heads, end)  # the last "because" that ends within the text
+            if not h:
+                break
+            start = starts[h - 1]
+            cited = _citation(text[start:end])
+            if cited is None:
+                break
+        found.append(cited)
+        end = start
+        while end and text[end - 1] in _BEFORE_CITATION:
+            end -= 1
+    numbers = (number for group in reversed(found) for number in group)
+    return text[:end], list(dict.fromkeys(numbers))
 
 
 def parse_insights(text: str) -> list[tuple[str, list[int]]]:
@@ -360,7 +393,10 @@ def parse_insights(text: str) -> list[tuple[str, list[int]]]:
     Reads seed 004's "1. insight [7, 52, 47]" and the original Generative Agents
     "insight (because of 1, 5, 3)", with variants: "[`3`]", "[3, 5].", "【1，2】",
     "（因为 1, 2）", "(because of statements 1 and 3)", "- insight [1]", unnumbered lines.
-    A line that holds only a citation adds it to the insight above it.
+    A line that holds only a citation adds it to the insight above it. An insight
+    without a letter (``"½"``, ``"⑦"``) or longer than ``limits().thought`` characters
+    (:mod:`langchain_genmem.text`) is dropped. The reply is cleaned and truncated first
+    (:func:`~langchain_genmem.text.prepare_reply`); the work is linear in its length.
 
     Args:
         text: the reply.
@@ -371,40 +407,53 @@ def parse_insights(text: str) -> list[tuple[str, list[int]]]:
         with no citation has an empty list (the caller decides). Repeated insights
         (compared without case and spacing) are merged, their citations united.
     """
-    merged: dict[str, tuple[str, list[int]]] = {}
-    last: list[int] | None = None
-    for _, rest in _lines(_clean(text)):
+    merged: dict[str, tuple[str, dict[int, None]]] = {}
+    last: dict[int, None] | None = None  # the cited numbers of the insight above, in order
+    longest = limits().thought
+    for _, rest in _lines(_clean(prepare_reply(text))):
         insight, cited = _split_evidence(rest)
         insight = _unquote(insight)
-        if not _has_letter(insight):
+        if len(insight) > longest:
+            last = None
+        elif not has_letter(insight):
             if last is not None:
-                last.extend(number for number in cited if number not in last)
-            continue
-        _, last = merged.setdefault(text_key(insight), (insight, []))
-        last.extend(number for number in cited if number not in last)
-    return list(merged.values())
+                last.update(dict.fromkeys(cited))
+        else:
+            _, last = merged.setdefault(text_key(insight), (insight, {}))
+            last.update(dict.fromkeys(cited))
+    return [(insight, list(cited)) for insight, cited in merged.values()]
 
 
 # --- triples --------------------------------------------------------------------------
 
+# The inner part has one way to match (up to its first comma), so each bracket costs at
+# most the distance to the next bracket: linear, even for "(" + "a," * 100_000.
 _TRIPLE_GROUP = re.compile(
-    r"[(（\[【](?P<inner>[^()（）\[\]【】]*[,，][^()（）\[\]【】]*)[)）\]】]"
+    r"[(（\[【](?P<inner>[^()（）\[\]【】,，]*[,，][^()（）\[\]【】]*)[)）\]】]"
 )
-_TRIPLE_PARTS = re.compile(r"\s*[,，]\s*")
+_TRIPLE_PARTS = re.compile(r"[,，]")  # parts are stripped by _make_triple (no \s* here: quadratic)
 _TRIPLE_PREFIX = re.compile(r"^(?:triple|output|answer|result|三元组|输出|答案)\s*[:：]\s*", re.I)
 _TRIPLE_FIELDS = {
     "subject": ("subject", "s", "主语", "主体"),
     "predicate": ("predicate", "p", "relation", "verb", "谓语", "关系"),
     "object": ("object", "o", "宾语", "客体"),
 }
+# Spaces, not \s, before the field: with re.M a leading \s* would run over every following
+# blank line from each line start (quadratic on a reply of newlines). After the colon \s*
+# may reach the next line ("Subject:\nMaria"): the match cannot fail from there, so no
+# backtracking. The value is stripped in code.
 _FIELD_LINE = re.compile(
-    r"^\s*(?P<field>subject|predicate|object|主语|谓语|宾语)\s*[:：]\s*(?P<value>.+?)\s*$",
+    r"^[ \t]*(?P<field>subject|predicate|object|主语|谓语|宾语)[ \t]*[:：]\s*(?P<value>[^\n]*)",
     re.I | re.M,
 )
+_MAX_WRAPPERS = 3  # {"triple": {"result": [...]}}: the most objects around a triple
 
 
 def _make_triple(parts: Sequence[Any], fallback_subject: str) -> Triple | None:
-    """Build a triple from 2+ parts (2: the subject is the fallback); None if one is empty."""
+    """Build a triple from 2+ parts (2: the subject is the fallback).
+
+    None if a part is empty or longer than ``limits().thought`` characters.
+    """
     texts = [_unquote(str(part)).strip("'\"") for part in parts]
     if len(texts) == 2:
         texts = [fallback_subject, *texts]
@@ -412,10 +461,15 @@ def _make_triple(parts: Sequence[Any], fallback_subject: str) -> Triple | None:
         return None
     obj = ", ".join(texts[2:]).rstrip(".。")
     subject, predicate = texts[0] or fallback_subject, texts[1]
-    return (subject, predicate, obj) if subject and predicate and obj else None
+    longest = limits().thought
+    if any(not part or len(part) > longest for part in (subject, predicate, obj)):
+        return None
+    return subject, predicate, obj
 
 
-def _triple_from_mapping(data: dict[Any, Any], fallback_subject: str) -> Triple | None:
+def _triple_from_mapping(
+    data: dict[Any, Any], fallback_subject: str, depth: int = 0
+) -> Triple | None:
     lowered = {str(key).casefold(): value for key, value in data.items()}
     subject, predicate, obj = (
         next((lowered[name] for name in names if name in lowered), None)
@@ -424,16 +478,21 @@ def _triple_from_mapping(data: dict[Any, Any], fallback_subject: str) -> Triple 
     if predicate is not None and obj is not None:
         return _make_triple([subject or "", predicate, obj], fallback_subject)
     inner = next(iter(data.values())) if len(data) == 1 else None
-    if isinstance(inner, (str, list)) or (isinstance(inner, dict) and len(inner) != 1):
-        return _triple_from(inner, fallback_subject)  # one wrapper: {"triple": [...]}
+    wrapped = isinstance(inner, (str, list)) or (isinstance(inner, dict) and len(inner) != 1)
+    if wrapped and depth < _MAX_WRAPPERS:
+        return _triple_from(inner, fallback_subject, depth + 1)  # a wrapper: {"triple": [...]}
     return None
 
 
-def _triple_from_text(text: str, fallback_subject: str) -> Triple | None:
+def _triple_from_text(text: str, fallback_subject: str, depth: int = 0) -> Triple | None:
     """Read a triple from field lines, else a bracketed group, else a bare line of 3 parts."""
-    fields = {m["field"].casefold(): m["value"] for m in _FIELD_LINE.finditer(text)}
+    fields = {
+        m["field"].casefold(): m["value"].strip()
+        for m in _FIELD_LINE.finditer(text)
+        if m["value"].strip()
+    }
     if fields:
-        return _triple_from_mapping(fields, fallback_subject)
+        return _triple_from_mapping(fields, fallback_subject, depth)
     for group in _TRIPLE_GROUP.finditer(text):
         triple = _make_triple(_TRIPLE_PARTS.split(group["inner"].strip()), fallback_subject)
         if triple is not None:
@@ -446,18 +505,18 @@ def _triple_from_text(text: str, fallback_subject: str) -> Triple | None:
     return None
 
 
-def _triple_from(value: Any, fallback_subject: str) -> Triple | None:
+def _triple_from(value: Any, fallback_subject: str, depth: int = 0) -> Triple | None:
     """Read a triple from a text or a JSON value (list or object)."""
     if isinstance(value, dict):
-        return _triple_from_mapping(value, fallback_subject)
+        return _triple_from_mapping(value, fallback_subject, depth)
     if isinstance(value, list):
         scalars = all(not isinstance(part, (list, dict)) for part in value)
         return _make_triple(value, fallback_subject) if scalars else None
     text = _clean(str(value))
     data = _json(text)
-    if data is not None:
-        return _triple_from(data, fallback_subject)
-    return _triple_from_text(text, fallback_subject)
+    if data is not None and depth < _MAX_WRAPPERS:
+        return _triple_from(data, fallback_subject, depth + 1)
+    return _triple_from_text(text, fallback_subject, depth)
 
 
 def parse_triple(text: str, fallback_subject: str = "") -> Triple | None:
@@ -474,9 +533,10 @@ def parse_triple(text: str, fallback_subject: str = "") -> Triple | None:
             object) or an empty subject; usually the persona's name.
 
     Returns:
-        The triple, or None when nothing usable was found.
+        The triple, or None when nothing usable was found (a part longer than
+        ``limits().thought`` characters is not usable).
     """
-    return _triple_from(text, fallback_subject)
+    return _triple_from(prepare_reply(text), fallback_subject)
 
 
 def parse_triples(text: str, n: int, fallback_subject: str = "") -> list[Triple | None]:

@@ -57,6 +57,7 @@ from langchain_genmem.scoring import (
     recency,
 )
 from langchain_genmem.store import MemoryStream
+from langchain_genmem.text import clean_text, length_error, limits
 from langchain_genmem.timeutil import to_epoch
 
 
@@ -194,6 +195,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
         if not isinstance(query, str):
             msg = f"query: expected a text, got {type(query).__name__}"
             raise ValidationError(msg, field="query")
+        query, too_long = clean_text(query), length_error(query, limits().description)
+        if too_long is not None:
+            raise ValidationError(f"query: {too_long}", field="query")
         k = self.k if k is None else int(k)
         stream = self.memory_stream
         stream.refresh()

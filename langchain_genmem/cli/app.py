@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 from langchain_genmem.cli.options import parse_time
 from langchain_genmem.cli.store import Store
 from langchain_genmem.errors import ConfigurationError, GenMemError, ValidationError
+from langchain_genmem.shutdown import flush_on_signals
 
 DEFAULT_PATH = Path(".genmem")
 
@@ -78,5 +79,6 @@ def _main(
 
 
 def main() -> None:
-    """Entry point of the ``genmem`` command."""
+    """Entry point of the ``genmem`` command (access times are flushed on SIGTERM/SIGINT)."""
+    flush_on_signals()
     app()

@@ -47,7 +47,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from langchain_genmem.errors import EmbeddingDimensionError, InteropError, ValidationError
-from langchain_genmem.inputs import validate_items
+from langchain_genmem.inputs import fits_float32, validate_items
 from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
 from langchain_genmem.nodes import NODE_ID_RE, MemoryNode, node_number
 from langchain_genmem.state import SETTINGS
@@ -452,6 +452,10 @@ def _read_json(path: Path, kind: type) -> Any:
     except json.JSONDecodeError as e:
         msg = f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
         raise InteropError(msg, path=str(path)) from e
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise InteropError(f"unreadable JSON ({e})", path=str(path)) from e
+    except RecursionError as e:
+        raise InteropError("JSON nested too deeply", path=str(path)) from e
     if not isinstance(data, kind):
         msg = f"expected a JSON {'object' if kind is dict else kind.__name__}"
         raise InteropError(msg, path=str(path))
@@ -480,6 +484,9 @@ def _read_node(path: Path, node_id: str, raw: Any) -> dict[str, Any]:
     missing = [f for f in NODE_FIELDS if f not in raw]
     if missing:
         raise InteropError(f"field {missing[0]!r} missing", **where)
+    if not isinstance(raw["embedding_key"], str):
+        msg = f"embedding_key: expected a text, got {_short(repr(raw['embedding_key']))}"
+        raise InteropError(msg, **where)
     item = {f: raw[f] for f in _ITEM_FIELDS}
     item["created"] = _parse_time(raw["created"], NODE_TIME_FORMAT, where="created", **where)
     if raw["expiration"] is not None:
@@ -520,6 +527,12 @@ def _read_vectors(
         vector = raw[key]
         if not _is_vector(vector):
             raise InteropError(f"vector of {_short(key)} is not a list of numbers", **where)
+        if not fits_float32(vector):
+            msg = (
+                f"vector of {_short(key)} holds a number that is not finite or beyond the "
+                "float32 range stores keep (about ±3.4e38)"
+            )
+            raise InteropError(msg, **where)
         if dim is None:
             dim = len(vector)
         elif len(vector) != dim:

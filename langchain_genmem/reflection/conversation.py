@@ -31,6 +31,7 @@ from langchain_genmem.reflection.stages import Draft, write_thoughts
 from langchain_genmem.reflection.state import Dropped
 from langchain_genmem.reflection.steps import Ask, Runner, Step, drop, excerpt, messages
 from langchain_genmem.store import MemoryStream
+from langchain_genmem.text import has_letter, limits, prepare_reply
 
 __all__ = ["ConversationReflection", "areflect_on_conversation", "reflect_on_conversation"]
 
@@ -73,7 +74,9 @@ def sentence(persona: str, reply: str) -> str | None:
     continues the sentence ("needs to ...\\"") and a chat model may write it whole
     ("Maria Lopez needs to ..."). Only the first line counts (the original keeps what
     comes before the closing quote); surrounding quotes are removed and the name is put
-    in front when the reply does not start with it.
+    in front when the reply does not start with it. The reply is cleaned and truncated
+    first (:func:`~langchain_genmem.text.prepare_reply`); a sentence without a letter or
+    longer than ``limits().thought`` characters is not one.
 
     Args:
         persona: the persona's name.
@@ -82,11 +85,12 @@ def sentence(persona: str, reply: str) -> str | None:
     Returns:
         The sentence, starting with the persona's name.
     """
-    lines = reply.strip().strip(_QUOTES).strip().splitlines()
+    lines = prepare_reply(reply).strip().strip(_QUOTES).strip().splitlines()
     text = lines[0].strip().strip(_QUOTES).strip() if lines else ""
-    if not any(char.isalpha() for char in text):
+    if not has_letter(text):
         return None
-    return text if text.casefold().startswith(persona.casefold()) else f"{persona} {text}"
+    text = text if text.casefold().startswith(persona.casefold()) else f"{persona} {text}"
+    return text if len(text) <= limits().thought else None
 
 
 def _conversation_text(chat: MemoryNode) -> str:

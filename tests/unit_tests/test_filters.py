@@ -185,3 +185,19 @@ def test_missing_values_never_pass(df: pd.DataFrame) -> None:
     df.loc[1, "relevance"] = float("nan")
     assert ids(df, "relevance > 0.5") == ["node_3"]
     assert ids(df, "not relevance > 0.5") == ["node_1", "node_2", "node_4"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["poignancy > " + "9" * 310, "relevance == -" + "9" * 310, "poignancy < 1e999",
+     "poignancy in [1, " + "9" * 400 + "]"],
+)
+def test_numbers_beyond_a_float_are_a_validation_error(df: pd.DataFrame, text: str) -> None:
+    with pytest.raises(ValidationError, match=r"out of range") as error:
+        apply_filter(df, text)
+    assert error.value.field == "filter"
+
+
+def test_integers_beyond_int64_compare_as_floats(df: pd.DataFrame) -> None:
+    assert ids(df, "poignancy < " + "9" * 300) == ["node_1", "node_2", "node_3", "node_4"]
+    assert ids(df, "poignancy > 99999999999999999999") == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -351,6 +352,14 @@ def _vector(node: str, value: Any) -> Any:
     return change
 
 
+def _every_number(node: str, value: float) -> Any:
+    def change(f: Path) -> None:
+        key = _key_of(f, node)
+        edit(f / "embeddings.json", lambda d: d.update({key: [value] * len(d[key])}))
+
+    return change
+
+
 def _nodes(change: Any) -> Any:
     return lambda f: edit(f / "nodes.json", change)
 
@@ -374,6 +383,18 @@ MALFORMED = {
     "vector of wrong size": ("embeddings.json", "node_4", _vector("node_4", [0.1] * 7)),
     "key without vector": ("embeddings.json", "node_6", _vector("node_6", None)),
     "bad curr_time": ("scratch.json", None, _scratch(lambda d: d.update(curr_time="yesterday"))),
+    "deeply nested JSON": (
+        "kw_strength.json", None, _write("kw_strength.json", "[" * 100_000 + "]" * 100_000)
+    ),
+    "100,000-digit number": (
+        "scratch.json", None, _write("scratch.json", '{"recency_w": ' + "9" * 100_000 + "}")
+    ),
+    "null embedding_key": ("nodes.json", "node_3", _nodes(lambda d: d["node_3"].update(
+        embedding_key=None))),
+    "vector of 1e308": ("embeddings.json", "node_4", _every_number("node_4", 1e308)),
+    "vector of NaN": ("embeddings.json", "node_5", _every_number("node_5", math.nan)),
+    "description over the limit": ("nodes.json", "node_2", _nodes(lambda d: d["node_2"].update(
+        description="玛丽亚" * 10_000))),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from langchain_genmem.errors import GenMemError, ParseError, ValidationError
@@ -14,6 +16,7 @@ from langchain_genmem.parsers import (
     parse_triple,
     parse_triples,
 )
+from langchain_genmem.text import set_text_limits
 
 # --- parse_rating ---------------------------------------------------------------------
 
@@ -481,3 +484,62 @@ def test_hostile_replies_neither_crash_nor_hang(reply: str) -> None:
         assert parse_rating(reply) in range(1, 11)
     except ParseError:
         pass
+
+
+# --- linear time on adversarial replies (issue 9, point 4) -------------------------------------
+# The reply limit is raised above each case so that the parsers read all of it; the timeout
+# marker is a hang guard (a quadratic parser takes minutes on these), not a timing assertion.
+
+ADVERSARIAL = {
+    "200 KB of newlines": ("\n" * 200_000, parse_triple),
+    "lines of spaces": ((" " * 99 + "\n") * 2_000, parse_triple),
+    "repeated code fences": ("```\n" * 50_000, parse_triple),
+    "open bracket and commas": ("(" + "a," * 100_000, parse_triple),
+    "a field line of spaces": ("subject: a" + " " * 100_000 + "b", parse_triple),
+    "50k citations on one line": ("Maria likes art " + "[1] " * 50_000, parse_insights),
+    "50k numbers in one citation": (
+        "Maria likes art [" + ", ".join(map(str, range(50_000))) + "]",
+        parse_insights,
+    ),
+    "nested quotes": ('"' * 100_000 + "a" + '"' * 100_000, parse_insights),
+    "a numbered line of spaces": ("1" + " " * 100_000 + "x", parse_focal_points),
+    "ratings over newlines": ("\n" * 200_000, lambda text: parse_ratings(text, 5)),
+}
+
+
+@pytest.fixture
+def whole_replies() -> Iterator[None]:
+    previous = set_text_limits(reply=1_000_000)
+    yield
+    set_text_limits(**previous.as_dict())
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", sorted(ADVERSARIAL))
+def test_adversarial_replies_parse_in_linear_time(case: str, whole_replies: None):
+    text, parse = ADVERSARIAL[case]
+    parse(text)
+
+
+def test_many_citations_are_all_read_in_order(whole_replies: None):
+    reply = "Maria likes art " + " ".join(f"[{n}]" for n in range(3_000, 0, -1))
+    [(insight, cited)] = parse_insights(reply)
+    assert insight == "Maria likes art"
+    assert cited == list(range(3_000, 0, -1))
+
+
+def test_a_field_line_value_keeps_its_inner_spaces():
+    assert parse_triple("subject: Maria  Lopez \npredicate: study\nobject: physics") == (
+        "Maria  Lopez", "study", "physics"
+    )
+
+
+def test_a_rating_of_infinite_over_infinite_is_no_rating():
+    with pytest.raises(ParseError):
+        parse_rating("1" * 400 + "/" + "1" * 400)
+    assert parse_rating("1" * 400) == 10
+
+
+def test_a_field_value_may_be_on_the_next_line():
+    reply = "Subject:\nMaria Lopez\nPredicate:\nstudy\nObject:\nphysics"
+    assert parse_triple(reply) == ("Maria Lopez", "study", "physics")
