@@ -15,8 +15,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from langchain_genmem import validation
 from langchain_genmem.errors import ValidationError
-from langchain_genmem.nodes import NodeType, check_poignancy
+from langchain_genmem.nodes import NodeType
 
 
 class MemoryInput(BaseModel):
@@ -65,7 +66,7 @@ class MemoryInput(BaseModel):
     @field_validator("poignancy", mode="before")
     @classmethod
     def _finite(cls, value: Any) -> float | None:
-        return None if value is None else check_poignancy(value, "value")
+        return None if value is None else validation.poignancy(value, "value")
 
     @field_validator("embedding_key")
     @classmethod

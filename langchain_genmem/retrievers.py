@@ -40,8 +40,10 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
 
-from langchain_genmem.errors import EmbeddingDimensionError, ValidationError
+from langchain_genmem import validation
+from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.scoring import (
     DEFAULT_GAINS,
@@ -72,6 +74,11 @@ class RetrievalReport:
         candidate_count: how many memories were scored.
         min_score: lowest final score among candidates (None without candidates).
         max_score: highest final score among candidates.
+        skipped_expired: events and thoughts left out because their ``expiration`` is at or
+            before the stream's clock (``include_expired=True`` scores them; a stream whose
+            clock is far past a simulation's time skips every thought).
+        skipped_idle: memories left out because their embedding_key holds ``"idle"``, as in
+            the original.
     """
 
     query: str
@@ -81,6 +88,8 @@ class RetrievalReport:
     candidate_count: int = 0
     min_score: float | None = None
     max_score: float | None = None
+    skipped_expired: int = 0
+    skipped_idle: int = 0
 
 
 class GenerativeAgentsRetriever(BaseRetriever):
@@ -114,10 +123,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
     ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
 
     memory_stream: MemoryStream = Field(alias="stream")
-    k: int = Field(default=30, ge=0)
+    k: int = 30
     recency_mode: RecencyMode = "hours"
     recency_decay: float | None = None
     recency_w: float | None = None
@@ -127,6 +136,21 @@ class GenerativeAgentsRetriever(BaseRetriever):
     include_expired: bool = False
     update_access: bool = True
 
+    def __init__(self, **data: Any) -> None:
+        """Build the retriever; unknown or bad arguments raise, naming the field.
+
+        Raises:
+            ValidationError: an argument this class does not take (with the closest known
+                name), or a value out of range (weights finite and >= 0, decay in (0, 1],
+                k >= 0).
+        """
+        names = {"stream", *type(self).model_fields}
+        validation.known_arguments(data, names, type(self).__name__)
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as e:
+            raise validation.from_pydantic(e, type(self).__name__) from None
+
     @field_validator("recency_mode")
     @classmethod
     def _mode(cls, value: str) -> str:
@@ -134,6 +158,26 @@ class GenerativeAgentsRetriever(BaseRetriever):
             msg = f"recency_mode: expected one of {RECENCY_MODES}, got {value!r}"
             raise ValueError(msg)
         return value
+
+    @field_validator("recency_w", "relevance_w", "importance_w")
+    @classmethod
+    def _weight(cls, value: float | None, info: Any) -> float | None:
+        return None if value is None else validation.weight(value, info.field_name)
+
+    @field_validator("recency_decay")
+    @classmethod
+    def _decay(cls, value: float | None) -> float | None:
+        return None if value is None else validation.decay(value, "recency_decay")
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _k(cls, value: Any) -> int:
+        return validation.top_k(value, "k")
+
+    @field_validator("gains")
+    @classmethod
+    def _gains(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        return tuple(validation.weight(g, f"gains[{i}]") for i, g in enumerate(value))  # type: ignore[return-value]
 
     def _get_relevant_documents(
         self,
@@ -191,10 +235,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         Returns:
             The report, with the documents.
         """
-        if not isinstance(query, str):
-            msg = f"query: expected a text, got {type(query).__name__}"
-            raise ValidationError(msg, field="query")
-        k = self.k if k is None else int(k)
+        validation.query(query)
+        k = self.k if k is None else validation.top_k(k)
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache
@@ -203,13 +245,15 @@ class GenerativeAgentsRetriever(BaseRetriever):
         static = cache.candidates()
         rows, importance = static.rows, static.importance
         cands_static = (static.type_code, static.node_count, static.poignancy)
+        skipped = {"skipped_idle": static.idle, "skipped_expired": 0}
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
             alive = cache.expiration[rows] > now
             if not alive.all():
+                skipped["skipped_expired"] = int(rows.size - alive.sum())
                 rows, importance = rows[alive], None
                 cands_static = tuple(col[alive] for col in cands_static)
         if rows.size == 0:
-            return RetrievalReport(query=query, status="no_candidates")
+            return RetrievalReport(query=query, status="no_candidates", **skipped)
         query_vector = np.asarray(stream.embeddings.embed_query(query))
         if cache.dim is not None and query_vector.shape[0] != cache.dim:
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
@@ -235,7 +279,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
         docs = [
-            self._document(rows[i], i, place, ranked) for place, i in enumerate(best)
+            self._document(rows[i], i, place, ranked, skipped) for place, i in enumerate(best)
         ]
         accessed = [d.metadata["node_id"] for d in docs]
         return RetrievalReport(
@@ -246,6 +290,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             candidate_count=int(rows.size),
             min_score=float(scored.score.min()),
             max_score=float(scored.score.max()),
+            **skipped,
         )
 
     def effective_weights(self) -> Weights:
@@ -262,7 +307,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
             gains=tuple(self.gains),  # type: ignore[arg-type]
         )
 
-    def _document(self, row: int, i: int, place: int, r: Ranking) -> Document:
+    def _document(
+        self, row: int, i: int, place: int, r: Ranking, skipped: dict[str, int]
+    ) -> Document:
         node = self.memory_stream._cache.nodes[row]
         meta: dict[str, Any] = {
             "persona": self.memory_stream.persona,
@@ -285,5 +332,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
             "keywords": list(node.keywords),
             "filling": node.filling,
             "embedding_key": node.embedding_key,
+            "candidates": int(r.scored.score.size),
+            **skipped,
         }
         return Document(page_content=node.description, metadata=meta, id=node.node_id)
+

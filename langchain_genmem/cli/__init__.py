@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from langchain_genmem.cli import commands  # noqa: F401 - registers the commands on app
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main
+from langchain_genmem.cli.chart import save_explain_png
 from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
 from langchain_genmem.cli.options import NodeKind, RecencyMode, Weights, parse_time
@@ -30,7 +31,6 @@ from langchain_genmem.cli.render import (
     formula,
     print_keyword_report,
     print_stats,
-    save_explain_png,
     score_table,
 )
 from langchain_genmem.cli.reports import (

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from langchain_genmem.cli.app import app
+from langchain_genmem.cli.chart import chart_format, save_explain_png
 from langchain_genmem.cli.demo import bundled_fixture, run_demo
 from langchain_genmem.cli.options import AsJson, K, NodeKind, Weights, parse_time, weight_options
 from langchain_genmem.cli.render import (
@@ -20,7 +21,6 @@ from langchain_genmem.cli.render import (
     formula,
     print_keyword_report,
     print_stats,
-    save_explain_png,
     score_table,
     show,
     stdout_console,
@@ -149,7 +149,7 @@ def add(
         item["evidence"] = evidence
     if line:
         item["filling"] = [_chat_line(x) for x in line]
-    stream = store_of(ctx).open()
+    stream = store_of(ctx).open(create=True)
     node = stream.add_many([item])[0]
     if as_json:
         echo_json(node.model_dump())
@@ -224,13 +224,17 @@ def explain(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="The focal point to explain.")],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="The PNG file to write.")
+        Path,
+        typer.Option(
+            "--output", "-o", help="The chart to write: .png, .jpg, .svg or .pdf (by suffix)."
+        ),
     ] = DEFAULT_PNG,
     k: K = 10,
     *,
     weights: Weights,
 ) -> None:
-    """Save a PNG of the weighted score components of the top memories (needs matplotlib)."""
+    """Save a chart of the weighted score components of the top memories (needs matplotlib)."""
+    chart_format(output)  # an unknown suffix is refused before any work
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=False)
     rows = retrieve_rows(retriever, query, k, None)
