@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.errors import ConfigurationError
+from langchain_genmem.llm import UnconfiguredChatModel, chat_model_from_env
 
 
 def stream_from_env(env: Mapping[str, str] | None = None) -> MemoryStream:
@@ -29,5 +30,13 @@ def stream_from_env(env: Mapping[str, str] | None = None) -> MemoryStream:
 
 
 def model_from_env(env: Mapping[str, str] | None = None) -> Any:
-    """``ChatOpenAI`` from the standard variables (a clear error says what to set)."""
-    return chat_model_from_env(env)
+    """``ChatOpenAI`` from the standard variables.
+
+    Without them, a stand-in whose every call raises what to set: the server still loads the
+    graph, and the caller of a run that needs the model gets the hint, not "An internal error
+    occurred" (with the hint only in the server log).
+    """
+    try:
+        return chat_model_from_env(env)
+    except ConfigurationError as e:
+        return UnconfiguredChatModel(hint=str(e))

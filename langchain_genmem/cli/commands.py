@@ -35,7 +35,7 @@ from langchain_genmem.interop.generative_agents import (
     load_associative_memory,
     persona_of,
 )
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm import chat_model_from_env, model_error
 
 DEFAULT_PNG = Path("genmem-explain.png")
 
@@ -257,8 +257,16 @@ def reflect(
     except ImportError as e:
         msg = f"the reflection graph is not available in this installation ({e})"
         raise ConfigurationError(msg) from e
-    out = create_reflection_graph(model, stream, force=force).invoke({})
+    try:
+        out = create_reflection_graph(model, stream, force=force).invoke({})
+    except Exception as e:
+        hint = model_error(e)
+        if hint is None:
+            raise
+        raise hint from e
     typer.echo(f"status: {out['status']}")
+    if out["status"] == "not_due":
+        typer.echo(f"trigger: {out['trigger']['explanation']}")
     for node_id in out.get("written", []):
         node = stream.get(node_id)
         typer.echo(f"{node_id}: {node.description}")
