@@ -250,8 +250,8 @@ def reflect(
     ] = False,
 ) -> None:
     """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
-    model = chat_model_from_env()
     stream = store_of(ctx).open()
+    model = chat_model_from_env()
     try:
         from langchain_genmem.reflection import create_reflection_graph
     except ImportError as e:
