@@ -187,6 +187,9 @@ def search(
     console = stdout_console()
     console.print(score_table(rows, title=f"{stream.persona}: {query}"))
     console.print(formula(retriever), highlight=False)
+    if rows and rows[0]["skipped_expired"]:
+        console.print(f"{rows[0]['skipped_expired']} expired memories skipped at "
+                      f"{stream.clock():%Y-%m-%d %H:%M:%S} (--now sets the clock)", highlight=False)
 
 
 @app.command()

@@ -29,14 +29,16 @@ def retrieve_rows(
         filter_: a filter expression (needs pandas), or None.
 
     Returns:
-        The rows.
+        The rows; each also says how many memories were scored (``candidates``) and left
+        out (``skipped_expired``, ``skipped_idle``).
     """
     from langchain_genmem.dataframe import document_row, retrieve_memories
 
     if filter_ is None:
         docs = retriever.retrieve_with_report(query, k=k).documents
         return [document_row(d) for d in docs]
-    return retrieve_memories(retriever, query, k=k, filter=filter_).to_dict("records")
+    df = retrieve_memories(retriever, query, k=k, filter=filter_)
+    return [{**row, **df.attrs} for row in df.to_dict("records")]
 
 
 def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:
