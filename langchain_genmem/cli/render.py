@@ -82,13 +82,20 @@ def formula(retriever: GenerativeAgentsRetriever) -> str:
         retriever: the retriever.
 
     Returns:
-        The formula, with the recency mode and decay.
+        The formula; each factor is a global gain times a weight (the persona's or given),
+        shown as such, with the recency mode and decay.
     """
     parts = " + ".join(f"{number(g)}×{n}" for n, g in effective_gains(retriever).items())
+    w = retriever.effective_weights()
+    gains = "/".join(str(number(g)) for g in w.gains)
+    weights = "/".join(str(number(x)) for x in (w.recency_w, w.relevance_w, w.importance_w))
     decay = retriever.recency_decay
     if decay is None:
         decay = retriever.memory_stream.state.recency_decay
-    return f"score = {parts}  (recency mode {retriever.recency_mode}, decay {number(decay)})"
+    return (
+        f"score = {parts} = gains {gains} × weights {weights}  "
+        f"(recency {retriever.recency_mode}, decay {number(decay)})"
+    )
 
 
 def score_table(
