@@ -74,6 +74,25 @@ def save_explain_png(
         ValidationError: an unknown suffix, or the file cannot be written (names the file).
     """
     fmt = chart_format(output)
+    _write(explain_figure(rows, retriever, title), output, fmt)
+
+
+def explain_figure(
+    rows: Sequence[Mapping[str, Any]], retriever: GenerativeAgentsRetriever, title: str
+) -> Any:
+    """The chart of :func:`save_explain_png` as a matplotlib Figure (nothing written).
+
+    Args:
+        rows: rows from :func:`~langchain_genmem.cli.reports.retrieve_rows`, best first.
+        retriever: the retriever that ranked them (for its weights).
+        title: the chart's title.
+
+    Returns:
+        The figure, on an Agg canvas.
+
+    Raises:
+        ConfigurationError: matplotlib is not installed.
+    """
     require_extra("matplotlib", "plot", "explain")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -82,17 +101,19 @@ def save_explain_png(
     fig = Figure(figsize=(11, 1.6 + 0.5 * max(len(rows), 1)), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    _bars(ax, rows, effective_gains(retriever))
+    _bars(ax, rows, effective_gains(retriever), fonts)
     ax.set_xlabel("score = Σ gain × normalised component", fontfamily=fonts)
     ax.set_title(title, loc="left", fontfamily=fonts, pad=28)
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False,
               prop={"family": fonts})
     for text in ax.get_yticklabels():
         text.set_fontfamily(fonts)
-    _write(fig, output, fmt)
+    return fig
 
 
-def _bars(ax: Any, rows: Sequence[Mapping[str, Any]], gains: Mapping[str, float]) -> None:
+def _bars(
+    ax: Any, rows: Sequence[Mapping[str, Any]], gains: Mapping[str, float], fonts: list[str]
+) -> None:
     positions = list(range(len(rows)))[::-1]  # best on top
     left = [0.0] * len(rows)
     widest = max([sum(g * r[n] for n, g in gains.items()) for r in rows] + [1e-9])
@@ -105,7 +126,7 @@ def _bars(ax: Any, rows: Sequence[Mapping[str, Any]], gains: Mapping[str, float]
         left = [a + b for a, b in zip(left, widths, strict=True)]
     for y, total in zip(positions, left, strict=True):
         ax.text(total + widest * 0.01, y, f"{total:.2f}", va="center", fontsize=9,
-                fontweight="bold")
+                fontweight="bold", fontfamily=BASE_FONT)  # digits: no CJK bold needed
     ax.set_xlim(0, widest * 1.1)
     ax.set_yticks(positions, [_label(i, r) for i, r in enumerate(rows, start=1)], fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
