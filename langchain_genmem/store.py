@@ -372,6 +372,9 @@ class MemoryStream:
     def add_event(self, description: str, **fields: Any) -> MemoryNode:
         """Add an event. Fields as in :class:`~langchain_genmem.inputs.MemoryInput`.
 
+        Each call is one embedding call and one store commit; to add more than a few
+        memories at once, :meth:`add_many` does them in one of each.
+
         Args:
             description: the event in words.
             **fields: subject, predicate, object, keywords, poignancy, created,

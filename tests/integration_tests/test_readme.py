@@ -163,6 +163,12 @@ def test_readme_block_runs_as_printed(index: int, tour: dict, openai_env: dict,
         assert lines(tour["ran"][index]) == lines(block.shown), block.name
 
 
+def test_the_quickstart_says_when_to_batch_adds() -> None:
+    text = README.read_text("utf-8")
+    quickstart = text[text.index("### 1. Quickstart"): text.index("### 2. ")]
+    assert "stream.add_many(" in quickstart and "one store commit" in quickstart
+
+
 # ---------------------------------------------------------------------------- examples
 
 

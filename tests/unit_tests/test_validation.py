@@ -90,3 +90,13 @@ def test_the_checks_return_normalised_values():
     assert validation.query(" 早餐 ") == " 早餐 "
     with pytest.raises(ValidationError, match="q: expected a text, got int"):
         validation.query(3, "q")
+
+
+def test_the_agent_recalls_nothing_for_an_empty_message(stream):
+    from langchain_core.language_models import FakeListChatModel
+
+    from langchain_genmem.agent import create_memory_agent
+
+    model = FakeListChatModel(responses=["你好！", "1. 2\n2. 2\n3. 2"])
+    out = create_memory_agent(model, stream, reflect=False).invoke({"messages": [("user", " ")]})
+    assert out["recalled"] == [] and out["messages"][-1].content == "你好！"
