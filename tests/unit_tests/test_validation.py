@@ -8,8 +8,13 @@ from datetime import datetime
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from langchain_genmem import GenerativeAgentsRetriever, GenMemError, MemoryStream, ValidationError
-from langchain_genmem import validation
+from langchain_genmem import (
+    GenerativeAgentsRetriever,
+    GenMemError,
+    MemoryStream,
+    ValidationError,
+    validation,
+)
 
 FAKE = DeterministicFakeEmbedding(size=16)
 
