@@ -112,3 +112,10 @@ def test_smallville(tmp_path):
     college = out.split("new_retrieve('What is Maria working on for college?'):")[1]
     assert "college" in college.split("retrieve() for")[0]
     assert "retrieve() for the latest event 'Klaus Mueller is taking a break':" in out
+
+
+def test_smallville_refuses_a_folder_that_is_not_a_save(tmp_path):
+    done = run_example("smallville.py", "data")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: data is not an associative_memory folder")
+    assert done.stderr.count("\n") == 1
