@@ -61,6 +61,8 @@ def test_the_legend_covers_no_bar(figure) -> None:
     legend = ax.get_legend().get_window_extent(renderer)
     bars = [p.get_window_extent(renderer) for p in ax.patches if p.get_width() > 0]
     assert bars and not any(legend.overlaps(b) for b in bars)
+    # above the plotting area, so no bar of any length can ever run under it
+    assert legend.y0 >= ax.get_window_extent(renderer).y1 - 1
 
 
 def test_every_bar_shows_its_total(figure) -> None:
