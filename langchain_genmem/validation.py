@@ -103,7 +103,9 @@ def top_k(value: Any, field: str = "k") -> int:
     Raises:
         ValidationError: not an integer >= 0.
     """
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    whole = isinstance(value, numbers.Integral) or (
+        isinstance(value, float) and value.is_integer()
+    )
     if isinstance(value, bool) or not whole or value < 0:
         msg = f"{field}: expected an integer >= 0, got {value!r}"
         raise ValidationError(msg, field=field)
