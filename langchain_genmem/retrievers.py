@@ -120,7 +120,13 @@ class GenerativeAgentsRetriever(BaseRetriever):
     Metadata of each Document: ``node_id``, ``type``, ``created``, ``last_accessed``,
     ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised),
     ``cosine`` (raw), ``rank``, ``depth``, ``subject``, ``predicate``, ``object``,
-    ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``.
+    ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``; and, of the
+    retrieval as a whole, ``candidates`` (memories scored), ``skipped_expired`` and
+    ``skipped_idle`` (memories left out), so nothing is dropped without a word.
+
+    Arguments the class does not take, and values out of range, raise a
+    :class:`~langchain_genmem.errors.ValidationError` naming the field
+    (:mod:`langchain_genmem.validation` holds the rules).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
