@@ -25,7 +25,12 @@ from langchain_genmem.cli.render import (
     show,
     stdout_console,
 )
-from langchain_genmem.cli.reports import keyword_report, retrieve_rows, stream_stats
+from langchain_genmem.cli.reports import (
+    keyword_report,
+    retrieve_rows,
+    skipped_expired,
+    stream_stats,
+)
 from langchain_genmem.cli.store import store_of
 from langchain_genmem.errors import ConfigurationError, ValidationError
 from langchain_genmem.interop.generative_agents import (
@@ -187,9 +192,10 @@ def search(
     console = stdout_console()
     console.print(score_table(rows, title=f"{stream.persona}: {query}"))
     console.print(formula(retriever), highlight=False)
-    if rows and rows[0]["skipped_expired"]:
-        console.print(f"{rows[0]['skipped_expired']} expired memories skipped at "
-                      f"{stream.clock():%Y-%m-%d %H:%M:%S} (--now sets the clock)", highlight=False)
+    expired = skipped_expired(retriever, query, rows)
+    if expired:
+        console.print(f"expired memories skipped: {expired} (clock "
+                      f"{stream.clock():%Y-%m-%d %H:%M:%S}; --now sets it)", highlight=False)
 
 
 @app.command()

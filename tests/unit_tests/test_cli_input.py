@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,17 @@ def test_explain_to_an_unwritable_place_is_one_line(store: Path) -> None:
     out = one_line_error(runner.invoke(app, ["--path", str(store), "explain", "派对", "-o",
                                              "/proc/genmem-x.png"]))
     assert "cannot write /proc/genmem-x.png" in out
+
+
+def test_search_says_how_many_expired_memories_it_skipped(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run(store, "--persona", "玛丽亚", "--now", "2023-02-13 09:00:00", "add", "thought",
+        "玛丽亚觉得克劳斯很聪明", "--poignancy", "5", "--expiration", "2023-03-15 09:00:00")
+    later = ["--now", "2023-04-01 00:00:00", "search", "克劳斯"]
+    note = "expired memories skipped: 1 (clock 2023-04-01 00:00:00; --now sets it)"
+    assert note in run(store, *later).output
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filtered = run(store, *later, "--filter", 'type == "thought"').output
+    assert note in filtered and not [w for w in caught if "no rows" in str(w.message)]
+    assert "expired" not in run(store, "--now", "2023-02-14 00:00:00", "search", "克劳斯").output
