@@ -66,7 +66,7 @@ class MemoryInput(BaseModel):
     @field_validator("poignancy", mode="before")
     @classmethod
     def _finite(cls, value: Any) -> float | None:
-        return None if value is None else validation.poignancy(value, "value")
+        return None if value is None else validation.poignancy(value, "poignancy")
 
     @field_validator("embedding_key")
     @classmethod
@@ -106,9 +106,13 @@ def validate_items(items: Sequence[Mapping[str, Any] | MemoryInput]) -> list[Mem
 def _named(error: PydanticValidationError, index: int) -> ValidationError:
     first = error.errors()[0]
     field = ".".join(str(x) for x in first["loc"]) or "item"
+    ours = (first.get("ctx") or {}).get("error")
+    if isinstance(ours, ValidationError):  # a rule of langchain_genmem.validation: its words
+        return ValidationError(f"items[{index}].{ours}", field=field)
     given = first.get("input")
     shown = repr(given) if not isinstance(given, Mapping) else "the item"
-    msg = f"items[{index}].{field}: {first['msg']} (got {shown})"
+    text = str(first["msg"]).removeprefix("Value error, ")
+    msg = f"items[{index}].{field}: {text} (got {shown})"
     return ValidationError(msg, field=field)
 
 

@@ -84,7 +84,8 @@ def test_settings_follow_the_same_rules(stream, changes, says):
 
 @pytest.mark.parametrize("value", [0, 0.5, 11, -1, math.nan, "high", True])
 def test_poignancy_is_on_the_original_scale(stream, value):
-    with pytest.raises(ValidationError, match=r"from 1 \(mundane\) to 10 \(poignant\)"):
+    pattern = r"^items\[0\]\.poignancy: expected a number from 1 \(mundane\) to 10 \(poignant\)"
+    with pytest.raises(ValidationError, match=pattern):
         stream.add_event("玛丽亚在散步", poignancy=value)
     assert len(stream) == 1
 
