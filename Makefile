@@ -7,10 +7,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test install bench lint clean
 
+# The first run installs from PyPI: pip shows what it collects and its progress bars (a
+# minute or more of silence reads as a hang); later runs skip this step.
 $(STAMP): pyproject.toml
+	@echo "First run: creating $(VENV) and installing langchain-genmem and its dependencies (1-3 min)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[test]'
+	@echo "Installed into $(VENV)"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -58,8 +58,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
     args = parser.parse_args()
-    path = args.path or tempfile.mkdtemp(prefix="genmem-quickstart-")
-    stream = build_stream(path)
+    with tempfile.TemporaryDirectory(prefix="genmem-quickstart-") as temporary:
+        run(args.path or temporary)  # the temporary store is removed at the end
+
+
+def run(path: str) -> None:
+    """Build the stream at ``path``, retrieve, and run the chain."""
+    with build_stream(path) as stream:  # closed (access times flushed) when done
+        show_retrieval(stream)
+
+
+def show_retrieval(stream: MemoryStream) -> None:
+    """Retrieve directly, then through an LCEL chain."""
     retriever = GenerativeAgentsRetriever(stream=stream, k=3)
 
     print("== retriever.invoke('What is Maria preparing for?')")
@@ -77,7 +87,6 @@ def main() -> None:
     } | prompt | show
     print("\n== the same retriever inside an LCEL chain")
     print(chain.invoke("Who invited you to a party?"))
-    stream.close()
 
 
 if __name__ == "__main__":

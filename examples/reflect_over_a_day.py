@@ -48,8 +48,14 @@ def main() -> int:
     model = chat_model_or_hint(temperature=0)
     if model is None:  # the hint on what to set was printed
         return 2
+    with tempfile.TemporaryDirectory(prefix="genmem-day-") as temporary:
+        live_a_day(model, args.path or temporary)  # the temporary store is removed at the end
+    return 0
+
+
+def live_a_day(model, path: str) -> None:
+    """Add the day's events one by one, then reflect at night."""
     clock = SimulationClock(datetime(2023, 2, 13, 6, 0))
-    path = args.path or tempfile.mkdtemp(prefix="genmem-day-")
     scorer = ImportanceScorer(model)
     with MemoryStream(PERSONA, path=path, clock=clock, importance=scorer) as stream:
         # the day: one event at a time, each rated by the model as it happens
@@ -77,7 +83,6 @@ def main() -> int:
             for evidence in thought.evidence:
                 print(f"    because: {stream.get(evidence).description}")
         print(f"\ntrigger reset to {stream.state.importance_trigger_curr:g}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,12 +11,20 @@ then runs the original's two retrievals: weighted (``new_retrieve``) and by keyw
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
-from langchain_genmem import GenerativeAgentsRetriever, load_associative_memory
+from langchain_genmem import (
+    GenerativeAgentsRetriever,
+    GenMemError,
+    MemoryStream,
+    load_associative_memory,
+)
+from langchain_genmem.interop.generative_agents import persona_of
 
-FIXTURE = (Path(__file__).resolve().parents[1] / "data" / "generative_agents"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = (ROOT / "data" / "generative_agents"
            / "July1_the_ville_isabella_maria_klaus-step-3-12" / "personas" / "Maria Lopez"
            / "bootstrap_memory" / "associative_memory")
 
@@ -26,16 +34,34 @@ def short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default=str(FIXTURE), help="associative_memory/")
     parser.add_argument("--persona", default=None, help="name (default: from the folder path)")
     args = parser.parse_args()
     folder = Path(args.folder)
-    persona = args.persona or folder.parents[1].name
-    path = tempfile.mkdtemp(prefix="genmem-smallville-")
-    stream = load_associative_memory(folder, persona=persona, path=path)
-    state = stream.state
+    persona = args.persona or persona_of(folder)
+    if not (folder / "nodes.json").is_file():
+        print(f"error: {folder} is not an associative_memory folder (no nodes.json in it); "
+              f"e.g. {FIXTURE.relative_to(ROOT)}", file=sys.stderr)
+        return 2
+    if persona is None:
+        print(f"error: cannot tell the persona from {folder}; pass --persona NAME",
+              file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="genmem-smallville-") as path:
+        try:
+            with load_associative_memory(folder, persona=persona, path=path) as stream:
+                show(stream)  # closed (access times flushed) before the folder is removed
+        except GenMemError as e:  # a malformed save: the message names the file and node
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def show(stream: MemoryStream) -> None:
+    """Print the stream's state, two weighted retrievals and one keyword retrieval."""
+    persona, state = stream.persona, stream.state
     print(f"{persona}: {len(stream)} memories, clock at {stream.clock():%Y-%m-%d %H:%M:%S}, "
           f"recency_decay {state.recency_decay}, trigger {state.importance_trigger_curr:g}/"
           f"{state.importance_trigger_max:g}")
@@ -54,8 +80,7 @@ def main() -> None:
     print(f"\nretrieve() for the latest event {latest.description!r}:")
     print(f"  {len(related['events'])} related events, {len(related['thoughts'])} thoughts; "
           f"newest thought: {related['thoughts'][0].description if related['thoughts'] else '-'}")
-    stream.close()
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

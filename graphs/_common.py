@@ -32,7 +32,8 @@ from typing_extensions import TypedDict
 
 from langchain_genmem import MemoryStream
 from langchain_genmem.cli.store import Store
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.errors import ConfigurationError
+from langchain_genmem.llm import UnconfiguredChatModel, chat_model_from_env
 
 
 class GenmemConfig(TypedDict, total=False):
@@ -80,18 +81,26 @@ def stream_from_config(
     """The persona's stream, on the store the run's config (or the environment) names."""
     s = settings(config, env)
     store = Store(Path(s["path"]), s["chroma_host"] or None, s["chroma_port"], s["collection"])
-    return store.open(s["persona"])
+    return store.open(s["persona"], create=True)
 
 
 def model_from_config(
     config: RunnableConfig | None = None, env: Mapping[str, str] | None = None
 ) -> Any:
-    """``ChatOpenAI`` from the standard variables, its name from the config (says what to set)."""
+    """``ChatOpenAI`` from the standard variables, its name from the config.
+
+    Without them, a stand-in whose every call raises what to set: the server still loads the
+    graph, and the caller of a run that needs the model gets the hint, not "An internal error
+    occurred" (with the hint only in the server log).
+    """
     env = dict(os.environ if env is None else env)
     name = settings(config, env)["model"]
     if name:
         env["OPENAI_MODEL"] = name
-    return chat_model_from_env(env)
+    try:
+        return chat_model_from_env(env)
+    except ConfigurationError as e:
+        return UnconfiguredChatModel(hint=str(e))
 
 
 def with_config_schema(graph: Any) -> Any:

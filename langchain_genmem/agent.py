@@ -109,7 +109,10 @@ def create_memory_agent(
     persona = stream.persona
 
     def recall(state: AgentState) -> dict[str, Any]:
-        docs = retriever.invoke(_last_user_text(state["messages"]))
+        text = _last_user_text(state["messages"])
+        if not text.strip():  # nothing to recall for (retrieval refuses an empty query)
+            return {"recalled": []}
+        docs = retriever.invoke(text)
         return {"recalled": [d.metadata["node_id"] for d in docs]}
 
     def respond(state: AgentState) -> dict[str, Any]:

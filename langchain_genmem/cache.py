@@ -36,6 +36,7 @@ class StaticCandidates:
         poignancy: their raw importance.
         importance: their normalised importance.
         any_expiration: whether any candidate has an expiration.
+        idle: events and thoughts left out because their embedding_key holds "idle".
     """
 
     n: int
@@ -45,6 +46,7 @@ class StaticCandidates:
     poignancy: np.ndarray
     importance: np.ndarray
     any_expiration: bool
+    idle: int = 0
 
 
 class NodeCache:
@@ -110,7 +112,8 @@ class NodeCache:
         """
         if self._candidates is None or self._candidates.n != self.n:
             n = self.n
-            rows = np.flatnonzero((self.type_code[:n] < 2) & ~self.idle[:n])
+            kinds = self.type_code[:n] < 2
+            rows = np.flatnonzero(kinds & ~self.idle[:n])
             poignancy = self.poignancy[rows]
             self._candidates = StaticCandidates(
                 n=n,
@@ -120,6 +123,7 @@ class NodeCache:
                 poignancy=poignancy,
                 importance=minmax(poignancy),
                 any_expiration=bool(np.isfinite(self.expiration[rows]).any()),
+                idle=int((kinds & self.idle[:n]).sum()),
             )
         return self._candidates
 

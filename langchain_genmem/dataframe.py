@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from langchain_core.documents import Document
 
-    from langchain_genmem.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
     from langchain_genmem.store import MemoryStream
 
 # Columns of retrieve_memories, the score components first.
@@ -127,7 +128,9 @@ def retrieve_memories(
     Returns:
         Columns ``node_id``, ``description``, ``score``, ``recency``, ``relevance``,
         ``importance``, ``poignancy``, ``cosine``, ``type``, ``depth``, ``rank``,
-        ``created``, ``last_accessed`` and the other node fields.
+        ``created``, ``last_accessed`` and the other node fields. ``df.attrs`` says how many
+        memories were scored (``candidates``) and left out (``skipped_expired``,
+        ``skipped_idle``); an empty table because of expired memories also warns.
 
     Raises:
         ConfigurationError: pandas is not installed.
@@ -139,18 +142,20 @@ def retrieve_memories(
 
     k = retriever.k if k is None else k
     if filter is None:
-        docs = retriever.retrieve_with_report(query, k=k).documents
-        return _scaled(_frame(pd, [document_row(d) for d in docs]), divisor)
+        report = retriever.retrieve_with_report(query, k=k)
+        rows = [document_row(d) for d in report.documents]
+        return _described(_scaled(_frame(pd, rows), divisor), report)
     expr = parse_filter(filter)
     check_columns(expr, RESULT_COLUMNS)
     stream = retriever.memory_stream
     peek = retriever.model_copy(update={"update_access": False})
-    docs = peek.retrieve_with_report(query, k=len(stream)).documents
-    df = apply_filter(_scaled(_frame(pd, [document_row(d) for d in docs]), divisor), expr).head(k)
+    report = peek.retrieve_with_report(query, k=len(stream))
+    rows = [document_row(d) for d in report.documents]
+    df = apply_filter(_scaled(_frame(pd, rows), divisor), expr).head(k)
     if retriever.update_access and len(df):
         stream.mark_accessed(list(df["node_id"]))
         df = df.assign(last_accessed=[stream.get(i).last_accessed for i in df["node_id"]])
-    return df.reset_index(drop=True).assign(rank=range(len(df)))
+    return _described(df.reset_index(drop=True).assign(rank=range(len(df))), report)
 
 
 def document_row(doc: Document) -> dict[str, Any]:
@@ -163,6 +168,23 @@ def document_row(doc: Document) -> dict[str, Any]:
         The row.
     """
     return {**doc.metadata, "description": doc.page_content}
+
+
+def _described(df: pd.DataFrame, report: RetrievalReport) -> pd.DataFrame:
+    """Say in ``df.attrs`` what was scored and skipped; warn when skipping emptied the table."""
+    df.attrs.update(
+        candidates=report.candidate_count,
+        skipped_expired=report.skipped_expired,
+        skipped_idle=report.skipped_idle,
+    )
+    if df.empty and report.skipped_expired:
+        msg = (
+            f"no rows: {report.skipped_expired} expired memories were skipped at the stream's "
+            "clock; pass include_expired=True to the retriever, or open the stream with the "
+            "simulation's clock (a SimulationClock)"
+        )
+        warnings.warn(msg, UserWarning, stacklevel=3)
+    return df
 
 
 def _frame(pd: Any, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

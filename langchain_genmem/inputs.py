@@ -18,8 +18,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from langchain_genmem import validation
 from langchain_genmem.errors import ValidationError
-from langchain_genmem.nodes import NodeType, check_poignancy
+from langchain_genmem.nodes import NodeType
 from langchain_genmem.text import clean_text, length_error, limits
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -102,7 +103,7 @@ class MemoryInput(BaseModel):
     @field_validator("poignancy", mode="before")
     @classmethod
     def _finite(cls, value: Any) -> float | None:
-        return None if value is None else check_poignancy(value, "value")
+        return None if value is None else validation.poignancy(value, "poignancy")
 
     @field_validator("embedding_key")
     @classmethod
@@ -142,10 +143,14 @@ def validate_items(items: Sequence[Mapping[str, Any] | MemoryInput]) -> list[Mem
 def _named(error: PydanticValidationError, index: int) -> ValidationError:
     first = error.errors()[0]
     field = ".".join(str(x) for x in first["loc"]) or "item"
+    ours = (first.get("ctx") or {}).get("error")
+    if isinstance(ours, ValidationError):  # a rule of langchain_genmem.validation: its words
+        return ValidationError(f"items[{index}].{ours}", field=field)
     given = first.get("input")
     shown = repr(given) if not isinstance(given, Mapping) else "the item"
     shown = shown if len(shown) <= 80 else shown[:80] + "…"
-    msg = f"items[{index}].{field}: {first['msg']} (got {shown})"
+    text = str(first["msg"]).removeprefix("Value error, ")
+    msg = f"items[{index}].{field}: {text} (got {shown})"
     return ValidationError(msg, field=field)
 
 

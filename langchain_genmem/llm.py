@@ -11,6 +11,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
+
 from langchain_genmem.errors import ConfigurationError
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -47,6 +52,66 @@ def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> 
     if env.get("OPENAI_BASE_URL"):
         options["base_url"] = env["OPENAI_BASE_URL"]
     return chat_openai(**{**options, **kwargs})
+
+
+class UnconfiguredChatModel(BaseChatModel):
+    """Stands in for a chat model that cannot be built yet: every call raises the hint.
+
+    Deployed graphs (``langgraph dev``) are built when the server loads them; a graph factory
+    that raised there would leave the caller with "An internal error occurred" and the hint in
+    the server log only. With this stand-in the graph builds, runs that need no model (a
+    reflection that is not due) work, and a run that needs one fails with the hint itself.
+
+    Attributes:
+        hint: what to set, raised as a ConfigurationError.
+    """
+
+    hint: str = MISSING_KEY_HINT
+
+    @property
+    def _llm_type(self) -> str:
+        return "unconfigured"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raise ConfigurationError(self.hint)
+
+
+def model_error(error: BaseException) -> ConfigurationError | None:
+    """A one-line hint for an error of the OpenAI client, or None for any other error.
+
+    For callers that print errors as one line (the CLI, scripts): an unreachable server, a
+    refused key or an unknown model says which variable to check instead of a traceback.
+
+    Args:
+        error: what the chat model raised.
+
+    Returns:
+        The hint as a ConfigurationError, or None when the error is not the client's.
+    """
+    try:
+        import openai
+    except ImportError:
+        return None
+    base = os.environ.get("OPENAI_BASE_URL") or "the OpenAI API"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if isinstance(error, openai.APIConnectionError):
+        msg = f"cannot reach the chat model at {base} ({first}); start it or check OPENAI_BASE_URL"
+    elif isinstance(error, openai.AuthenticationError):
+        msg = f"the chat model at {base} refused the key ({first}); check OPENAI_API_KEY"
+    elif isinstance(error, openai.NotFoundError):
+        msg = f"the chat model at {base} has no such model or route ({first}); check " \
+              "OPENAI_MODEL and OPENAI_BASE_URL (most servers end in /v1)"
+    elif isinstance(error, openai.APIError):
+        msg = f"the chat model at {base} failed ({first})"
+    else:
+        return None
+    return ConfigurationError(msg)
 
 
 def chat_model_or_hint(**kwargs: Any) -> Any | None:

@@ -8,13 +8,13 @@ simulation load and save unchanged (see :mod:`langchain_genmem.interop`).
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from langchain_genmem import validation
 from langchain_genmem.errors import ValidationError
 
 NodeType = Literal["event", "thought", "chat"]
@@ -135,6 +135,9 @@ class MemoryNode(BaseModel):
 def check_poignancy(value: Any, field: str = "poignancy") -> float:
     """Return ``value`` as a finite float, or raise naming the field.
 
+    Stored nodes only need a finite poignancy; new memories are held to the 1..10 scale by
+    :func:`langchain_genmem.validation.poignancy`.
+
     Args:
         value: the candidate poignancy.
         field: the field name used in the error.
@@ -143,16 +146,9 @@ def check_poignancy(value: Any, field: str = "poignancy") -> float:
         The poignancy as a float.
 
     Raises:
-        ValueError: the value is not a finite real number.
+        ValueError: the value is not a finite real number (a ValidationError).
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        msg = f"{field}: expected a finite number, got {value!r}"
-        raise ValueError(msg)
-    number = float(value)
-    if not math.isfinite(number):
-        msg = f"{field}: expected a finite number, got {value!r}"
-        raise ValueError(msg)
-    return number
+    return validation.finite_number(value, field)
 
 
 ImportanceScale = Literal["poignancy", "unit"]

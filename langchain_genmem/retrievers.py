@@ -40,8 +40,10 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
 
-from langchain_genmem.errors import EmbeddingDimensionError, ValidationError
+from langchain_genmem import validation
+from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.scoring import (
     DEFAULT_GAINS,
@@ -57,7 +59,6 @@ from langchain_genmem.scoring import (
     recency,
 )
 from langchain_genmem.store import MemoryStream
-from langchain_genmem.text import clean_text, length_error, limits
 from langchain_genmem.timeutil import to_epoch
 
 
@@ -73,6 +74,11 @@ class RetrievalReport:
         candidate_count: how many memories were scored.
         min_score: lowest final score among candidates (None without candidates).
         max_score: highest final score among candidates.
+        skipped_expired: events and thoughts left out because their ``expiration`` is at or
+            before the stream's clock (``include_expired=True`` scores them; a stream whose
+            clock is far past a simulation's time skips every thought).
+        skipped_idle: memories left out because their embedding_key holds ``"idle"``, as in
+            the original.
     """
 
     query: str
@@ -82,6 +88,8 @@ class RetrievalReport:
     candidate_count: int = 0
     min_score: float | None = None
     max_score: float | None = None
+    skipped_expired: int = 0
+    skipped_idle: int = 0
 
 
 class GenerativeAgentsRetriever(BaseRetriever):
@@ -112,13 +120,19 @@ class GenerativeAgentsRetriever(BaseRetriever):
     Metadata of each Document: ``node_id``, ``type``, ``created``, ``last_accessed``,
     ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised),
     ``cosine`` (raw), ``rank``, ``depth``, ``subject``, ``predicate``, ``object``,
-    ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``.
+    ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``; and, of the
+    retrieval as a whole, ``candidates`` (memories scored), ``skipped_expired`` and
+    ``skipped_idle`` (memories left out), so nothing is dropped without a word.
+
+    Arguments the class does not take, and values out of range, raise a
+    :class:`~langchain_genmem.errors.ValidationError` naming the field
+    (:mod:`langchain_genmem.validation` holds the rules).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
 
     memory_stream: MemoryStream = Field(alias="stream")
-    k: int = Field(default=30, ge=0)
+    k: int = 30
     recency_mode: RecencyMode = "hours"
     recency_decay: float | None = None
     recency_w: float | None = None
@@ -128,6 +142,21 @@ class GenerativeAgentsRetriever(BaseRetriever):
     include_expired: bool = False
     update_access: bool = True
 
+    def __init__(self, **data: Any) -> None:
+        """Build the retriever; unknown or bad arguments raise, naming the field.
+
+        Raises:
+            ValidationError: an argument this class does not take (with the closest known
+                name), or a value out of range (weights finite and >= 0, decay in (0, 1],
+                k >= 0).
+        """
+        names = {"stream", *type(self).model_fields}
+        validation.known_arguments(data, names, type(self).__name__)
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as e:
+            raise validation.from_pydantic(e, type(self).__name__) from None
+
     @field_validator("recency_mode")
     @classmethod
     def _mode(cls, value: str) -> str:
@@ -135,6 +164,26 @@ class GenerativeAgentsRetriever(BaseRetriever):
             msg = f"recency_mode: expected one of {RECENCY_MODES}, got {value!r}"
             raise ValueError(msg)
         return value
+
+    @field_validator("recency_w", "relevance_w", "importance_w")
+    @classmethod
+    def _weight(cls, value: float | None, info: Any) -> float | None:
+        return None if value is None else validation.weight(value, info.field_name)
+
+    @field_validator("recency_decay")
+    @classmethod
+    def _decay(cls, value: float | None) -> float | None:
+        return None if value is None else validation.decay(value, "recency_decay")
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _k(cls, value: Any) -> int:
+        return validation.top_k(value, "k")
+
+    @field_validator("gains")
+    @classmethod
+    def _gains(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        return tuple(validation.weight(g, f"gains[{i}]") for i, g in enumerate(value))  # type: ignore[return-value]
 
     def _get_relevant_documents(
         self,
@@ -192,13 +241,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         Returns:
             The report, with the documents.
         """
-        if not isinstance(query, str):
-            msg = f"query: expected a text, got {type(query).__name__}"
-            raise ValidationError(msg, field="query")
-        query, too_long = clean_text(query), length_error(query, limits().description)
-        if too_long is not None:
-            raise ValidationError(f"query: {too_long}", field="query")
-        k = self.k if k is None else int(k)
+        query = validation.query(query)
+        k = self.k if k is None else validation.top_k(k)
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache
@@ -209,13 +253,15 @@ class GenerativeAgentsRetriever(BaseRetriever):
         n = static.n
         rows, importance = static.rows, static.importance
         cands_static = (static.type_code, static.node_count, static.poignancy)
+        skipped = {"skipped_idle": static.idle, "skipped_expired": 0}
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
             alive = cache.expiration[rows] > now
             if not alive.all():
+                skipped["skipped_expired"] = int(rows.size - alive.sum())
                 rows, importance = rows[alive], None
                 cands_static = tuple(col[alive] for col in cands_static)
         if rows.size == 0:
-            return RetrievalReport(query=query, status="no_candidates")
+            return RetrievalReport(query=query, status="no_candidates", **skipped)
         query_vector = np.asarray(stream.embeddings.embed_query(query))
         if cache.dim is not None and query_vector.shape[0] != cache.dim:
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
@@ -241,7 +287,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
         docs = [
-            self._document(rows[i], i, place, ranked) for place, i in enumerate(best)
+            self._document(rows[i], i, place, ranked, skipped) for place, i in enumerate(best)
         ]
         accessed = [d.metadata["node_id"] for d in docs]
         return RetrievalReport(
@@ -252,6 +298,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             candidate_count=int(rows.size),
             min_score=float(scored.score.min()),
             max_score=float(scored.score.max()),
+            **skipped,
         )
 
     def effective_weights(self) -> Weights:
@@ -268,7 +315,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
             gains=tuple(self.gains),  # type: ignore[arg-type]
         )
 
-    def _document(self, row: int, i: int, place: int, r: Ranking) -> Document:
+    def _document(
+        self, row: int, i: int, place: int, r: Ranking, skipped: dict[str, int]
+    ) -> Document:
         node = self.memory_stream._cache.nodes[row]
         meta: dict[str, Any] = {
             "persona": self.memory_stream.persona,
@@ -291,5 +340,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
             "keywords": list(node.keywords),
             "filling": node.filling,
             "embedding_key": node.embedding_key,
+            "candidates": int(r.scored.score.size),
+            **skipped,
         }
         return Document(page_content=node.description, metadata=meta, id=node.node_id)
+

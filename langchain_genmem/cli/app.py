@@ -43,7 +43,9 @@ def _main(
     ctx: typer.Context,
     path: Annotated[
         Path,
-        typer.Option("--path", help="Folder of the embedded Chroma store (created if missing)."),
+        typer.Option(
+            "--path", help="Folder of the embedded Chroma store (import and add create it)."
+        ),
     ] = DEFAULT_PATH,
     chroma_host: Annotated[
         str | None,

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from langchain_genmem.cli.app import app
+from langchain_genmem.cli.chart import chart_format, save_explain_png
 from langchain_genmem.cli.demo import bundled_fixture, run_demo
 from langchain_genmem.cli.options import AsJson, K, NodeKind, Weights, parse_time, weight_options
 from langchain_genmem.cli.render import (
@@ -20,12 +21,16 @@ from langchain_genmem.cli.render import (
     formula,
     print_keyword_report,
     print_stats,
-    save_explain_png,
     score_table,
     show,
     stdout_console,
 )
-from langchain_genmem.cli.reports import keyword_report, retrieve_rows, stream_stats
+from langchain_genmem.cli.reports import (
+    keyword_report,
+    retrieve_rows,
+    skipped_expired,
+    stream_stats,
+)
 from langchain_genmem.cli.store import store_of
 from langchain_genmem.errors import ConfigurationError, ValidationError
 from langchain_genmem.interop.generative_agents import (
@@ -35,7 +40,7 @@ from langchain_genmem.interop.generative_agents import (
     load_associative_memory,
     persona_of,
 )
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm import chat_model_from_env, model_error
 
 DEFAULT_PNG = Path("genmem-explain.png")
 
@@ -149,7 +154,7 @@ def add(
         item["evidence"] = evidence
     if line:
         item["filling"] = [_chat_line(x) for x in line]
-    stream = store_of(ctx).open()
+    stream = store_of(ctx).open(create=True)
     node = stream.add_many([item])[0]
     if as_json:
         echo_json(node.model_dump())
@@ -187,6 +192,10 @@ def search(
     console = stdout_console()
     console.print(score_table(rows, title=f"{stream.persona}: {query}"))
     console.print(formula(retriever), highlight=False)
+    expired = skipped_expired(retriever, query, rows)
+    if expired:
+        console.print(f"expired memories skipped: {expired} (clock "
+                      f"{stream.clock():%Y-%m-%d %H:%M:%S}; --now sets it)", highlight=False)
 
 
 @app.command()
@@ -224,13 +233,17 @@ def explain(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="The focal point to explain.")],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="The PNG file to write.")
+        Path,
+        typer.Option(
+            "--output", "-o", help="The chart to write: .png, .jpg, .svg or .pdf (by suffix)."
+        ),
     ] = DEFAULT_PNG,
     k: K = 10,
     *,
     weights: Weights,
 ) -> None:
-    """Save a PNG of the weighted score components of the top memories (needs matplotlib)."""
+    """Save a chart of the weighted score components of the top memories (needs matplotlib)."""
+    chart_format(output)  # an unknown suffix is refused before any work
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=False)
     rows = retrieve_rows(retriever, query, k, None)
@@ -246,15 +259,23 @@ def reflect(
     ] = False,
 ) -> None:
     """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
-    model = chat_model_from_env()
     stream = store_of(ctx).open()
+    model = chat_model_from_env()
     try:
         from langchain_genmem.reflection import create_reflection_graph
     except ImportError as e:
         msg = f"the reflection graph is not available in this installation ({e})"
         raise ConfigurationError(msg) from e
-    out = create_reflection_graph(model, stream, force=force).invoke({})
+    try:
+        out = create_reflection_graph(model, stream, force=force).invoke({})
+    except Exception as e:
+        hint = model_error(e)
+        if hint is None:
+            raise
+        raise hint from e
     typer.echo(f"status: {out['status']}")
+    if out["status"] == "not_due":
+        typer.echo(f"trigger: {out['trigger']['explanation']}")
     for node_id in out.get("written", []):
         node = stream.get(node_id)
         typer.echo(f"{node_id}: {node.description}")

@@ -45,16 +45,19 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
     stream = load_associative_memory(folder, persona=persona, progress=progress)
     imported = time.perf_counter() - started
     then = stream.clock()
+    texts = len(stream.embeddings_by_key())
     say("1. Import", f"{persona}: {len(stream)} memories re-embedded in {imported:.1f} s; "
         f"clock = saved curr_time {then:{TIME_FORMAT}}")
+    console.print(f"   {texts} distinct texts embedded: memories with the same embedding_key "
+                  "share one vector", highlight=False)
     focal = "breakfast and morning routine"
     sections = [
         ("2. Relevance", f"{focal!r}, weights 0/1/0: meaning alone ranks",
          Weights(recency_w=0, importance_w=0)),
         ("3. Importance", "same focal point, the paper's weights 1/1/1: poignant memories climb",
          Weights()),
-        ("4. Recency", "recency weight 6: this afternoon's memories come first",
-         Weights(recency_w=6)),
+        ("4. Recency", "recency weight 6 (times its gain 0.5: 3×recency): this afternoon's "
+         "memories come first", Weights(recency_w=6)),
     ]
     for name, why, weights in sections:
         say(name, why)
@@ -65,8 +68,8 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
     retrieve_rows(Weights().retriever(stream, 3, touch=True), focal, 3, None)
     later = then + timedelta(hours=3)
     stream.clock = FixedClock(later)
-    say("5. Recall", f"the top 3 of 3. are retrieved at {then:%H:%M} (last_accessed := now); "
-        f"at {later:%H:%M} the query of 4. puts them first")
+    say("5. Recall", f"section 3's top 3 retrieved at {then:%H:%M} (last_accessed := now): "
+        f"at {later:%H:%M} section 4's query ranks them first")
     rows = retrieve_rows(sections[-1][2].retriever(stream, k, touch=False), focal, k, None)
     console.print(score_table(rows, title=None, width=console.width))
     newest = stream.nodes("event")[0]

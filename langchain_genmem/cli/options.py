@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from langchain_genmem import validation
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.interop.generative_agents import SCRATCH_TIME_FORMAT
 
@@ -85,6 +86,19 @@ class Weights:
     relevance_w: float | None = None
     importance_w: float | None = None
     decay: float | None = None
+
+    def __post_init__(self) -> None:
+        """Check the options with the library's rules, naming the option that was wrong.
+
+        Raises:
+            ValidationError: a weight that is not finite and >= 0, or a decay outside (0, 1].
+        """
+        for name in ("recency_w", "relevance_w", "importance_w"):
+            value = getattr(self, name)
+            if value is not None:
+                validation.weight(value, "--" + name.replace("_", "-"))
+        if self.decay is not None:
+            validation.decay(self.decay, "--decay")
 
     def retriever(self, stream: MemoryStream, k: int, *, touch: bool) -> GenerativeAgentsRetriever:
         """A retriever over the stream with these options.

@@ -1,17 +1,15 @@
 """How ``genmem`` shows results: console, JSON, score tables and formula, text reports, chart.
 
-The text forms of the keyword and stats reports, and the ``explain`` PNG.
+The text forms of the keyword and stats reports (the ``explain`` chart is in ``chart``).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
 _WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
 _TABLE_COLUMNS = ("#", "node", "type", "created", "score", "recency", "relevance", "importance")
 _TABLE_WIDTH = 76  # cells the columns before the description take (padding and rules included)
-_CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Zen Hei", "SimHei", "Microsoft YaHei")
 
 
 def stdout_console() -> Console:
@@ -85,13 +82,20 @@ def formula(retriever: GenerativeAgentsRetriever) -> str:
         retriever: the retriever.
 
     Returns:
-        The formula, with the recency mode and decay.
+        The formula; each factor is a global gain times a weight (the persona's or given),
+        shown as such, with the recency mode and decay.
     """
     parts = " + ".join(f"{number(g)}×{n}" for n, g in effective_gains(retriever).items())
+    w = retriever.effective_weights()
+    gains = "/".join(str(number(g)) for g in w.gains)
+    weights = "/".join(str(number(x)) for x in (w.recency_w, w.relevance_w, w.importance_w))
     decay = retriever.recency_decay
     if decay is None:
         decay = retriever.memory_stream.state.recency_decay
-    return f"score = {parts}  (recency mode {retriever.recency_mode}, decay {number(decay)})"
+    return (
+        f"score = {parts} = gains {gains} × weights {weights}  "
+        f"(recency {retriever.recency_mode}, decay {number(decay)})"
+    )
 
 
 def score_table(
@@ -176,52 +180,6 @@ def print_stats(console: Console, report: Mapping[str, Any]) -> None:
         console.print(text, highlight=False)
 
 
-def save_explain_png(
-    rows: Sequence[Mapping[str, Any]],
-    retriever: GenerativeAgentsRetriever,
-    title: str,
-    output: Path,
-) -> None:
-    """Save stacked horizontal bars of each memory's weighted score components.
-
-    Args:
-        rows: rows from :func:`~langchain_genmem.cli.reports.retrieve_rows`, best first.
-        retriever: the retriever that ranked them (for its weights).
-        title: the chart's title.
-        output: the PNG file.
-
-    Raises:
-        ConfigurationError: matplotlib is not installed.
-    """
-    from langchain_genmem.extras import require_extra
-
-    require_extra("matplotlib", "plot", "explain")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    gains = effective_gains(retriever)
-    fig = Figure(figsize=(11, 1.2 + 0.45 * max(len(rows), 1)), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    labels = [f"{r['node_id']}  {_cut(r['description'], 60)}" for r in rows][::-1]
-    left = [0.0] * len(rows)
-    for (name, gain), color in zip(gains.items(), ("#4c72b0", "#55a868", "#c44e52"), strict=True):
-        widths = [gain * r[name] for r in rows][::-1]
-        ax.barh(labels, widths, left=left, color=color, label=f"{number(gain)}×{name}")
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.set_xlabel("score (weighted, normalised components)")
-    ax.set_title(title, loc="left")
-    ax.legend(loc="lower right")
-    ax.tick_params(axis="y", labelsize=8)
-    family = ["DejaVu Sans", *_installed_fonts(_CJK_FONTS)]
-    for text in (*ax.get_yticklabels(), ax.title):
-        text.set_fontfamily(family)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Glyph.*missing")
-        fig.savefig(output, format="png", dpi=110)
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return None if value != value else value.strftime(TIME_FORMAT)  # NaT != NaT
@@ -234,14 +192,3 @@ def _json_default(value: Any) -> Any:
 
 def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
-
-
-def _installed_fonts(names: Sequence[str]) -> list[str]:
-    from matplotlib import font_manager
-
-    present = {f.name for f in font_manager.fontManager.ttflist}
-    return [n for n in names if n in present]
-
-
-def _cut(text: str, size: int) -> str:
-    return text if len(text) <= size else text[: size - 1] + "…"

@@ -5,6 +5,7 @@ Retrieved rows, effective weights, the keyword retrieval and stream statistics.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +30,37 @@ def retrieve_rows(
         filter_: a filter expression (needs pandas), or None.
 
     Returns:
-        The rows.
+        The rows; each also says how many memories were scored (``candidates``) and left
+        out (``skipped_expired``, ``skipped_idle``).
     """
     from langchain_genmem.dataframe import document_row, retrieve_memories
 
     if filter_ is None:
         docs = retriever.retrieve_with_report(query, k=k).documents
         return [document_row(d) for d in docs]
-    return retrieve_memories(retriever, query, k=k, filter=filter_).to_dict("records")
+    with warnings.catch_warnings():  # the commands say it themselves (skipped_expired)
+        warnings.filterwarnings("ignore", message="no rows: ", category=UserWarning)
+        df = retrieve_memories(retriever, query, k=k, filter=filter_)
+    return [{**row, **df.attrs} for row in df.to_dict("records")]
+
+
+def skipped_expired(
+    retriever: GenerativeAgentsRetriever, query: str, rows: list[dict[str, Any]]
+) -> int:
+    """How many expired memories a retrieval left out, also when it returned no row.
+
+    Args:
+        retriever: the retriever.
+        query: the focal point.
+        rows: what :func:`retrieve_rows` returned for it.
+
+    Returns:
+        The count.
+    """
+    if rows:
+        return int(rows[0]["skipped_expired"])
+    peek = retriever.model_copy(update={"update_access": False})
+    return peek.retrieve_with_report(query, k=0).skipped_expired
 
 
 def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from langchain_genmem.errors import StorageError, ValidationError
-from langchain_genmem.interop.generative_agents import FixedClock, scratch_time
+from langchain_genmem.interop.generative_agents import FixedClock
+
+CHROMA_FILE = "chroma.sqlite3"  # what an embedded Chroma folder holds once created
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.chroma import ChromaBackend
@@ -78,30 +80,55 @@ class Store:
 
         return ChromaBackend(self.client(), self.collection)
 
-    def open(self, persona: str | None = None) -> MemoryStream:
+    def open(self, persona: str | None = None, *, create: bool = False) -> MemoryStream:
         """The persona's stream, its clock set (``--now``, else the saved simulation time).
 
         Args:
             persona: the persona; None for ``--persona``, else the store's only one.
+            create: the caller writes (``add``, the service's writes): the store and the
+                persona may be new. Otherwise both must exist, so a read never leaves an
+                empty store behind.
 
         Returns:
             The stream.
 
         Raises:
-            ValidationError: no persona was named and the store does not hold exactly one.
+            ValidationError: the store or the persona does not exist (for a read), or no
+                persona was named and the store does not hold exactly one.
         """
         from langchain_genmem.store import MemoryStream
 
+        if not create:
+            self._check_exists()
         backend = self.backend()
-        persona = persona or self.persona or self._only_persona(backend.personas())
+        personas = backend.personas()
+        persona = persona or self.persona or self._only_persona(personas)
+        if not create and persona not in personas:
+            msg = (
+                f"--persona: no persona {persona!r} in {self.where()}; it holds "
+                f"{', '.join(personas)}"
+            )
+            raise ValidationError(msg, field="persona")
         stream = self.track(MemoryStream(persona, backend=backend))
         if self.now is not None:
             stream.clock = FixedClock(self.now)
-        else:
-            when = scratch_time(stream.state.extra)
-            if when is not None:
-                stream.clock = FixedClock(when)
         return stream
+
+    def _check_exists(self) -> None:
+        """Refuse to read a store that is not there (instead of creating an empty one)."""
+        if self.host:
+            names = {getattr(c, "name", c) for c in self.client().list_collections()}
+            missing = self.collection not in names
+        else:
+            missing = not (self.path / CHROMA_FILE).is_file()
+        if missing:
+            option = "--collection" if self.host else "--path"
+            what = f"collection {self.collection!r} on " if self.host else ""
+            msg = (
+                f"{option}: {what}{self.where()} does not exist; check {option} or create it "
+                "with `genmem import FOLDER` or `genmem add ...`"
+            )
+            raise ValidationError(msg, field="path")
 
     def track(self, stream: MemoryStream) -> MemoryStream:
         """Remember a stream so :meth:`close` flushes it when the command ends.

@@ -52,6 +52,7 @@ from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
 from langchain_genmem.nodes import NODE_ID_RE, MemoryNode, node_number
 from langchain_genmem.state import SETTINGS
 from langchain_genmem.store import MemoryStream
+from langchain_genmem.timeutil import SimulationClock
 
 NODE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 SCRATCH_TIME_FORMAT = "%B %d, %Y, %H:%M:%S"
@@ -137,16 +138,16 @@ class SavedMemory:
         """The distinct embedding keys, in the order nodes first use them."""
         return list(dict.fromkeys(item["embedding_key"] for item in self.items))
 
-    def clock(self) -> FixedClock | None:
+    def clock(self) -> SimulationClock | None:
         """The simulation time: scratch ``curr_time``, else the newest node's ``created``.
 
         Returns:
-            A fixed clock, or None for an empty folder without ``curr_time``.
+            A settable simulation clock, or None for an empty folder without ``curr_time``.
         """
         when = scratch_time(self.extra, path=str(self.folder.parent / SCRATCH_FILE))
         if when is None and self.items:
             when = max(item["created"] for item in self.items)
-        return None if when is None else FixedClock(when)
+        return None if when is None else SimulationClock(when)
 
     def state(self) -> dict[str, Any]:
         """The ``state=`` of the import's ``add_many``: settings, strengths and extra values.
@@ -188,9 +189,12 @@ def load_associative_memory(
     again, in batches, with a progress bar. Sizes cannot tell two models apart: pass
     ``reembed=True`` when a model of the saved size is not the one that made the saved vectors.
 
-    Clock: when ``clock`` is not given, the stream's clock stays at the simulation time of the
-    save (scratch ``curr_time``, else the newest memory's ``created``), so recency and
-    expiration are judged as in the simulation; pass ``clock=datetime.now`` for wall time.
+    Clock: when ``clock`` is not given, the stream's clock is a
+    :class:`~langchain_genmem.SimulationClock` at the simulation time of the save (scratch
+    ``curr_time``, else the newest memory's ``created``), so recency and expiration are judged
+    as in the simulation; pass ``clock=datetime.now`` for wall time. ``curr_time`` is kept in
+    the persona's state, so reopening the store later (``MemoryStream(persona, path=...)``
+    without a clock, or ``genmem``) starts at the same simulation time.
 
     Not kept: the original rewrites event descriptions holding ``(`` on load; saved text is
     already rewritten, so it is kept as saved. An event's null filling is stored as ``[]``.

@@ -57,6 +57,9 @@ __all__ = [
 FALLBACK_POIGNANCY = 4.0
 """The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
 
+FORCE_HINT = "force=True, or `genmem reflect --force`, reflects now"
+"""How to reflect when the trigger is not due, in every trigger report."""
+
 DEFAULT_TOPIC = "reflection"
 """The object of a fallback triple when an insight has no question (seed 004's functions)."""
 
@@ -269,10 +272,14 @@ class Stages:
         state = self.stream.state
         found = candidates(self.stream)
         if self.policy == "counters":
-            value, threshold = state.importance_trigger_curr, 0.0
-            due = value <= threshold and bool(found)
+            # the original counts importance_trigger_curr down from its max and is due at 0;
+            # reported as importance gathered vs the max, so both policies read value >= threshold
+            threshold = state.importance_trigger_max
+            value = threshold - state.importance_trigger_curr
+            due = state.importance_trigger_curr <= 0 and bool(found)
             recent = sorted(found, key=lambda n: n.last_accessed)
             memories = recent[-(int(state.importance_ele_n) or self.window) :]
+            gathered = f"{value:g} of {threshold:g} importance gathered since the last reflection"
         else:
             threshold = self.threshold
             if threshold is None:
@@ -280,8 +287,18 @@ class Stages:
             memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold
+            gathered = (
+                f"the newest {len(memories)} memories' poignancy sums to {value:g} "
+                f"of {threshold:g}"
+            )
+        verdict = "due" if due else f"not due until it reaches {threshold:g}; {FORCE_HINT}"
         report = TriggerReport(
-            policy=self.policy, due=due, forced=False, value=value, threshold=threshold
+            policy=self.policy,
+            due=due,
+            forced=False,
+            value=float(value),
+            threshold=float(threshold),
+            explanation=f"{gathered}: {verdict}",
         )
         return report, memories
 

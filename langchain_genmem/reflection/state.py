@@ -61,8 +61,11 @@ class TriggerReport(TypedDict):
         policy: ``"counters"`` or ``"window"``.
         due: whether the trigger had fired.
         forced: whether the run went on regardless (``force``).
-        value: counters: ``importance_trigger_curr``; window: the window's poignancy sum.
-        threshold: counters: 0 (due at or below); window: the threshold (due at or above).
+        value: the importance gathered; due at or above ``threshold``. Counters: the
+            importance since the last reflection, ``importance_trigger_max -
+            importance_trigger_curr``; window: the newest memories' poignancy sum.
+        threshold: counters: ``importance_trigger_max``; window: the threshold.
+        explanation: the above in words, with how to reflect anyway (``force``).
     """
 
     policy: TriggerPolicy
@@ -70,6 +73,7 @@ class TriggerReport(TypedDict):
     forced: bool
     value: float
     threshold: float
+    explanation: str
 
 
 class Insight(TypedDict):

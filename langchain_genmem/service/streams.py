@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class StreamPool:
         Returns:
             The pool; nothing is opened until a request needs it.
         """
-        return cls(store.open, store.backend, on_close=store.close, importance=importance)
+        return cls(partial(store.open, create=True), store.backend, on_close=store.close, importance=importance)
 
     @property
     def backend(self) -> MemoryBackend:

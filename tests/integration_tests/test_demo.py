@@ -42,6 +42,11 @@ def test_demo_runs_offline_on_maria(tmp_path: Path) -> None:
     assert "clock = saved curr_time 2023-02-13 15:17:40" in out
     assert "score = 0×recency + 3×relevance + 0×importance" in out
     assert "score = 0.5×recency + 3×relevance + 2×importance" in out
+    # the wording a first reader tripped on: gains times weights, sections named, the bar's count
+    assert "= gains 0.5/3/2 × weights 6/1/1" in out
+    assert "recency weight 6 (times its gain 0.5: 3×recency)" in out
+    assert "section 3's top 3 retrieved at 15:17" in out and "of 3. are" not in out
+    assert "115 distinct texts embedded: memories with the same embedding_key share" in out
     assert "events indexed under 'Klaus Mueller', 'take', 'break'" in out
     assert "267 memories (222 events, 42 thoughts, 3 chats)" in out
     assert "reflection trigger: 19 of 150 left after 54 events" in out

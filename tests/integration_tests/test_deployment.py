@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_genmem import ConfigurationError
+from langchain_genmem import ConfigurationError, MemoryStream
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,10 +44,28 @@ def test_every_deployed_graph_builds(env):
                                                           "write_back", "reset_trigger"}
 
 
-def test_a_missing_key_says_what_to_set(env, monkeypatch):
+def test_a_missing_key_reaches_the_caller_of_a_run(env, monkeypatch, tmp_path):
+    # the server builds graphs when it loads them: a factory that raised there gave the caller
+    # "An internal error occurred" and left the hint in the server log
     monkeypatch.delenv("OPENAI_API_KEY")
+    with MemoryStream("伊莎贝拉", path=str(tmp_path / "store")) as stream:
+        stream.add_event("伊莎贝拉在筹备情人节派对", poignancy=8)
+    reflection = load(entries()["reflection"])()
     with pytest.raises(ConfigurationError, match="set OPENAI_API_KEY"):
-        load(entries()["reflection"])()
+        reflection.invoke({"force": True})
+    agent = load(entries()["memory_agent"])()
+    with pytest.raises(ConfigurationError, match="set OPENAI_API_KEY.*OPENAI_BASE_URL"):
+        agent.invoke({"messages": [("user", "你好")]})
+
+
+def test_a_run_that_is_not_due_needs_no_key_and_says_why(env, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    out = load(entries()["reflection"])().invoke({})
+    trigger = out["trigger"]
+    assert out["status"] == "not_due" and trigger["due"] is False
+    # value >= threshold means due, for both trigger policies
+    assert trigger["value"] < trigger["threshold"] == 150
+    assert "reflect --force" in trigger["explanation"]
 
 
 def test_the_runs_config_chooses_persona_and_store(env, tmp_path):

@@ -159,3 +159,10 @@ def test_seed004_walkthrough_on_the_scripted_server(tmp_path, scripted_openai):
     assert "12 memories, 2 of them reflections" in out
     calls = [r["rule"] for r in srv.requests()]
     assert sorted(calls) == [0, 1, 1, 2, 3, 4]  # ratings, questions, 2 x insights, triples, ratings
+
+
+def test_smallville_refuses_a_folder_that_is_not_a_save(tmp_path):
+    done = run_example("smallville.py", "data")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: data is not an associative_memory folder")
+    assert done.stderr.count("\n") == 1

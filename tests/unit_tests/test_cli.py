@@ -239,7 +239,7 @@ def test_stats_text_and_json(store: Path) -> None:
 
 
 def test_persona_is_needed_unless_the_store_holds_one(tmp_path: Path, store: Path) -> None:
-    assert "holds no memories yet" in run(tmp_path / "empty", "stats", code=2).output
+    assert "does not exist" in run(tmp_path / "empty", "stats", code=2).output
     run(store, "--persona", "玛丽亚", "add", "event", "玛丽亚在学习物理", "--poignancy", "5")
     several = run(store, "stats", code=2).output
     assert "several personas" in several and "玛丽亚" in several

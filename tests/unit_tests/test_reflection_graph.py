@@ -314,8 +314,11 @@ def test_not_due_ends_at_check_trigger_without_calls(stream):
     assert [next(iter(u)) for u in updates] == ["check_trigger"]
     out = graph.invoke({})
     assert out["status"] == "not_due" and out["written"] == [] and out["llm_calls"] == 0
-    assert out["trigger"] == {"policy": "counters", "due": False, "forced": False,
-                              "value": 5.0, "threshold": 0.0}
+    # reported as importance gathered vs the max, as the window policy reads: value >= threshold
+    assert out["trigger"] == {
+        "policy": "counters", "due": False, "forced": False, "value": 145.0, "threshold": 150.0,
+        "explanation": "145 of 150 importance gathered since the last reflection: not due until "
+                       "it reaches 150; force=True, or `genmem reflect --force`, reflects now"}
     assert model.calls == []
     assert stream.state.importance_trigger_curr == 5
 
@@ -360,7 +363,9 @@ def test_window_policy_sums_the_newest_memories(stream):
     graph = create_reflection_graph(model, stream, trigger="window", window=3, threshold=12)
     out = graph.invoke({})
     assert out["trigger"] == {"policy": "window", "due": True, "forced": False,
-                              "value": 12.0, "threshold": 12.0}
+                              "value": 12.0, "threshold": 12.0,
+                              "explanation": "the newest 3 memories' poignancy sums to 12 of 12: "
+                                             "due"}
     assert out["memories"] == ["node_6", "node_7", "node_8"]
     assert model.sent(FOCAL)[0][1] == focal_human(KEYS["node_6"], KEYS["node_7"], KEYS["node_8"])
     assert out["status"] == "reflected" and out["reset"] is False

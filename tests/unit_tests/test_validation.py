@@ -1,0 +1,108 @@
+"""One set of input rules for library and CLI; errors name the field and what is allowed."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from langchain_genmem import (
+    GenerativeAgentsRetriever,
+    GenMemError,
+    MemoryStream,
+    ValidationError,
+    validation,
+)
+
+FAKE = DeterministicFakeEmbedding(size=16)
+
+
+@pytest.fixture
+def stream() -> MemoryStream:
+    s = MemoryStream("玛丽亚", embeddings=FAKE, clock=lambda: datetime(2023, 2, 13, 9))
+    s.add_event("玛丽亚在吃早餐", poignancy=2)
+    return s
+
+
+def test_unknown_retriever_arguments_raise_naming_each_with_a_suggestion(stream):
+    with pytest.raises(ValidationError) as caught:
+        GenerativeAgentsRetriever(stream=stream, relevence_w=2, recency_mod="rank")
+    text = str(caught.value)
+    assert "'relevence_w' (did you mean 'relevance_w'?)" in text
+    assert "'recency_mod' (did you mean 'recency_mode'?)" in text
+    assert isinstance(caught.value, GenMemError) and caught.value.field == "relevence_w"
+
+
+def test_the_stream_alias_and_the_field_name_both_work(stream):
+    assert GenerativeAgentsRetriever(stream=stream).memory_stream is stream
+    assert GenerativeAgentsRetriever(memory_stream=stream, k=2).k == 2
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"recency_decay": 1.5}, "recency_decay: expected a number in (0, 1]"),
+    ({"recency_decay": 0}, "recency_decay: expected a number in (0, 1]"),
+    ({"recency_decay": math.nan}, "recency_decay: expected a number in (0, 1]"),
+    ({"recency_w": math.nan}, "recency_w: expected a finite number"),
+    ({"relevance_w": math.inf}, "relevance_w: expected a finite number"),
+    ({"importance_w": -1}, "importance_w: expected a finite number >= 0"),
+    ({"gains": (0.5, -3, 2)}, "gains[1]: expected a finite number >= 0"),
+    ({"k": -1}, "k: expected an integer >= 0"),
+    ({"k": 2.5}, "k: expected an integer >= 0"),
+])
+def test_retriever_values_out_of_range_raise(stream, kwargs, says):
+    with pytest.raises(ValidationError) as caught:
+        GenerativeAgentsRetriever(stream=stream, **kwargs)
+    assert says in str(caught.value)
+    assert str(caught.value).startswith("GenerativeAgentsRetriever: ")
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n"])
+def test_an_empty_query_raises_and_touches_nothing(stream, query):
+    before = stream.get("node_1").last_accessed
+    retriever = GenerativeAgentsRetriever(stream=stream)
+    for call in (retriever.invoke, retriever.retrieve_with_report, retriever.nodes_for):
+        with pytest.raises(ValidationError, match="query: expected a non-empty text"):
+            call(query)
+    with pytest.raises(ValidationError, match="k: expected an integer >= 0"):
+        retriever.invoke("早餐", k=-3)
+    assert stream.get("node_1").last_accessed == before
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"recency_decay": 0}, "recency_decay: expected a number in (0, 1]"),
+    ({"recency_decay": 2}, "recency_decay: expected a number in (0, 1]"),
+    ({"recency_w": -1}, "recency_w: expected a finite number >= 0"),
+    ({"importance_trigger_max": math.nan}, "importance_trigger_max: expected a finite number"),
+])
+def test_settings_follow_the_same_rules(stream, changes, says):
+    with pytest.raises(ValidationError, match=rf"^{says.replace('(', '.').replace(')', '.')}"):
+        stream.update_settings(**changes)
+    assert stream.state.recency_decay == 0.99 and stream.state.recency_w == 1
+
+
+@pytest.mark.parametrize("value", [0, 0.5, 11, -1, math.nan, "high", True])
+def test_poignancy_is_on_the_original_scale(stream, value):
+    pattern = r"^items\[0\]\.poignancy: expected a number from 1 \(mundane\) to 10 \(poignant\)"
+    with pytest.raises(ValidationError, match=pattern):
+        stream.add_event("玛丽亚在散步", poignancy=value)
+    assert len(stream) == 1
+
+
+def test_the_checks_return_normalised_values():
+    assert validation.decay(1) == 1.0 and validation.weight(0, "w") == 0.0
+    assert validation.top_k(3.0) == 3 and validation.poignancy(10) == 10.0
+    assert validation.query(" 早餐 ") == " 早餐 "
+    with pytest.raises(ValidationError, match="q: expected a text, got int"):
+        validation.query(3, "q")
+
+
+def test_the_agent_recalls_nothing_for_an_empty_message(stream):
+    from langchain_core.language_models import FakeListChatModel
+
+    from langchain_genmem.agent import create_memory_agent
+
+    model = FakeListChatModel(responses=["你好！", "1. 2\n2. 2\n3. 2"])
+    out = create_memory_agent(model, stream, reflect=False).invoke({"messages": [("user", " ")]})
+    assert out["recalled"] == [] and out["messages"][-1].content == "你好！"
