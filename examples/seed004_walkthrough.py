@@ -148,11 +148,17 @@ def main() -> int:
         model = ScriptedModel()
     pd.set_option("display.max_colwidth", 60)
     pd.set_option("display.width", 200)
+    if args.path:
+        return walk(model, args.path)
+    with tempfile.TemporaryDirectory(prefix="genmem-seed004-") as temporary:
+        return walk(model, temporary)
 
+
+def walk(model: BaseChatModel, path: str) -> int:
+    """Seed 004's usage flow on a store in ``path``."""
     # 1. initialise the memory stream (alpha_* = 1, decay_factor = 0.99, context_window_size = 5)
     start = datetime(2024, 5, 6, 9, 0)
     clock = SimulationClock(start)
-    path = args.path or tempfile.mkdtemp(prefix="genmem-seed004-")
     scorer = ImportanceScorer(model)
     with MemoryStream(PERSONA, path=path, clock=clock, importance=scorer) as stream:
         stream.update_settings(recency_w=1, relevance_w=1, importance_w=1, recency_decay=0.99)

@@ -65,7 +65,8 @@ class StreamPool:
         Returns:
             The pool; nothing is opened until a request needs it.
         """
-        return cls(partial(store.open, create=True), store.backend, on_close=store.close, importance=importance)
+        opener = partial(store.open, create=True)  # a write may start a new persona
+        return cls(opener, store.backend, on_close=store.close, importance=importance)
 
     @property
     def backend(self) -> MemoryBackend:
