@@ -40,12 +40,14 @@ from langchain_genmem.state import StreamState
 from langchain_genmem.timeutil import from_epoch, to_epoch
 
 # Chroma caps a get at 32,766 ids, but a page of vectors that large costs it over a GB of
-# transient memory at 100k memories; 2,000 keeps a whole open within 1 GB at no loss of speed.
-GET_PAGE = 2_000
+# transient memory at 100k memories; 1,000 keeps a whole open within 1 GB at no loss of speed.
+GET_PAGE = 1_000
 _DIM_ERROR = re.compile(r"dimension of (\d+), got (\d+)")
 # Chroma's ANN index is never used for ranking (scoring is exact, in numpy), so a light
 # graph keeps writes about four times faster. Pass ``configuration`` to change it.
 DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_neighbors": 8}}
+FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
+LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
 # Every metadata key of a node record; each write names them all (None deletes a key).
 NODE_KEYS = ("persona", "node_id", "node_count", "type_count", "type", "depth", "created",
              "expiration", "last_accessed", "subject", "predicate", "object", "embedding_key",
@@ -59,9 +61,10 @@ class ChromaBackend:
         client: any chromadb client (``PersistentClient``, ``EphemeralClient``, ``HttpClient``).
         name: the node collection's name; the state collection is ``<name>-state``.
         configuration: Chroma collection configuration used when the collection is created.
-        lock_timeout: seconds a writer waits for another one (another process writing the
-            folder, or holding a server lease) before
-            :class:`~langchain_genmem.errors.ConcurrentWriterError`.
+        lock_timeout: seconds a writer waits for another one before
+            :class:`~langchain_genmem.errors.ConcurrentWriterError`; None: 5 s for a folder
+            (another process keeps it until it closes its stream or exits), 30 s for a
+            server lease (held for one write).
         lease_ttl: seconds a server lease outlives a writer that died (no heartbeat).
     """
 
@@ -71,14 +74,16 @@ class ChromaBackend:
         name: str = "genmem",
         configuration: dict[str, Any] | None = None,
         *,
-        lock_timeout: float = 30.0,
+        lock_timeout: float | None = None,
         lease_ttl: float = 30.0,
     ) -> None:
         self.client = client
         self.name = name
+        self.kind, self.where = _client_kind(client)
+        if lock_timeout is None:
+            lock_timeout = FOLDER_WAIT if self.kind == "folder" else LEASE_WAIT
         self.lock_timeout = lock_timeout
         self.lease_ttl = lease_ttl
-        self.kind, self.where = _client_kind(client)
         self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
         self._leases: Any = None
         try:
