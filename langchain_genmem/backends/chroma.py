@@ -222,6 +222,11 @@ class ChromaBackend:
     def remove_uncommitted(self, persona: str, node_count: int) -> int:
         """Delete the persona's node records numbered above ``node_count``.
 
+        Leftovers always start at ``node_{node_count+1}``: a write stores its pages in
+        ascending order from there, and leftovers are deleted highest first (here and when
+        a failed write undoes itself). So one lookup of that id tells whether there are
+        any (about a millisecond); only then are they all looked up and deleted.
+
         Args:
             persona: the persona.
             node_count: the committed node count.
@@ -231,10 +236,15 @@ class ChromaBackend:
         """
         where = {"$and": [{"persona": persona}, {"node_count": {"$gt": node_count}}]}
         with _wrapped(f"could not look for uncommitted records of {persona!r}"):
-            found = self.nodes.get(where=where, include=[])["ids"]
-            for chunk in _chunks(found, self.batch):
-                self.nodes.delete(ids=list(chunk))
-        return len(found)
+            probe = self.nodes.get(ids=[_node_id(persona, f"node_{node_count + 1}")], include=[])
+            if not probe["ids"]:
+                return 0
+            found = self.nodes.get(where=where, include=["metadatas"])
+            ordered = [i for _, i in sorted(
+                zip((m["node_count"] for m in found["metadatas"]), found["ids"], strict=True),
+                reverse=True)]
+            self._delete_highest_first(ordered)
+        return len(ordered)
 
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Store new nodes page by page, then the state that makes them visible.
@@ -286,11 +296,19 @@ class ChromaBackend:
         self.states.delete(ids=[_state_id(persona)])
 
     def _undo(self, ids: list[str]) -> None:
+        try:
+            self._delete_highest_first(ids[::-1])
+        except Exception:  # noqa: BLE001 - best effort: the next write removes what is left
+            return
+
+    def _delete_highest_first(self, ids: Sequence[str]) -> None:
+        """Delete records, given highest node number first, in pages.
+
+        A crash in between leaves a run starting right above the committed count (see
+        :meth:`remove_uncommitted`).
+        """
         for chunk in _chunks(ids, self.batch):
-            try:
-                self.nodes.delete(ids=list(chunk))
-            except Exception:  # noqa: BLE001 - best effort: uncommitted ids stay invisible anyway
-                return
+            self.nodes.delete(ids=list(chunk))
 
 
 def _client_kind(client: Any) -> tuple[str, str]:
