@@ -8,6 +8,8 @@ persona (as two processes on one server are); threads share them. The cross-proc
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 import chromadb
@@ -161,3 +163,31 @@ def test_the_backend_tells_client_kinds_apart(tmp_path):
     with folder.write_lock(PERSONA):  # takes the folder for this process
         assert (tmp_path / "genmem-writer.lock").exists()
     folder.close()
+
+
+class FailingAtExit(ChromaBackend):
+    """A backend whose write right fails when given back (like a COMMIT that fails)."""
+
+    fail = True
+
+    @contextmanager
+    def write_lock(self, persona: str) -> Iterator[None]:
+        with super().write_lock(persona):
+            yield
+            if self.fail:
+                self.fail = False
+                msg = "the transaction could not be committed"
+                raise StorageError(msg)
+
+
+def test_a_write_shows_only_once_the_write_right_was_given_back():
+    backend = FailingAtExit(chromadb.EphemeralClient(), "fail-at-exit")
+    stream = MemoryStream(PERSONA, backend=backend, embeddings=DeterministicFakeEmbedding(size=8),
+                          clock=lambda: T0)
+    with pytest.raises(StorageError, match="could not be committed"):
+        stream.add_event("maybe", poignancy=1)
+    assert len(stream) == 0 and stream.state.node_count == 0
+    # this backend's commit was durable after all: the next write catches up, numbers after it
+    after = stream.add_event("surely", poignancy=1)
+    assert after.node_id == "node_2"
+    assert [n.description for n in stream.nodes()] == ["surely", "maybe"]
