@@ -537,7 +537,8 @@ class MemoryStream:
         self, items: Sequence[Mapping[str, Any] | MemoryInput], state: Mapping[str, Any] | None
     ) -> tuple[list[MemoryInput], dict[str, Any], int]:
         batch = validate_items(items)
-        self.refresh()
+        if self._cites_unknown(batch):
+            self.refresh()  # the ids may be another writer's new memories
         known = self._cache.n
         self._check_evidence(batch, known)
         overrides = dict(state or {})
@@ -578,6 +579,10 @@ class MemoryStream:
     def _texts_to_embed(self, batch: Sequence[MemoryInput]) -> list[str]:
         keys = (m.embedding_key or m.description for m in batch if m.embedding is None)
         return [k for k in dict.fromkeys(keys) if k not in self._cache.key_row]
+
+    def _cites_unknown(self, batch: Sequence[MemoryInput]) -> bool:
+        numbers = (node_number_or_none(i) for item in batch for i in _evidence_of(item))
+        return any(n is not None and n > self._cache.n for n in numbers)
 
     def _check_evidence(self, batch: Sequence[MemoryInput], known: int) -> None:
         for i, item in enumerate(batch):

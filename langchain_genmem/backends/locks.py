@@ -233,22 +233,23 @@ class Lease:
 
     def _take(self) -> None:
         deadline = time.monotonic() + self.timeout
-        while True:
-            current = self._current()
-            if current is None:  # free: add; of simultaneous adds Chroma keeps the first
-                self.collection.add(
-                    ids=[self.id], embeddings=np.ones((1, 1), dtype=np.float32),
-                    metadatas=[self._record()],
-                )
-                current = self._current()
-            if current is not None and current.get("token") == self.token:
-                return
+        current = self._add_and_read()  # uncontended: two calls
+        while current is None or current.get("token") != self.token:
             if current is not None and float(current.get("expires", 0)) < time.time():
                 self.collection.delete(ids=[self.id], where={"token": current["token"]})
-                continue
-            if time.monotonic() >= deadline:
+            elif current is not None and time.monotonic() >= deadline:
                 raise self._refusal(describe_holder(current))
-            time.sleep(POLL_SECONDS)
+            elif current is not None:
+                time.sleep(POLL_SECONDS)
+            current = self._current()
+            if current is None:
+                current = self._add_and_read()
+
+    def _add_and_read(self) -> dict[str, Any] | None:
+        """Add our lease if none exists (Chroma keeps the first of simultaneous adds)."""
+        self.collection.add(ids=[self.id], embeddings=np.ones((1, 1), dtype=np.float32),
+                            metadatas=[self._record()])
+        return self._current()
 
     def _current(self) -> dict[str, Any] | None:
         got = self.collection.get(ids=[self.id], include=["metadatas"])
