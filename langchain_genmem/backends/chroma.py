@@ -206,8 +206,8 @@ class ChromaBackend:
         except Exception as e:
             hint = ""
             if self.kind == "folder":
-                other = self._folder.other_writer() if self._folder is not None else None
-                who = f" ({describe_holder(other)})" if other else ""
+                other = self._folder.last_writer() if self._folder is not None else None
+                who = f" (the last was {describe_holder(other)})" if other else ""
                 hint = (
                     f"; if another process{who} wrote this folder, this process cannot see "
                     "its changes: embedded Chroma keeps one index per process. Run a Chroma "

@@ -126,11 +126,11 @@ class FolderLock:
             del self._HELD[self.path]
             os.close(fd)  # closing the descriptor drops the flock
 
-    def other_writer(self) -> dict[str, Any] | None:
-        """The holder recorded in the folder's lock file if it is another live process.
+    def last_writer(self) -> dict[str, Any] | None:
+        """The last other process that took the folder, as its lock file records it.
 
         Returns:
-            Its record, or, while this process holds the folder, the one that held it before.
+            Its record (host, pid, since), or None if none is known.
         """
         if self.held:
             return self.previous
@@ -139,16 +139,10 @@ class FolderLock:
         except OSError:
             return None
         try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    return None  # nobody holds it
-                except BlockingIOError:
-                    pass
             record = _read_record(fd)
-            return None if record and record.get("pid") == os.getpid() else record
         finally:
             os.close(fd)
+        return None if record and record.get("pid") == os.getpid() else record
 
     def _take(self, persona: str) -> int:
         self.folder.mkdir(parents=True, exist_ok=True)

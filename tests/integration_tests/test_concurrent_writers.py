@@ -264,5 +264,6 @@ def test_a_reader_of_a_folder_another_process_writes_gets_our_error_or_works(tmp
     if "error" in seen:
         assert seen["error"]["type"] == "StorageError"
         assert "chroma run" in seen["error"]["message"]
+        assert f"pid {wrote['pid']}" in seen["error"]["message"]  # names the writer
     else:
         assert seen["after"] == 5 + 20 + 2
