@@ -28,6 +28,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -322,7 +323,7 @@ def _client_kind(client: Any) -> tuple[str, str]:
         port = getattr(settings, "chroma_server_http_port", "") or ""
         return "server", f"{host}:{port}"
     if getattr(settings, "is_persistent", False) and getattr(settings, "persist_directory", ""):
-        return "folder", str(settings.persist_directory)
+        return "folder", str(Path(settings.persist_directory).resolve())
     return "memory", ""
 
 
