@@ -88,15 +88,22 @@ class FolderLock:
         timeout: seconds to wait for another process to release the folder.
     """
 
-    _HELD: dict[str, tuple[int, int]] = {}  # lock file -> (fd, number of holders here)
+    # (lock file, pid) -> (fd, number of holders in that process). Keyed by pid too, so a
+    # forked child, which inherits the parent's descriptor and flock, never counts as holder.
+    _HELD: dict[tuple[str, int], tuple[int, int]] = {}
     _GUARD = threading.Lock()
 
     def __init__(self, folder: str | os.PathLike[str], timeout: float) -> None:
         self.folder = Path(folder).resolve()
         self.path = str(self.folder / LOCK_FILE)
         self.timeout = timeout
-        self.held = False
+        self._owner = 0  # the pid that holds it through this object, 0 if none
         self.previous: dict[str, Any] | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the folder through this object."""
+        return self._owner == os.getpid()
 
     def acquire(self, persona: str) -> None:
         """Take the folder for this process (once; later calls return at once).
@@ -109,24 +116,26 @@ class FolderLock:
         """
         if self.held:
             return
+        key = (self.path, os.getpid())
         with self._GUARD:
-            fd, count = self._HELD.get(self.path, (-1, 0))
+            fd, count = self._HELD.get(key, (-1, 0))
             if count == 0:
                 fd = self._take(persona)
-            self._HELD[self.path] = (fd, count + 1)
-            self.held = True
+            self._HELD[key] = (fd, count + 1)
+            self._owner = os.getpid()
 
     def release(self) -> None:
         """Give the folder back when no other backend of this process holds it."""
         if not self.held:
             return
+        key = (self.path, os.getpid())
         with self._GUARD:
-            fd, count = self._HELD[self.path]
-            self.held = False
+            fd, count = self._HELD[key]
+            self._owner = 0
             if count > 1:
-                self._HELD[self.path] = (fd, count - 1)
+                self._HELD[key] = (fd, count - 1)
                 return
-            del self._HELD[self.path]
+            del self._HELD[key]
             os.close(fd)  # closing the descriptor drops the flock
 
     def last_writer(self) -> dict[str, Any] | None:

@@ -7,7 +7,9 @@ persona (as two processes on one server are); threads share them. The cross-proc
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -239,3 +241,26 @@ def test_a_lease_lost_mid_write_commits_nothing():
     backend.nodes = nodes
     assert [n.description for n in stream.nodes()] == ["kept"]
     assert nodes.get(include=[])["ids"] == [f"{PERSONA}::node_1"]  # its page was undone
+
+
+def _write_in_forked_child(backend: ChromaBackend, queue) -> None:
+    try:
+        with backend.write_lock(PERSONA):
+            queue.put("wrote")
+    except ConcurrentWriterError as e:
+        queue.put(f"refused: {e.holder}")
+
+
+def test_a_forked_child_does_not_inherit_the_folder(tmp_path):
+    backend = ChromaBackend(chromadb.PersistentClient(path=str(tmp_path)), "forked",
+                            lock_timeout=0.2)
+    with backend.write_lock(PERSONA):
+        pass  # the parent now holds the folder
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_write_in_forked_child, args=(backend, queue))
+    child.start()
+    said = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert said.startswith(f"refused: {socket.gethostname()} pid {os.getpid()} since ")
+    backend.close()
