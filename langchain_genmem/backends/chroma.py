@@ -222,7 +222,8 @@ class ChromaBackend:
                     f"; if another process{who} wrote this folder, this process cannot see "
                     "its changes: embedded Chroma keeps one index per process. Run a Chroma "
                     "server (`chroma run --path FOLDER`) and connect every process with "
-                    "client=chromadb.HttpClient(...), or reopen after the writer is done"
+                    "client=chromadb.HttpClient(...), or restart this process once the "
+                    "writer is done"
                 )
             msg = f"could not read the memories of {persona!r} from Chroma: {e}{hint}"
             raise StorageError(msg) from e
