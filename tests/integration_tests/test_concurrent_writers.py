@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import stop_process
-from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python, spawn_python
+from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -151,7 +151,7 @@ def check_consistent(dump: dict, expected: list[str]) -> None:
     assert dump["state"]["kw_strength"] == dump["strength"]
 
 
-def test_two_processes_on_one_server_both_keep_every_memory(chroma_server, tmp_path: Path):
+def test_two_processes_on_one_server_both_keep_every_memory(spawned, chroma_server, tmp_path: Path):
     where, collection = f"http://127.0.0.1:{chroma_server.port}", "two-writers"
     barrier = tmp_path / "go"
     procs = []
@@ -159,7 +159,7 @@ def test_two_processes_on_one_server_both_keep_every_memory(chroma_server, tmp_p
         opts = {"where": where, "collection": collection, "tag": tag, "count": 60,
                 "barrier": str(barrier)}
         log = tmp_path / f"{tag}.log"
-        procs.append((spawn_python(WRITER, json.dumps(opts), log_path=log), log))
+        procs.append((spawned(WRITER, json.dumps(opts), log_path=log), log))
     wait_files(tmp_path / "go.A", tmp_path / "go.B")
     barrier.write_text("go")  # both start writing at once
     results = [finish(p, log) for p, log in procs]
@@ -168,11 +168,13 @@ def test_two_processes_on_one_server_both_keep_every_memory(chroma_server, tmp_p
     check_consistent(dump, expected_descriptions("A", 60) + expected_descriptions("B", 60))
 
 
-def test_a_dead_lease_holder_blocks_only_until_its_lease_expires(chroma_server, tmp_path: Path):
+def test_a_dead_lease_holder_blocks_only_until_its_lease_expires(
+    spawned, chroma_server, tmp_path: Path
+):
     where, collection = f"http://127.0.0.1:{chroma_server.port}", "dead-holder"
     ready = tmp_path / "paused"
     log = tmp_path / "holder.log"
-    holder = spawn_python(WRITER, json.dumps({
+    holder = spawned(WRITER, json.dumps({
         "where": where, "collection": collection, "tag": "H", "count": 1, "lease_ttl": 3,
         "pause": "in_lock", "ready": str(ready)}), log_path=log)
     wait_files(ready)
@@ -191,11 +193,11 @@ def test_a_dead_lease_holder_blocks_only_until_its_lease_expires(chroma_server, 
     check_consistent(run_python(DUMP, where, collection), expected_descriptions("W", 3))
 
 
-def test_a_second_process_writing_a_folder_is_refused_by_name(tmp_path: Path):
+def test_a_second_process_writing_a_folder_is_refused_by_name(spawned, tmp_path: Path):
     folder = str(tmp_path / "store")
     hold = tmp_path / "release"
     log = tmp_path / "first.log"
-    first = spawn_python(WRITER, json.dumps({
+    first = spawned(WRITER, json.dumps({
         "where": folder, "tag": "A", "count": 20, "hold": str(hold)}), log_path=log)
     wait_files(tmp_path / "release.A")
     pid = int((tmp_path / "release.A").read_text())
@@ -212,11 +214,11 @@ def test_a_second_process_writing_a_folder_is_refused_by_name(tmp_path: Path):
                      expected_descriptions("A", 20) + expected_descriptions("C", 5))
 
 
-def test_a_writer_killed_on_a_folder_does_not_block_the_next(tmp_path: Path):
+def test_a_writer_killed_on_a_folder_does_not_block_the_next(spawned, tmp_path: Path):
     folder = str(tmp_path / "store")
     ready = tmp_path / "paused"
     log = tmp_path / "killed.log"
-    proc = spawn_python(WRITER, json.dumps({
+    proc = spawned(WRITER, json.dumps({
         "where": folder, "tag": "K", "count": 1, "pause": "in_lock", "ready": str(ready)}),
         log_path=log)
     kill_when_paused(proc, ready, log)
@@ -250,11 +252,13 @@ READER = textwrap.dedent(
 )
 
 
-def test_a_reader_of_a_folder_another_process_writes_gets_our_error_or_works(tmp_path: Path):
+def test_a_reader_of_a_folder_another_process_writes_gets_our_error_or_works(
+    spawned, tmp_path: Path
+):
     folder = str(tmp_path / "store")
     assert run_python(WRITER, json.dumps({"where": folder, "tag": "A", "count": 5}))["len"] == 5
     ready, go, log = tmp_path / "ready", tmp_path / "go", tmp_path / "reader.log"
-    reader = spawn_python(READER, folder, str(ready), str(go), log_path=log)
+    reader = spawned(READER, folder, str(ready), str(go), log_path=log)
     wait_files(ready)
     wrote = run_python(WRITER, json.dumps({"where": folder, "tag": "B", "count": 20}))
     assert wrote["error"] is None and wrote["len"] == 5 + 20 + 2

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python, spawn_python
+from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -150,7 +150,7 @@ def expected_nodes(step: int, ids: list[str]) -> dict[str, dict]:
     return specs
 
 
-def test_sigkill_at_every_point_of_a_write_leaves_nothing_to_inherit(tmp_path: Path):
+def test_sigkill_at_every_point_of_a_write_leaves_nothing_to_inherit(spawned, tmp_path: Path):
     folder = str(tmp_path / "store")
     ready = tmp_path / "paused"
     written: list[tuple[int, dict]] = []
@@ -161,7 +161,7 @@ def test_sigkill_at_every_point_of_a_write_leaves_nothing_to_inherit(tmp_path: P
             continue
         kind, point = crash
         log = tmp_path / f"crash-{step}.log"
-        proc = spawn_python(CRASHING, folder, point, str(ready), kind, log_path=log)
+        proc = spawned(CRASHING, folder, point, str(ready), kind, log_path=log)
         kill_when_paused(proc, ready, log)
         crashed_commits += CRASH_ITEMS if point == "after_state" else 0
 
