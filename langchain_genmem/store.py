@@ -21,8 +21,18 @@ Example:
 Storage: ``path`` gives an embedded ``PersistentClient`` folder; ``client`` any chromadb
 client (``chromadb.HttpClient(host=..., port=...)`` for a server); neither gives a fresh
 in-memory store. Personas sharing a folder, a server or a collection never see each other's
-memories. One process should write a persona at a time; other processes see its new memories
-at their next retrieval.
+memories.
+
+Many writers: every write takes the backend's write right for the persona
+(:meth:`~langchain_genmem.backends.base.MemoryBackend.write_lock`), catches up with what
+others committed, and numbers its nodes after theirs. Threads of one process are always
+safe. On a Chroma server (``client=chromadb.HttpClient(...)``) writers in many processes
+are serialised by a lease; an embedded folder (``path=``) can be written by one process at
+a time (Chroma keeps a per-process index of a folder), so a second process that tries to
+write gets :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the writer; use
+a server for many processes. A crashed write leaves nothing visible, and its leftover
+records are removed at the next write (counted in :attr:`MemoryStream.orphans_removed`).
+Other processes see new memories at their next retrieval.
 """
 
 from __future__ import annotations
@@ -46,7 +56,9 @@ from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.backends.chroma import ChromaBackend
 from langchain_genmem.cache import NodeCache
 from langchain_genmem.errors import (
+    ConcurrentWriterError,
     EmbeddingDimensionError,
+    GenMemError,
     StorageError,
     UnknownNodeError,
     ValidationError,
@@ -63,6 +75,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+LOAD_PAGE = 10_000  # nodes read from the backend per call when a stream opens or catches up
 _OPEN_STREAMS: weakref.WeakSet[MemoryStream] = weakref.WeakSet()
 
 
@@ -95,6 +108,10 @@ class MemoryStream:
         collection_name: the Chroma collection (personas may share it).
         backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
         flush_interval: seconds within which deferred access times reach the store.
+
+    Attributes:
+        orphans_removed: records of crashed writes this stream removed before writing
+            (each is also logged as a warning).
     """
 
     def __init__(
@@ -118,13 +135,16 @@ class MemoryStream:
         self.importance = importance
         self.flush_interval = flush_interval
         self._embeddings = embeddings
+        self._own_backend = backend is None
         self.backend: MemoryBackend = backend or _chroma_backend(path, client, collection_name)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the in-process view: cache, index, state
+        self._write_mutex = threading.Lock()  # this stream's writes, one at a time
         self._pending: dict[str, float] = {}
         self._timer: threading.Timer | None = None
         self._cache = NodeCache()
         self._keywords = KeywordIndex()
         self._state = StreamState()
+        self.orphans_removed = 0
         self._load()
         if clock is None:
             self.clock = _saved_clock(self._state) or self.clock
@@ -147,19 +167,88 @@ class MemoryStream:
             return
         self._apply_state(state)
 
+    def _catch_up(self) -> bool:
+        """Load what other writers committed since this stream last looked (under _lock)."""
+        head: Head | None = self.backend.read_head(self.persona)
+        if head is None or head.rev == self._state.rev:
+            return False
+        state = self.backend.read_state(self.persona)
+        if state is None or state.rev == self._state.rev:
+            return False
+        self._apply_state(state)
+        return True
+
+    def _write(self, make: Callable[[], tuple[list[StoredNode], StreamState]]) -> StreamState:
+        """One write: under the persona's write right, catch up, sweep, ``make``, store.
+
+        ``make`` numbers and counts from the committed state the stream just caught up
+        with; its nodes and state are stored with ``commit`` (or ``write_state`` when there
+        are no nodes) and mirrored in process only once the write right was given back
+        cleanly, since a backend may make the write durable only then (a transaction).
+
+        Returns:
+            The state stored.
+        """
+        with self._write_mutex:
+            with self.backend.write_lock(self.persona), self._lock:
+                self._sweep()
+                stored, state = make()
+                try:
+                    if stored:
+                        self.backend.commit(self.persona, stored, state)
+                    else:
+                        self.backend.write_state(self.persona, state)
+                except GenMemError:
+                    raise
+                except Exception as e:
+                    msg = f"could not store the write of {self.persona!r}: {e}"
+                    raise StorageError(msg) from e
+            with self._lock:
+                if self._state.rev == state.rev:
+                    pass  # a refresh in another thread loaded it already
+                elif self._cache.n + len(stored) == state.node_count:
+                    self._install(stored, state)
+                else:
+                    self._catch_up()
+            return state
+
+    def _sweep(self) -> None:
+        """Catch up with the committed head and remove leftovers of interrupted writes."""
+        try:
+            self._catch_up()
+            removed = self.backend.remove_uncommitted(self.persona, self._state.node_count)
+        except GenMemError:
+            raise
+        except Exception as e:
+            msg = f"could not read the committed state of {self.persona!r}: {e}"
+            raise StorageError(msg) from e
+        if removed:
+            self.orphans_removed += removed
+            logger.warning(
+                "persona %r: removed %d records of an interrupted write above node_%d",
+                self.persona, removed, self._state.node_count,
+            )
+
     def _apply_state(self, state: StreamState) -> None:
-        fresh: list[StoredNode] = []
-        if state.node_count > self._cache.n:
-            fresh = self.backend.read_nodes(self.persona, self._cache.n + 1, state.node_count)
-        self._install(fresh, state)
+        """Load the nodes ``state`` commits beyond the cache, page by page, then install it.
+
+        Pages keep the peak memory of opening a large stream near what the cache holds.
+        """
+        for first in range(self._cache.n + 1, state.node_count + 1, LOAD_PAGE):
+            last = min(state.node_count, first + LOAD_PAGE - 1)
+            self._mirror(self.backend.read_nodes(self.persona, first, last), state.node_count)
+        self._install([], state)
 
     def _install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
         """Mirror committed nodes and their state in the cache and the keyword index."""
-        self._cache.append(stored)
-        for s in stored:
-            self._keywords.index_node(s.node)
+        self._mirror(stored, state.node_count)
         self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
         self._state = state
+
+    def _mirror(self, stored: Sequence[StoredNode], total: int) -> None:
+        self._cache.append(stored, total=total)
+        for s in stored:
+            self._keywords.index_node(s.node)
 
     def refresh(self) -> bool:
         """See what other processes committed since this stream last looked.
@@ -171,11 +260,7 @@ class MemoryStream:
         if head is None or head.rev == self._state.rev:
             return False
         with self._lock:
-            state = self.backend.read_state(self.persona)
-            if state is None or state.rev == self._state.rev:
-                return False
-            self._apply_state(state)
-            return True
+            return self._catch_up()
 
     # ------------------------------------------------------------------ reading
 
@@ -342,7 +427,7 @@ class MemoryStream:
             The new state.
         """
         return self._write_state(
-            {"importance_trigger_curr": self._state.importance_trigger_max, "importance_ele_n": 0}
+            lambda s: {"importance_trigger_curr": s.importance_trigger_max, "importance_ele_n": 0}
         )
 
     def set_extra(self, **values: Any) -> StreamState:
@@ -354,18 +439,17 @@ class MemoryStream:
         Returns:
             The new state.
         """
-        return self._write_state({"extra": {**self._state.extra, **values}})
+        return self._write_state(lambda s: {"extra": {**s.extra, **values}})
 
-    def _write_state(self, changes: Mapping[str, Any]) -> StreamState:
-        with self._lock:
-            state = self._state.model_copy(update={**changes, "rev": self._state.rev + 1})
-            try:
-                self.backend.write_state(self.persona, state)
-            except Exception as e:
-                msg = f"could not store the state of {self.persona!r}: {e}"
-                raise StorageError(msg) from e
-            self._state = state
-            return self.state
+    def _write_state(
+        self, changes: Mapping[str, Any] | Callable[[StreamState], Mapping[str, Any]]
+    ) -> StreamState:
+        def make() -> tuple[list[StoredNode], StreamState]:
+            update = changes(self._state) if callable(changes) else changes
+            return [], self._state.model_copy(update={**update, "rev": self._state.rev + 1})
+
+        self._write(make)
+        return self.state
 
     # ------------------------------------------------------------------ writing
 
@@ -431,12 +515,12 @@ class MemoryStream:
         Returns:
             The stored nodes, in the order given.
         """
-        batch, overrides = self._prepare(items, state)
+        batch, overrides, known = self._prepare(items, state)
         wanted = self._unscored(batch)
         scores = self._scorer().score_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = self.embeddings.embed_documents(texts) if texts else []
-        return self._commit(batch, scores, self._pair(texts, vectors), overrides)
+        return self._commit(batch, scores, self._pair(texts, vectors), overrides, known)
 
     async def aadd_many(
         self,
@@ -453,19 +537,22 @@ class MemoryStream:
         Returns:
             The stored nodes, in the order given.
         """
-        batch, overrides = self._prepare(items, state)
+        batch, overrides, known = self._prepare(items, state)
         wanted = self._unscored(batch)
         scores = await self._scorer().ascore_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = await self.embeddings.aembed_documents(texts) if texts else []
         embedded = self._pair(texts, vectors)
-        return await asyncio.to_thread(self._commit, batch, scores, embedded, overrides)
+        return await asyncio.to_thread(self._commit, batch, scores, embedded, overrides, known)
 
     def _prepare(
         self, items: Sequence[Mapping[str, Any] | MemoryInput], state: Mapping[str, Any] | None
-    ) -> tuple[list[MemoryInput], dict[str, Any]]:
+    ) -> tuple[list[MemoryInput], dict[str, Any], int]:
         batch = validate_items(items)
-        self._check_evidence(batch)
+        if self._cites_unknown(batch):
+            self.refresh()  # the ids may be another writer's new memories
+        known = self._cache.n
+        self._check_evidence(batch, known)
         overrides = dict(state or {})
         for name in overrides:
             if name not in (*SETTINGS, "kw_strength", "extra"):
@@ -479,7 +566,7 @@ class MemoryStream:
                 where = ".".join(str(x) for x in first["loc"])
                 msg = f"state.{where}: {first['msg']} (got {first.get('input')!r})"
                 raise ValidationError(msg, field=where) from e
-        return batch, overrides
+        return batch, overrides, known
 
     @staticmethod
     def _pair(texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -505,8 +592,11 @@ class MemoryStream:
         keys = (m.embedding_key or m.description for m in batch if m.embedding is None)
         return [k for k in dict.fromkeys(keys) if k not in self._cache.key_row]
 
-    def _check_evidence(self, batch: Sequence[MemoryInput]) -> None:
-        known = self._cache.n
+    def _cites_unknown(self, batch: Sequence[MemoryInput]) -> bool:
+        numbers = (node_number_or_none(i) for item in batch for i in _evidence_of(item))
+        return any(n is not None and n > self._cache.n for n in numbers)
+
+    def _check_evidence(self, batch: Sequence[MemoryInput], known: int) -> None:
         for i, item in enumerate(batch):
             for node_id in _evidence_of(item):
                 number = node_number_or_none(node_id)
@@ -521,16 +611,36 @@ class MemoryStream:
         scores: Sequence[float],
         embedded: Mapping[str, Sequence[float]],
         overrides: Mapping[str, Any] | None = None,
+        checked: int = 0,
     ) -> list[MemoryNode]:
-        with self._lock:
-            stored = self._build(batch, list(scores), embedded)
-            dim = self._check_dims(stored)
-            state = self._next_state([s.node for s in stored], dim)
+        built: list[StoredNode] = []
+
+        def make() -> tuple[list[StoredNode], StreamState]:
+            if self._cache.n != checked:
+                self._check_moved_citations(batch, checked)
+            built[:] = self._build(batch, list(scores), embedded)
+            dim = self._check_dims(built)
+            state = self._next_state([s.node for s in built], dim)
             if overrides:
                 state = state.model_copy(update=dict(overrides))
-            self.backend.commit(self.persona, stored, state)
-            self._install(stored, state)
-            return [s.node for s in stored]
+            return built, state
+
+        self._write(make)
+        return [s.node for s in built]
+
+    def _check_moved_citations(self, batch: Sequence[MemoryInput], checked: int) -> None:
+        """Refuse a batch citing its own items by id when another writer numbered first."""
+        for i, item in enumerate(batch):
+            for node_id in _evidence_of(item):
+                number = node_number_or_none(node_id)
+                if number is not None and number > checked:
+                    msg = (
+                        f"items[{i}] cites {node_id!r}, an item of its own batch, but another "
+                        f"writer committed {self._cache.n - checked} memories of "
+                        f"{self.persona!r} meanwhile, so the batch would be numbered from "
+                        f"node_{self._cache.n + 1}; nothing was written, retry the batch"
+                    )
+                    raise ConcurrentWriterError(msg, persona=self.persona)
 
     def _build(
         self,
@@ -693,9 +803,15 @@ class MemoryStream:
             return len(pending)
 
     def close(self) -> None:
-        """Flush deferred access times; the stream stays readable."""
+        """Flush deferred access times and give back the write right of a folder.
+
+        The stream stays readable; a later write takes the right again.
+        """
         self.flush()
         _OPEN_STREAMS.discard(self)
+        release = getattr(self.backend, "close", None)
+        if self._own_backend and release is not None:
+            release()
 
     def __enter__(self) -> MemoryStream:
         return self

@@ -4,6 +4,8 @@
   under the test's `tmp_path`; every server is stopped when the test ends.
 - `chroma_server`: one `ChromaServer` for the whole session; tests isolate themselves by
   collection name.
+- `spawned`: starts `python -c CODE args...` children (`tests.support.writers.spawn_python`)
+  and stops every one still running when the test ends, pass or fail.
 
 ```python
 def test_reflect(scripted_openai, chroma_server):
@@ -14,6 +16,7 @@ def test_reflect(scripted_openai, chroma_server):
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from itertools import count
@@ -23,8 +26,10 @@ import pytest
 
 from tests.support.chroma_server import ChromaServer
 from tests.support.openai_server import Rule, ScriptedOpenAI
+from tests.support.processes import stop_process
+from tests.support.writers import spawn_python
 
-__all__ = ["chroma_server", "scripted_openai"]
+__all__ = ["chroma_server", "scripted_openai", "spawned"]
 
 StartScriptedOpenAI = Callable[..., ScriptedOpenAI]
 
@@ -55,3 +60,22 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
     """
     with ChromaServer(tmp_path_factory.mktemp("chroma-server")) as server:
         yield server
+
+
+@pytest.fixture
+def spawned() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start Python children: `spawned(code, *args, log_path=...)`; all stopped at the end.
+
+    Yields:
+        The starter; every child it started is stopped by pid when the test ends.
+    """
+    children: list[subprocess.Popen[bytes]] = []
+
+    def start(code: str, *args: str, log_path: Path) -> subprocess.Popen[bytes]:
+        child = spawn_python(code, *args, log_path=log_path)
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        stop_process(child)
