@@ -19,10 +19,11 @@ Example:
         stream.retrieve_relevant_events("Maria Lopez", "study", "physics")
 
 Storage: ``path`` gives an embedded ``PersistentClient`` folder; ``client`` any chromadb
-client (``chromadb.HttpClient(host=..., port=...)`` for a server); neither gives a fresh
-in-memory store. Personas sharing a folder, a server or a collection never see each other's
-memories. One process should write a persona at a time; other processes see its new memories
-at their next retrieval.
+client (``chromadb.HttpClient(host=..., port=...)`` for a server); ``dsn`` a PostgreSQL
+database with pgvector (:class:`~langchain_genmem.backends.postgres.PostgresBackend`, the
+backend for many writing processes); none of them gives a fresh in-memory store. Personas
+sharing a folder, a server, a collection or a database never see each other's memories.
+Other processes see a persona's new memories at their next retrieval.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class MemoryStream:
         importance: a scorer used when a memory is added without ``poignancy``.
         collection_name: the Chroma collection (personas may share it).
         backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
+        dsn: a PostgreSQL connection string: store in PostgreSQL + pgvector instead of Chroma.
         flush_interval: seconds within which deferred access times reach the store.
     """
 
@@ -104,6 +106,7 @@ class MemoryStream:
         collection_name: str = "genmem",
         backend: MemoryBackend | None = None,
         flush_interval: float = 1.0,
+        dsn: str | None = None,
     ) -> None:
         if not isinstance(persona, str) or not persona.strip():
             msg = f"persona: expected a non-empty name, got {persona!r}"
@@ -113,13 +116,14 @@ class MemoryStream:
         self.importance = importance
         self.flush_interval = flush_interval
         self._embeddings = embeddings
-        self.backend: MemoryBackend = backend or _chroma_backend(path, client, collection_name)
+        self.backend: MemoryBackend = backend or _open_backend(path, client, collection_name, dsn)
         self._lock = threading.RLock()
         self._pending: dict[str, float] = {}
         self._timer: threading.Timer | None = None
         self._cache = NodeCache()
         self._keywords = KeywordIndex()
         self._state = StreamState()
+        self._access_rev = 0
         self._load()
         _OPEN_STREAMS.add(self)
 
@@ -135,6 +139,8 @@ class MemoryStream:
         return self._embeddings
 
     def _load(self) -> None:
+        head = self.backend.read_head(self.persona)
+        self._access_rev = 0 if head is None else head.access_rev
         state = self.backend.read_state(self.persona)
         if state is None:
             return
@@ -161,7 +167,11 @@ class MemoryStream:
             True when something new was loaded.
         """
         head: Head | None = self.backend.read_head(self.persona)
-        if head is None or head.rev == self._state.rev:
+        if head is None:
+            return False
+        if head.access_rev != self._access_rev:
+            self._load_access(head.access_rev)
+        if head.rev == self._state.rev:
             return False
         with self._lock:
             state = self.backend.read_state(self.persona)
@@ -169,6 +179,13 @@ class MemoryStream:
                 return False
             self._apply_state(state)
             return True
+
+    def _load_access(self, access_rev: int) -> None:
+        """Take access times other processes stored since this stream last looked."""
+        times = self.backend.read_access(self.persona, self._access_rev)  # type: ignore[attr-defined]
+        with self._lock:
+            self._cache.merge_access(times)
+            self._access_rev = access_rev
 
     # ------------------------------------------------------------------ reading
 
@@ -736,6 +753,17 @@ def _evidence_of(item: MemoryInput) -> list[str]:
     if not isinstance(entries, list):
         return []
     return [x for x in entries if isinstance(x, str) and x.startswith("node_")]
+
+
+def _open_backend(path: Any, client: Any, name: str, dsn: str | None) -> MemoryBackend:
+    if dsn is None:
+        return _chroma_backend(path, client, name)
+    if path is not None or client is not None:
+        msg = "dsn: give either a PostgreSQL dsn or a Chroma path/client, not both"
+        raise ValidationError(msg, field="dsn")
+    from langchain_genmem.backends.postgres import PostgresBackend
+
+    return PostgresBackend(dsn)
 
 
 def _chroma_backend(path: Any, client: Any, name: str) -> ChromaBackend:
