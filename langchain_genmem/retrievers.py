@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.callbacks import (
@@ -100,6 +100,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
         gains: global gains, default ``(0.5, 3.0, 2.0)``.
         include_expired: score expired memories too.
         update_access: set ``last_accessed`` of returned memories (the original does).
+        score_in: ``"process"`` (default: numpy over the stream's in-process cache) or
+            ``"database"`` (one SQL query in PostgreSQL ranks every candidate, for callers
+            that must not hold the vectors; same ids, order and scores).
 
     Invoke:
         .. code-block:: python
@@ -126,6 +129,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     gains: tuple[float, float, float] = DEFAULT_GAINS
     include_expired: bool = False
     update_access: bool = True
+    score_in: Literal["process", "database"] = "process"
 
     @field_validator("recency_mode")
     @classmethod
@@ -195,6 +199,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
             msg = f"query: expected a text, got {type(query).__name__}"
             raise ValidationError(msg, field="query")
         k = self.k if k is None else int(k)
+        if self.score_in == "database":
+            from langchain_genmem.database_retrieval import retrieve_in_database
+
+            return retrieve_in_database(self, query, k)
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache

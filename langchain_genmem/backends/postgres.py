@@ -28,6 +28,7 @@ import json
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,12 @@ from langchain_genmem.backends.postgres_schema import (
     ensure_schema,
     fix_dimension_sql,
 )
+from langchain_genmem.backends.postgres_scoring import (
+    DatabaseRanking,
+    ScoredRow,
+    ranking_params,
+    ranking_query,
+)
 from langchain_genmem.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
@@ -44,6 +51,7 @@ from langchain_genmem.errors import (
 )
 from langchain_genmem.keywords import STRENGTH_TYPES, unique
 from langchain_genmem.nodes import MemoryNode, node_number
+from langchain_genmem.scoring import RecencyMode, Weights
 from langchain_genmem.state import StreamState
 from langchain_genmem.timeutil import from_epoch, naive, to_epoch
 
@@ -289,6 +297,50 @@ class PostgresBackend:
                 (persona, node_type, wanted),
             ).fetchall()
         return [node_from_row(r) for r in rows]
+
+    def rank(
+        self,
+        persona: str,
+        query: np.ndarray,
+        *,
+        k: int,
+        mode: RecencyMode,
+        decay: float,
+        weights: Weights,
+        now: datetime,
+        include_expired: bool = False,
+    ) -> DatabaseRanking:
+        """Score every candidate in one SQL query and return the top k, as in process.
+
+        Args:
+            persona: the persona.
+            query: the query vector.
+            k: how many.
+            mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
+            decay: the recency decay.
+            weights: the weights and gains.
+            now: the current (simulation) time.
+            include_expired: score expired memories too.
+
+        Returns:
+            The ranking (see :mod:`langchain_genmem.backends.postgres_scoring`).
+
+        Raises:
+            EmbeddingDimensionError: the query's size differs from the stored vectors'.
+        """
+        with self._conn() as conn:
+            dim = self._dim or self._table_dimension(conn)
+            if dim is not None and query.shape[0] != dim:
+                raise EmbeddingDimensionError(dim, int(query.shape[0]), where="query embedding")
+            if k <= 0 or dim is None:
+                return DatabaseRanking([], 0, None)
+            params = ranking_params(persona, query, k=k, decay=decay, weights=weights,
+                                    now=now, dim=dim)
+            rows = conn.execute(ranking_query(mode, include_expired), params).fetchall()
+        if not rows:
+            return DatabaseRanking([], 0, None)
+        out = [ScoredRow(tuple(r[:15]), *map(float, r[15:20])) for r in rows]
+        return DatabaseRanking(out, int(rows[0][20]), float(rows[0][21]))
 
     def personas(self) -> list[str]:
         """Every persona with a committed state, sorted."""
