@@ -34,7 +34,8 @@ from tests.support.chroma_server import ChromaServer
 from tests.support.openai_server import Rule, ScriptedOpenAI
 from tests.support.postgres_server import PostgresServer
 
-__all__ = ["BACKENDS", "Store", "chroma_server", "open_store", "postgres_server", "scripted_openai", "store"]
+__all__ = ["BACKENDS", "Store", "chroma_server", "open_store", "postgres_server",
+           "scripted_openai", "store"]
 
 BACKENDS = ("chroma", "postgres")
 
