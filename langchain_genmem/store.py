@@ -20,10 +20,22 @@ Example:
 
 Storage: ``path`` gives an embedded ``PersistentClient`` folder; ``client`` any chromadb
 client (``chromadb.HttpClient(host=..., port=...)`` for a server); ``dsn`` a PostgreSQL
-database with pgvector (:class:`~langchain_genmem.backends.postgres.PostgresBackend`, the
-backend for many writing processes); none of them gives a fresh in-memory store. Personas
-sharing a folder, a server, a collection or a database never see each other's memories.
-Other processes see a persona's new memories at their next retrieval.
+database with pgvector (:class:`~langchain_genmem.backends.postgres.PostgresBackend`); none
+of them gives a fresh in-memory store. Personas sharing a folder, a server, a collection or
+a database never see each other's memories.
+
+Many writers: every write takes the backend's write right for the persona
+(:meth:`~langchain_genmem.backends.base.MemoryBackend.write_lock`), catches up with what
+others committed, and numbers its nodes after theirs. Threads of one process are always
+safe. On PostgreSQL any number of processes may write (a transaction holding an advisory
+lock on the persona). On a Chroma server (``client=chromadb.HttpClient(...)``) writers in
+many processes are serialised by a lease; an embedded folder (``path=``) can be written by
+one process at a time (Chroma keeps a per-process index of a folder), so a second process
+that tries to write gets :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the
+writer; use a server for many processes. A crashed write leaves nothing visible, and its
+leftover records are removed at the next write (counted in
+:attr:`MemoryStream.orphans_removed`). Other processes see new memories at their next
+retrieval.
 """
 
 from __future__ import annotations
@@ -34,7 +46,8 @@ import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,7 +59,9 @@ from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.backends.chroma import ChromaBackend
 from langchain_genmem.cache import NodeCache
 from langchain_genmem.errors import (
+    ConcurrentWriterError,
     EmbeddingDimensionError,
+    GenMemError,
     StorageError,
     UnknownNodeError,
     ValidationError,
@@ -92,6 +107,10 @@ class MemoryStream:
         backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
         dsn: a PostgreSQL connection string: store in PostgreSQL + pgvector instead of Chroma.
         flush_interval: seconds within which deferred access times reach the store.
+
+    Attributes:
+        orphans_removed: records of crashed writes this stream removed before writing
+            (each is also logged as a warning).
     """
 
     def __init__(
@@ -116,6 +135,7 @@ class MemoryStream:
         self.importance = importance
         self.flush_interval = flush_interval
         self._embeddings = embeddings
+        self._own_backend = backend is None
         self.backend: MemoryBackend = backend or _open_backend(path, client, collection_name, dsn)
         self._lock = threading.RLock()
         self._pending: dict[str, float] = {}
@@ -124,6 +144,7 @@ class MemoryStream:
         self._keywords = KeywordIndex()
         self._state = StreamState()
         self._access_rev = 0
+        self.orphans_removed = 0
         self._load()
         _OPEN_STREAMS.add(self)
 
@@ -145,6 +166,37 @@ class MemoryStream:
         if state is None:
             return
         self._apply_state(state)
+
+    def _catch_up(self) -> bool:
+        """Load what other writers committed since this stream last looked (under _lock)."""
+        head: Head | None = self.backend.read_head(self.persona)
+        if head is None or head.rev == self._state.rev:
+            return False
+        state = self.backend.read_state(self.persona)
+        if state is None or state.rev == self._state.rev:
+            return False
+        self._apply_state(state)
+        return True
+
+    @contextmanager
+    def _write_right(self) -> Iterator[None]:
+        """Hold the persona's write right, caught up and swept, for one write."""
+        with self.backend.write_lock(self.persona), self._lock:
+            try:
+                self._catch_up()
+                removed = self.backend.remove_uncommitted(self.persona, self._state.node_count)
+            except GenMemError:
+                raise
+            except Exception as e:
+                msg = f"could not read the committed state of {self.persona!r}: {e}"
+                raise StorageError(msg) from e
+            if removed:
+                self.orphans_removed += removed
+                logger.warning(
+                    "persona %r: removed %d records of an interrupted write above node_%d",
+                    self.persona, removed, self._state.node_count,
+                )
+            yield
 
     def _apply_state(self, state: StreamState) -> None:
         fresh: list[StoredNode] = []
@@ -174,11 +226,7 @@ class MemoryStream:
         if head.rev == self._state.rev:
             return False
         with self._lock:
-            state = self.backend.read_state(self.persona)
-            if state is None or state.rev == self._state.rev:
-                return False
-            self._apply_state(state)
-            return True
+            return self._catch_up()
 
     def _load_access(self, access_rev: int) -> None:
         """Take access times other processes stored since this stream last looked."""
@@ -350,7 +398,7 @@ class MemoryStream:
             The new state.
         """
         return self._write_state(
-            {"importance_trigger_curr": self._state.importance_trigger_max, "importance_ele_n": 0}
+            lambda s: {"importance_trigger_curr": s.importance_trigger_max, "importance_ele_n": 0}
         )
 
     def set_extra(self, **values: Any) -> StreamState:
@@ -362,11 +410,14 @@ class MemoryStream:
         Returns:
             The new state.
         """
-        return self._write_state({"extra": {**self._state.extra, **values}})
+        return self._write_state(lambda s: {"extra": {**s.extra, **values}})
 
-    def _write_state(self, changes: Mapping[str, Any]) -> StreamState:
-        with self._lock:
-            state = self._state.model_copy(update={**changes, "rev": self._state.rev + 1})
+    def _write_state(
+        self, changes: Mapping[str, Any] | Callable[[StreamState], Mapping[str, Any]]
+    ) -> StreamState:
+        with self._write_right():
+            update = changes(self._state) if callable(changes) else changes
+            state = self._state.model_copy(update={**update, "rev": self._state.rev + 1})
             try:
                 self.backend.write_state(self.persona, state)
             except Exception as e:
@@ -436,12 +487,12 @@ class MemoryStream:
         Returns:
             The stored nodes, in the order given.
         """
-        batch, overrides = self._prepare(items, state)
+        batch, overrides, known = self._prepare(items, state)
         wanted = self._unscored(batch)
         scores = self._scorer().score_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = self.embeddings.embed_documents(texts) if texts else []
-        return self._commit(batch, scores, self._pair(texts, vectors), overrides)
+        return self._commit(batch, scores, self._pair(texts, vectors), overrides, known)
 
     async def aadd_many(
         self,
@@ -458,19 +509,21 @@ class MemoryStream:
         Returns:
             The stored nodes, in the order given.
         """
-        batch, overrides = self._prepare(items, state)
+        batch, overrides, known = self._prepare(items, state)
         wanted = self._unscored(batch)
         scores = await self._scorer().ascore_many(self.persona, wanted) if wanted else []
         texts = self._texts_to_embed(batch)
         vectors = await self.embeddings.aembed_documents(texts) if texts else []
         embedded = self._pair(texts, vectors)
-        return await asyncio.to_thread(self._commit, batch, scores, embedded, overrides)
+        return await asyncio.to_thread(self._commit, batch, scores, embedded, overrides, known)
 
     def _prepare(
         self, items: Sequence[Mapping[str, Any] | MemoryInput], state: Mapping[str, Any] | None
-    ) -> tuple[list[MemoryInput], dict[str, Any]]:
+    ) -> tuple[list[MemoryInput], dict[str, Any], int]:
         batch = validate_items(items)
-        self._check_evidence(batch)
+        self.refresh()
+        known = self._cache.n
+        self._check_evidence(batch, known)
         overrides = dict(state or {})
         for name in overrides:
             if name not in (*SETTINGS, "kw_strength", "extra"):
@@ -484,7 +537,7 @@ class MemoryStream:
                 where = ".".join(str(x) for x in first["loc"])
                 msg = f"state.{where}: {first['msg']} (got {first.get('input')!r})"
                 raise ValidationError(msg, field=where) from e
-        return batch, overrides
+        return batch, overrides, known
 
     @staticmethod
     def _pair(texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -510,8 +563,7 @@ class MemoryStream:
         keys = (m.embedding_key or m.description for m in batch if m.embedding is None)
         return [k for k in dict.fromkeys(keys) if k not in self._cache.key_row]
 
-    def _check_evidence(self, batch: Sequence[MemoryInput]) -> None:
-        known = self._cache.n
+    def _check_evidence(self, batch: Sequence[MemoryInput], known: int) -> None:
         for i, item in enumerate(batch):
             for node_id in _evidence_of(item):
                 number = node_number_or_none(node_id)
@@ -526,8 +578,11 @@ class MemoryStream:
         scores: Sequence[float],
         embedded: Mapping[str, Sequence[float]],
         overrides: Mapping[str, Any] | None = None,
+        checked: int = 0,
     ) -> list[MemoryNode]:
-        with self._lock:
+        with self._write_right():
+            if self._cache.n != checked:
+                self._check_moved_citations(batch, checked)
             stored = self._build(batch, list(scores), embedded)
             dim = self._check_dims(stored)
             state = self._next_state([s.node for s in stored], dim)
@@ -536,6 +591,20 @@ class MemoryStream:
             self.backend.commit(self.persona, stored, state)
             self._install(stored, state)
             return [s.node for s in stored]
+
+    def _check_moved_citations(self, batch: Sequence[MemoryInput], checked: int) -> None:
+        """Refuse a batch citing its own items by id when another writer numbered first."""
+        for i, item in enumerate(batch):
+            for node_id in _evidence_of(item):
+                number = node_number_or_none(node_id)
+                if number is not None and number > checked:
+                    msg = (
+                        f"items[{i}] cites {node_id!r}, an item of its own batch, but another "
+                        f"writer committed {self._cache.n - checked} memories of "
+                        f"{self.persona!r} meanwhile, so the batch would be numbered from "
+                        f"node_{self._cache.n + 1}; nothing was written, retry the batch"
+                    )
+                    raise ConcurrentWriterError(msg, persona=self.persona)
 
     def _build(
         self,
@@ -698,9 +767,15 @@ class MemoryStream:
             return len(pending)
 
     def close(self) -> None:
-        """Flush deferred access times; the stream stays readable."""
+        """Flush deferred access times and give back the write right of a folder.
+
+        The stream stays readable; a later write takes the right again.
+        """
         self.flush()
         _OPEN_STREAMS.discard(self)
+        release = getattr(self.backend, "close", None)
+        if self._own_backend and release is not None:
+            release()
 
     def __enter__(self) -> MemoryStream:
         return self

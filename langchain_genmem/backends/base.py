@@ -6,6 +6,15 @@ The state record is the commit point: a node ``node_N`` counts only when the com
 nothing visible, so "either the memory is stored with its keywords and counters, or it is
 not stored at all" holds even across a crash.
 
+Writers: every write of a persona (nodes, state, settings) runs inside
+``backend.write_lock(persona)``. Inside it the stream catches up with what other writers
+committed (``read_head``, then ``read_state``/``read_nodes``), removes uncommitted records
+left by a crashed writer (``remove_uncommitted``), numbers its new nodes from the committed
+count and calls ``commit``/``write_state``. So a second writer of one persona is either
+serialised behind the first (and numbers after it) or refused with
+:class:`~langchain_genmem.errors.ConcurrentWriterError`; it is never silently lost.
+``write_access`` (access times of existing nodes) needs no lock.
+
 Chroma (:mod:`langchain_genmem.backends.chroma`) is the implementation today; a
 PostgreSQL/pgvector one only has to provide these methods.
 """
@@ -13,6 +22,7 @@ PostgreSQL/pgvector one only has to provide these methods.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -64,8 +74,52 @@ class MemoryBackend(Protocol):
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
         """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
 
+    def write_lock(self, persona: str) -> AbstractContextManager[None]:
+        """Hold the exclusive right to write ``persona`` until the ``with`` block exits.
+
+        The stream calls ``commit``, ``write_state`` and ``remove_uncommitted`` only inside
+        this block, after it caught up with the committed head, and computes every counter
+        from the committed state it read there. Slow work (scoring, embedding) is done
+        before the block. The block is re-entered by no one: one stream takes it once per
+        write. Threads of one process must be serialised too (two streams of one persona in
+        one process are two writers).
+
+        A backend on which several writers are safe serialises them here (e.g. PostgreSQL:
+        a transaction holding an advisory lock on the persona, ``commit`` running inside
+        it). One that cannot give the right, or waited too long for it, raises
+        :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the holder (host,
+        pid, since when), before anything is written. If the process dies inside the
+        block, the right must not stay taken forever (OS locks die with the process,
+        leases expire).
+
+        Args:
+            persona: the persona to write.
+
+        Returns:
+            A context manager; entering it may block and may raise.
+        """
+
+    def remove_uncommitted(self, persona: str, node_count: int) -> int:
+        """Delete records of nodes numbered above ``node_count`` (a crashed write's leftovers).
+
+        Called inside :meth:`write_lock` before new nodes are numbered, so no record can
+        lend a field to a new node with the same id. A backend whose commits are
+        transactional has none and returns 0.
+
+        Args:
+            persona: the persona.
+            node_count: the committed node count.
+
+        Returns:
+            How many records were removed.
+        """
+
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
-        """Store new nodes, then the state that makes them visible; all or nothing."""
+        """Store new nodes, then the state that makes them visible; all or nothing.
+
+        Each node record is stored whole: no field of an earlier record with the same id
+        may survive (a replace, never a merge).
+        """
 
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes (settings, counters)."""

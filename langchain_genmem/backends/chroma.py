@@ -5,8 +5,17 @@ Layout (personas may share both collections; every read names its persona):
 - ``<name>``: one record per node, id ``"<persona>::node_N"``, the node's vector as its
   embedding, the description as its document, the other fields as metadata (datetimes as
   float epochs, keywords and filling as JSON text, ``expiration`` absent when None).
+  Every write of a record names every key (None removes one), so a record is replaced
+  whole, never merged with an older record of the same id.
 - ``<name>-state``: one record per persona, id ``"<persona>::state"``, a 1-d dummy vector,
   metadata ``{persona, rev, node_count}`` and the whole :class:`StreamState` as JSON document.
+- ``<name>-lease`` (server clients only): one write lease per persona being written.
+
+Writers (:meth:`ChromaBackend.write_lock`): threads of one process are serialised; on a
+Chroma server (``HttpClient``) writers in many processes are serialised by a lease
+(:class:`~langchain_genmem.backends.locks.Lease`); an embedded folder (``PersistentClient``)
+is written by one process at a time, the others are refused
+(:class:`~langchain_genmem.backends.locks.FolderLock`).
 
 Chroma caps ``add`` batches (about 5,461 records) and ``get`` pages (32,766 ids); both are
 paged here. Chroma returns float64 vectors of the float32 values it stores.
@@ -17,12 +26,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from langchain_genmem.backends.base import Head, StoredNode
-from langchain_genmem.errors import EmbeddingDimensionError, StorageError
+from langchain_genmem.backends.locks import FolderLock, Lease, describe_holder, thread_lock
+from langchain_genmem.errors import EmbeddingDimensionError, GenMemError, StorageError
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.state import StreamState
 from langchain_genmem.timeutil import from_epoch, to_epoch
@@ -32,6 +43,10 @@ _DIM_ERROR = re.compile(r"dimension of (\d+), got (\d+)")
 # Chroma's ANN index is never used for ranking (scoring is exact, in numpy), so a light
 # graph keeps writes about four times faster. Pass ``configuration`` to change it.
 DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_neighbors": 8}}
+# Every metadata key of a node record; each write names them all (None deletes a key).
+NODE_KEYS = ("persona", "node_id", "node_count", "type_count", "type", "depth", "created",
+             "expiration", "last_accessed", "subject", "predicate", "object", "embedding_key",
+             "poignancy", "keywords", "filling")
 
 
 class ChromaBackend:
@@ -41,13 +56,28 @@ class ChromaBackend:
         client: any chromadb client (``PersistentClient``, ``EphemeralClient``, ``HttpClient``).
         name: the node collection's name; the state collection is ``<name>-state``.
         configuration: Chroma collection configuration used when the collection is created.
+        lock_timeout: seconds a writer waits for another one (another process writing the
+            folder, or holding a server lease) before
+            :class:`~langchain_genmem.errors.ConcurrentWriterError`.
+        lease_ttl: seconds a server lease outlives a writer that died (no heartbeat).
     """
 
     def __init__(
-        self, client: Any, name: str = "genmem", configuration: dict[str, Any] | None = None
+        self,
+        client: Any,
+        name: str = "genmem",
+        configuration: dict[str, Any] | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        lease_ttl: float = 30.0,
     ) -> None:
         self.client = client
         self.name = name
+        self.lock_timeout = lock_timeout
+        self.lease_ttl = lease_ttl
+        self.kind, self.where = _client_kind(client)
+        self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
+        self._leases: Any = None
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -63,11 +93,61 @@ class ChromaBackend:
             raise StorageError(msg) from e
         self.batch = int(getattr(client, "get_max_batch_size", lambda: 5000)() or 5000)
 
+    # the write right
+
+    @contextmanager
+    def write_lock(self, persona: str) -> Iterator[None]:
+        """Hold the right to write ``persona`` for a ``with`` block.
+
+        Threads of this process are serialised. A folder is taken for this process at its
+        first write and kept until :meth:`close` or the process ends; another process
+        waiting longer than ``lock_timeout`` is refused. On a server each block takes the
+        persona's lease, waiting up to ``lock_timeout`` for another holder.
+
+        Args:
+            persona: the persona to write.
+
+        Yields:
+            Nothing; the right is held until the block exits.
+
+        Raises:
+            ConcurrentWriterError: another process holds the right (named in the message).
+            StorageError: Chroma failed while the right was taken.
+        """
+        with thread_lock("chroma", self.kind, self.where, self.name, persona):
+            if self._folder is not None:
+                self._folder.acquire(persona)
+            if self.kind != "server":
+                yield
+                return
+            lease = Lease(self._lease_collection(), persona, timeout=self.lock_timeout,
+                          ttl=self.lease_ttl)
+            with _wrapped(f"could not take the write lease of {persona!r}"):
+                lease.acquire()
+            try:
+                yield
+            finally:
+                lease.release()
+
+    def close(self) -> None:
+        """Give back this process's right to write an embedded folder (reads go on)."""
+        if self._folder is not None:
+            self._folder.release()
+
+    def _lease_collection(self) -> Any:
+        if self._leases is None:
+            with _wrapped("could not open the lease collection"):
+                self._leases = self.client.get_or_create_collection(
+                    f"{self.name}-lease", embedding_function=None, metadata={"genmem": "lease"}
+                )
+        return self._leases
+
     # reading
 
     def read_head(self, persona: str) -> Head | None:
         """The persona's revision and node count, or None for a persona never written."""
-        got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
+        with self._reading(persona):
+            got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
         if not got["ids"]:
             return None
         meta = got["metadatas"][0]
@@ -75,7 +155,8 @@ class ChromaBackend:
 
     def read_state(self, persona: str) -> StreamState | None:
         """The persona's committed state, or None for a persona never written."""
-        got = self.states.get(ids=[_state_id(persona)], include=["documents"])
+        with self._reading(persona):
+            got = self.states.get(ids=[_state_id(persona)], include=["documents"])
         if not got["ids"]:
             return None
         return StreamState.model_validate_json(got["documents"][0])
@@ -86,7 +167,8 @@ class ChromaBackend:
         for lo in range(first, last + 1, GET_PAGE):
             hi = min(last, lo + GET_PAGE - 1)
             ids = [_node_id(persona, f"node_{i}") for i in range(lo, hi + 1)]
-            got = self.nodes.get(ids=ids, include=["embeddings", "metadatas", "documents"])
+            with self._reading(persona):
+                got = self.nodes.get(ids=ids, include=["embeddings", "metadatas", "documents"])
             if len(got["ids"]) != len(ids):
                 missing = sorted(set(ids) - set(got["ids"]))[:3]
                 msg = f"persona {persona!r}: committed nodes missing from the store: {missing}"
@@ -102,10 +184,49 @@ class ChromaBackend:
 
     def personas(self) -> list[str]:
         """Every persona with a committed state, sorted."""
-        got = self.states.get(include=["metadatas"])
+        with self._reading("*"):
+            got = self.states.get(include=["metadatas"])
         return sorted(m["persona"] for m in got["metadatas"])
 
+    @contextmanager
+    def _reading(self, persona: str) -> Iterator[None]:
+        """Turn a failed Chroma read into a StorageError that says what to do."""
+        try:
+            yield
+        except GenMemError:
+            raise
+        except Exception as e:
+            hint = ""
+            if self.kind == "folder":
+                other = self._folder.other_writer() if self._folder is not None else None
+                who = f" ({describe_holder(other)})" if other else ""
+                hint = (
+                    f"; if another process{who} wrote this folder, this process cannot see "
+                    "its changes: embedded Chroma keeps one index per process. Run a Chroma "
+                    "server (`chroma run --path FOLDER`) and connect every process with "
+                    "client=chromadb.HttpClient(...), or reopen after the writer is done"
+                )
+            msg = f"could not read the memories of {persona!r} from Chroma: {e}{hint}"
+            raise StorageError(msg) from e
+
     # writing
+
+    def remove_uncommitted(self, persona: str, node_count: int) -> int:
+        """Delete the persona's node records numbered above ``node_count``.
+
+        Args:
+            persona: the persona.
+            node_count: the committed node count.
+
+        Returns:
+            How many records were removed.
+        """
+        where = {"$and": [{"persona": persona}, {"node_count": {"$gt": node_count}}]}
+        with _wrapped(f"could not look for uncommitted records of {persona!r}"):
+            found = self.nodes.get(where=where, include=[])["ids"]
+            for chunk in _chunks(found, self.batch):
+                self.nodes.delete(ids=list(chunk))
+        return len(found)
 
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Store new nodes page by page, then the state that makes them visible.
@@ -134,12 +255,13 @@ class ChromaBackend:
 
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes."""
-        self.states.upsert(
-            ids=[_state_id(persona)],
-            embeddings=np.ones((1, 1), dtype=np.float32),
-            metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count}],
-            documents=[state.model_dump_json()],
-        )
+        with _wrapped(f"could not store the state of {persona!r}"):
+            self.states.upsert(
+                ids=[_state_id(persona)],
+                embeddings=np.ones((1, 1), dtype=np.float32),
+                metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count}],
+                documents=[state.model_dump_json()],
+            )
 
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
         """Store last-access times (epoch seconds) of existing nodes."""
@@ -161,6 +283,32 @@ class ChromaBackend:
                 self.nodes.delete(ids=list(chunk))
             except Exception:  # noqa: BLE001 - best effort: uncommitted ids stay invisible anyway
                 return
+
+
+def _client_kind(client: Any) -> tuple[str, str]:
+    """``("server", url)``, ``("folder", path)`` or ``("memory", "")`` for a chromadb client."""
+    try:
+        settings = client.get_settings()
+    except Exception:  # noqa: BLE001 - a client without settings: treat as in-process
+        return "memory", ""
+    if "fastapi" in str(getattr(settings, "chroma_api_impl", "")).lower():
+        host = getattr(settings, "chroma_server_host", "") or ""
+        port = getattr(settings, "chroma_server_http_port", "") or ""
+        return "server", f"{host}:{port}"
+    if getattr(settings, "is_persistent", False) and getattr(settings, "persist_directory", ""):
+        return "folder", str(settings.persist_directory)
+    return "memory", ""
+
+
+@contextmanager
+def _wrapped(what: str) -> Iterator[None]:
+    try:
+        yield
+    except GenMemError:
+        raise
+    except Exception as e:
+        msg = f"{what}: {e}"
+        raise StorageError(msg) from e
 
 
 def _node_id(persona: str, node_id: str) -> str:
@@ -200,9 +348,8 @@ def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
         "poignancy": float(node.poignancy),
         "keywords": json.dumps(node.keywords, ensure_ascii=False),
         "filling": json.dumps(node.filling, ensure_ascii=False),
+        "expiration": None if node.expiration is None else to_epoch(node.expiration),
     }
-    if node.expiration is not None:
-        meta["expiration"] = to_epoch(node.expiration)
     return meta
 
 

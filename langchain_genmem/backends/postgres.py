@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -138,15 +139,21 @@ class PostgresBackend:
             msg = f"could not open PostgreSQL at {_redacted(dsn)}: {e}"
             raise StorageError(msg) from e
 
-        def configure(conn: Any) -> None:
-            register_vector(conn)
-            conn.commit()
-
-        self.pool = ConnectionPool(
-            dsn, min_size=min_size, max_size=max_size, configure=configure, open=True,
-            name="genmem",
-        )
+        self._sizes = (min_size, max_size)
+        self._pool: ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
         self._dim: int | None = None
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """The connection pool, opened on first use (again after :meth:`close`)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ConnectionPool(
+                    self.dsn, min_size=self._sizes[0], max_size=self._sizes[1],
+                    configure=_configure, open=True, name="genmem",
+                )
+            return self._pool
 
     # ------------------------------------------------------------------ connections
 
@@ -415,8 +422,11 @@ class PostgresBackend:
                 conn.execute(f"DELETE FROM {table} WHERE persona_name = %s", (persona,))
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self.pool.close()
+        """Close the connection pool; a later call opens a new one."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def _check_dimension(self, conn: Any, nodes: Sequence[StoredNode]) -> None:
         size = int(nodes[0].vector.shape[0])
@@ -499,6 +509,12 @@ def _store_strengths(conn: Any, persona: str, wanted: Mapping[str, Mapping[str, 
             "(SELECT * FROM unnest(%s::text[], %s::text[]))",
             (persona, [g[0] for g in gone], [g[1] for g in gone]),
         )
+
+
+def _configure(conn: Any) -> None:
+    """Set up a new pooled connection: pgvector's types."""
+    register_vector(conn)
+    conn.commit()
 
 
 def persona_lock(persona: str) -> int:

@@ -6,6 +6,7 @@ import langchain_genmem
 from langchain_genmem import errors
 
 EXPECTED_ALL = sorted([
+    "ConcurrentWriterError",
     "ConfigurationError",
     "EmbeddingDimensionError",
     "GenMemError",

@@ -1,0 +1,274 @@
+"""Who may write a persona: an OS lock for an embedded folder, a lease for a shared server.
+
+Two kinds of write right, both named after their holder so a refused writer can say who
+holds it (host, pid, since when):
+
+- :class:`FolderLock`: an exclusive ``flock`` on ``genmem-writer.lock`` inside an embedded
+  Chroma folder, taken at a process's first write and kept until the backend is closed or
+  the process ends (the OS drops it when the process dies, even by SIGKILL). Embedded
+  Chroma keeps a per-process index of the folder: a second process writing it breaks the
+  first one's view (``Error finding id``) and can never read the first one's new vectors,
+  so writers in two processes cannot be made safe there, only refused.
+- :class:`Lease`: a record in a small Chroma collection naming its holder and an expiry,
+  taken for one write and renewed by a heartbeat while the write runs. Chroma ignores an
+  ``add`` of an id that exists and deletes by id only where the metadata still matches, so
+  "add, then read back" gives one winner and "delete where token" never drops another
+  holder's lease. A lease whose holder died expires after ``ttl`` seconds and is taken over.
+
+Both also serialise the threads of one process with an in-process lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from langchain_genmem.errors import ConcurrentWriterError
+
+try:  # POSIX; on other systems an embedded folder is only guarded within one process
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = "genmem-writer.lock"
+POLL_SECONDS = 0.05
+_THREAD_LOCKS: dict[tuple[str, ...], threading.RLock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def thread_lock(*key: str) -> threading.RLock:
+    """The process-wide lock of a key (folder or server, collection, persona).
+
+    Args:
+        *key: what the lock guards.
+
+    Returns:
+        The same RLock for the same key in this process.
+    """
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(key, threading.RLock())
+
+
+def holder_record() -> dict[str, Any]:
+    """This process as a holder: host, pid and the time it took the right."""
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def describe_holder(record: dict[str, Any] | None) -> str:
+    """``host pid N since T`` of a holder record, or a note that it is unknown."""
+    if not record:
+        return "an unknown process"
+    return f"{record.get('host', '?')} pid {record.get('pid', '?')} since {record.get('since')}"
+
+
+class FolderLock:
+    """The right of one process to write an embedded Chroma folder.
+
+    Args:
+        folder: the Chroma persistence folder.
+        timeout: seconds to wait for another process to release the folder.
+    """
+
+    _HELD: dict[str, tuple[int, int]] = {}  # lock file -> (fd, number of holders here)
+    _GUARD = threading.Lock()
+
+    def __init__(self, folder: str | os.PathLike[str], timeout: float) -> None:
+        self.folder = Path(folder).resolve()
+        self.path = str(self.folder / LOCK_FILE)
+        self.timeout = timeout
+        self.held = False
+        self.previous: dict[str, Any] | None = None
+
+    def acquire(self, persona: str) -> None:
+        """Take the folder for this process (once; later calls return at once).
+
+        Args:
+            persona: the persona being written, for the error message.
+
+        Raises:
+            ConcurrentWriterError: another process still writes the folder after the timeout.
+        """
+        if self.held:
+            return
+        with self._GUARD:
+            fd, count = self._HELD.get(self.path, (-1, 0))
+            if count == 0:
+                fd = self._take(persona)
+            self._HELD[self.path] = (fd, count + 1)
+            self.held = True
+
+    def release(self) -> None:
+        """Give the folder back when no other backend of this process holds it."""
+        if not self.held:
+            return
+        with self._GUARD:
+            fd, count = self._HELD[self.path]
+            self.held = False
+            if count > 1:
+                self._HELD[self.path] = (fd, count - 1)
+                return
+            del self._HELD[self.path]
+            os.close(fd)  # closing the descriptor drops the flock
+
+    def other_writer(self) -> dict[str, Any] | None:
+        """The holder recorded in the folder's lock file if it is another live process.
+
+        Returns:
+            Its record, or, while this process holds the folder, the one that held it before.
+        """
+        if self.held:
+            return self.previous
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return None  # nobody holds it
+                except BlockingIOError:
+                    pass
+            record = _read_record(fd)
+            return None if record and record.get("pid") == os.getpid() else record
+        finally:
+            os.close(fd)
+
+    def _take(self, persona: str) -> int:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:  # pragma: no cover - Windows
+            return fd
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = describe_holder(_read_record(fd))
+                    os.close(fd)
+                    raise self._refusal(persona, holder) from None
+                time.sleep(POLL_SECONDS)
+        self.previous = _read_record(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder_record()).encode(), 0)
+        return fd
+
+    def _refusal(self, persona: str, holder: str) -> ConcurrentWriterError:
+        msg = (
+            f"persona {persona!r}: the Chroma folder {str(self.folder)!r} is being written by "
+            f"another process ({holder}); an embedded folder takes one writing process at a "
+            "time. Stop that process, or run a Chroma server on the folder (`chroma run "
+            "--path FOLDER`) and pass client=chromadb.HttpClient(host=..., port=...) to every "
+            "process: a server takes many writers"
+        )
+        return ConcurrentWriterError(msg, persona=persona, holder=holder)
+
+
+def _read_record(fd: int) -> dict[str, Any] | None:
+    try:
+        return json.loads(os.pread(fd, 4096, 0) or b"null")
+    except (OSError, ValueError):
+        return None
+
+
+class Lease:
+    """A per-persona write lease kept in a Chroma collection (for a shared server).
+
+    Args:
+        collection: the lease collection.
+        persona: the persona the lease is for.
+        timeout: seconds to wait for another holder before refusing.
+        ttl: seconds a lease lasts without a heartbeat (a dead holder blocks this long).
+    """
+
+    def __init__(self, collection: Any, persona: str, *, timeout: float, ttl: float) -> None:
+        self.collection = collection
+        self.persona = persona
+        self.timeout = timeout
+        self.ttl = ttl
+        self.id = f"{persona}::lease"
+        self.token = uuid.uuid4().hex
+
+    def acquire(self) -> None:
+        """Take the lease (waiting up to ``timeout``) and start renewing it.
+
+        Raises:
+            ConcurrentWriterError: another holder kept it longer than ``timeout``.
+        """
+        self._take()
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, args=(self._stop,), daemon=True)
+        self._beat.start()
+
+    def release(self) -> None:
+        """Stop renewing and give the lease back (it expires anyway if this fails)."""
+        self._stop.set()
+        self._beat.join()
+        try:
+            self.collection.delete(ids=[self.id], where={"token": self.token})
+        except Exception:  # noqa: BLE001 - it expires after ttl; the write itself is done
+            logger.warning("persona %r: write lease not released; it expires in %g s",
+                           self.persona, self.ttl, exc_info=True)
+
+    def _record(self) -> dict[str, Any]:
+        return {**holder_record(), "token": self.token, "expires": time.time() + self.ttl}
+
+    def _take(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            current = self._current()
+            if current is None:  # free: add; of simultaneous adds Chroma keeps the first
+                self.collection.add(
+                    ids=[self.id], embeddings=np.ones((1, 1), dtype=np.float32),
+                    metadatas=[self._record()],
+                )
+                current = self._current()
+            if current is not None and current.get("token") == self.token:
+                return
+            if current is not None and float(current.get("expires", 0)) < time.time():
+                self.collection.delete(ids=[self.id], where={"token": current["token"]})
+                continue
+            if time.monotonic() >= deadline:
+                raise self._refusal(describe_holder(current))
+            time.sleep(POLL_SECONDS)
+
+    def _current(self) -> dict[str, Any] | None:
+        got = self.collection.get(ids=[self.id], include=["metadatas"])
+        return dict(got["metadatas"][0]) if got["ids"] else None
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.ttl / 3):
+            try:
+                current = self._current()
+                if current is None or current.get("token") != self.token:
+                    return
+                self.collection.update(ids=[self.id],
+                                       metadatas=[{"expires": time.time() + self.ttl}])
+            except Exception:  # noqa: BLE001 - the next beat retries; expiry is the backstop
+                continue
+
+    def _refusal(self, holder: str) -> ConcurrentWriterError:
+        msg = (
+            f"persona {self.persona!r}: another writer ({holder}) held the write lease for "
+            f"more than {self.timeout:g} s; nothing was written. Retry later, or pass a longer "
+            "lock_timeout to ChromaBackend"
+        )
+        return ConcurrentWriterError(msg, persona=self.persona, holder=holder)
