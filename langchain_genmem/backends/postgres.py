@@ -136,7 +136,7 @@ class PostgresBackend:
                     self._fix_dimension(conn, dim)
                     conn.commit()
         except psycopg.Error as e:
-            msg = f"could not open PostgreSQL at {_redacted(dsn)}: {e}"
+            msg = f"could not open PostgreSQL at {redacted(dsn)}: {e}"
             raise StorageError(msg) from e
 
         self._sizes = (min_size, max_size)
@@ -577,7 +577,7 @@ def _as_array(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
 
 
-def _redacted(dsn: str) -> str:
+def redacted(dsn: str) -> str:
     """The DSN without its password, for messages."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
