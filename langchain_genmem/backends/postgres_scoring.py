@@ -15,7 +15,8 @@ asked or in ``"reverie"`` mode):
    re-scored; the top k of those, ties in the original's candidate order (last access
    ascending, events before thoughts, newest first), are returned.
 
-The error bound of step 1 is :func:`~langchain_genmem.scoring.cosine_error` for float32,
+Every step is a ``MATERIALIZED`` CTE: computed once, never re-run per row by a planner that
+cannot see the sizes of the aggregates. The error bound of step 1 is :func:`~langchain_genmem.scoring.cosine_error` for float32,
 doubled for pgvector's own summation order and the query's rounding to float32.
 """
 
@@ -46,7 +47,7 @@ RECENCY = {
 COMBINE = "(({r} * %(w0)s) * %(g0)s + ({v} * %(w1)s) * %(g1)s) + ({i} * %(w2)s) * %(g2)s"
 
 QUERY = """
-WITH c AS (
+WITH c AS MATERIALIZED (
     SELECT m.node_count, (m.type = 'thought')::int AS type_code,
            extract(epoch FROM m.last_accessed)::float8 AS la, m.poignancy AS poig,
            CASE WHEN m.embedding_norm = 0 OR %(qn)s = 0 THEN 0::float8
@@ -54,19 +55,19 @@ WITH c AS (
     FROM memory_nodes m
     WHERE m.persona_name = %(persona)s AND m.type IN ('event', 'thought')
       AND strpos(m.embedding_key, 'idle') = 0 {alive}
-), lim AS (
+), lim AS MATERIALIZED (
     SELECT min(cos_a) AS lo, max(cos_a) AS hi, min(poig) AS plo, max(poig) AS phi FROM c
-), c2 AS (
+), c2 AS MATERIALIZED (
     SELECT c.*, (%(err)s > 0 AND (cos_a <= lim.lo + 2 * %(err)s
                                   OR cos_a >= lim.hi - 2 * %(err)s)) AS edge,
            lim.plo, lim.phi
     FROM c, lim
-), c3 AS (
+), c3 AS MATERIALIZED (
     SELECT c2.*, CASE WHEN edge THEN {exact_c2} ELSE cos_a END AS cos_b, {recency} AS rec
     FROM c2
-), st AS (
+), st AS MATERIALIZED (
     SELECT min(cos_b) AS clo, max(cos_b) AS chi, min(rec) AS rlo, max(rec) AS rhi FROM c3
-), s AS (
+), s AS MATERIALIZED (
     SELECT c3.*, st.clo, st.chi - st.clo AS span,
            CASE WHEN st.rhi = st.rlo THEN 0.5::float8
                 ELSE (rec - st.rlo) / (st.rhi - st.rlo) END AS r,
@@ -74,24 +75,24 @@ WITH c AS (
                 ELSE (cos_b - st.clo) / (st.chi - st.clo) END AS v,
            CASE WHEN phi = plo THEN 0.5::float8 ELSE (poig - plo) / (phi - plo) END AS i
     FROM c3, st
-), s2 AS (
+), s2 AS MATERIALIZED (
     SELECT s.*, {combine_a} AS score_a FROM s
-), kth AS (
+), kth AS MATERIALIZED (
     SELECT min(score_a) AS kth, (SELECT min(score_a) FROM s2) AS lowest,
            (SELECT count(*) FROM s2) AS n
     FROM (SELECT score_a FROM s2 ORDER BY score_a DESC LIMIT %(k)s) AS best
-), near AS (
+), near AS MATERIALIZED (
     SELECT s2.*, CASE WHEN %(err)s > 0 AND span > 0 AND NOT edge THEN {exact_near}
                       ELSE cos_b END AS cos_x
     FROM s2, kth
     WHERE s2.score_a >= kth.kth - CASE WHEN span > 0 AND %(err)s > 0
                                        THEN 2 * abs(%(w1)s * %(g1)s) * %(err)s / span
                                        ELSE 0 END
-), fin AS (
+), fin AS MATERIALIZED (
     SELECT near.*, CASE WHEN span = 0 OR cos_x = cos_b THEN v
                         ELSE (cos_x - clo) / span END AS v2
     FROM near
-), scored AS (
+), scored AS MATERIALIZED (
     SELECT fin.*, {combine_f} AS score FROM fin
 )
 SELECT m.node_count, m.type_count, m.type, m.depth, m.created_at, m.expiration,
