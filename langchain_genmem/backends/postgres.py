@@ -207,7 +207,6 @@ class PostgresBackend:
                 f"{self.lock_timeout:g} s; nothing was written"
             )
             raise StorageError(msg) from e
-        conn.execute("SET LOCAL lock_timeout = 0")
 
     @contextmanager
     def _writing(self, persona: str) -> Iterator[Any]:
@@ -360,13 +359,12 @@ class PostgresBackend:
     # ------------------------------------------------------------------ writing
 
     def remove_uncommitted(self, persona: str, node_count: int) -> int:
-        """Delete node rows above the committed count (none: commits are transactions)."""
-        with self._conn() as conn:
-            cur = conn.execute(
-                "DELETE FROM memory_nodes WHERE persona_name = %s AND node_count > %s",
-                (persona, node_count),
-            )
-            return int(cur.rowcount or 0)
+        """Nothing to remove: nodes and the state that counts them commit in one transaction.
+
+        Returns:
+            0.
+        """
+        return 0
 
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Copy new nodes in, upsert keyword strengths and the state; one transaction.

@@ -16,8 +16,9 @@ asked or in ``"reverie"`` mode):
    ascending, events before thoughts, newest first), are returned.
 
 Every step is a ``MATERIALIZED`` CTE: computed once, never re-run per row by a planner that
-cannot see the sizes of the aggregates. The error bound of step 1 is :func:`~langchain_genmem.scoring.cosine_error` for float32,
-doubled for pgvector's own summation order and the query's rounding to float32.
+cannot see the sizes of the aggregates. The error bound of step 1 is
+:func:`~langchain_genmem.scoring.cosine_error` for float32, doubled for pgvector's own
+summation order and the query's rounding to float32.
 """
 
 from __future__ import annotations

@@ -116,6 +116,20 @@ def test_threads_of_one_process_write_one_persona(dsn):
     assert fresh.state.importance_trigger_curr == 150 - 60
 
 
+def test_a_writer_waiting_longer_than_lock_timeout_gets_a_clear_error(dsn):
+    holder = PostgresBackend(dsn)
+    waiter = PostgresBackend(dsn, lock_timeout=0.2)
+    stream = MemoryStream(PERSONA, backend=waiter, embeddings=DeterministicFakeEmbedding(size=8))
+    with holder.write_lock(PERSONA):
+        with pytest.raises(StorageError, match="another writer held it"):
+            stream.add_event("blocked", poignancy=1)
+        other = MemoryStream("Klaus", backend=waiter, embeddings=DeterministicFakeEmbedding(size=8))
+        assert other.add_event("another persona is not blocked", poignancy=1).node_id == "node_1"
+    assert stream.add_event("now free", poignancy=1).node_id == "node_1"
+    holder.close()
+    waiter.close()
+
+
 # ---------------------------------------------------------------- all or nothing
 
 CRASH = textwrap.dedent("""
