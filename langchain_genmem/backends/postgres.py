@@ -149,9 +149,11 @@ class PostgresBackend:
         """The connection pool, opened on first use (again after :meth:`close`)."""
         with self._pool_lock:
             if self._pool is None:
+                # autocommit: a read is one round trip; writes open explicit transactions
                 self._pool = ConnectionPool(
                     self.dsn, min_size=self._sizes[0], max_size=self._sizes[1],
-                    configure=_configure, open=True, name="genmem",
+                    kwargs={"autocommit": True}, configure=_configure, open=True,
+                    name="genmem",
                 )
             return self._pool
 
@@ -228,21 +230,19 @@ class PostgresBackend:
         return Head(rev=int(row[0]), node_count=int(row[1]), access_rev=int(row[2]))
 
     def read_state(self, persona: str) -> StreamState | None:
-        """The persona's committed state with its keyword strengths, or None."""
+        """The persona's committed state with its keyword strengths (one snapshot), or None."""
         with self._conn() as conn:
             row = conn.execute(
-                f"SELECT {', '.join(STATE_COLUMNS)} FROM genmem_personas "
-                "WHERE persona_name = %s", (persona,),
+                f"SELECT {', '.join(STATE_COLUMNS)}, (SELECT coalesce(json_agg(json_build_array("
+                "k.memory_type, k.keyword, k.strength)), '[]') FROM kw_strength k "
+                "WHERE k.persona_name = p.persona_name) "
+                "FROM genmem_personas p WHERE persona_name = %s", (persona,),
             ).fetchone()
-            if row is None:
-                return None
-            strengths = conn.execute(
-                "SELECT memory_type, keyword, strength FROM kw_strength "
-                "WHERE persona_name = %s ORDER BY memory_type, keyword", (persona,),
-            ).fetchall()
-        values = dict(zip(STATE_COLUMNS, row, strict=True))
+        if row is None:
+            return None
+        values = dict(zip(STATE_COLUMNS, row[:-1], strict=True))
         kw: dict[str, dict[str, int]] = {t: {} for t in STRENGTH_TYPES}
-        for memory_type, keyword, strength in strengths:
+        for memory_type, keyword, strength in sorted(row[-1]):
             kw.setdefault(memory_type, {})[keyword] = int(strength)
         return StreamState.model_validate({**values, "kw_strength": kw})
 
@@ -512,7 +512,6 @@ def _store_strengths(conn: Any, persona: str, wanted: Mapping[str, Mapping[str, 
 def _configure(conn: Any) -> None:
     """Set up a new pooled connection: pgvector's types."""
     register_vector(conn)
-    conn.commit()
 
 
 def persona_lock(persona: str) -> int:
