@@ -461,8 +461,10 @@ class PostgresBackend:
             f"COPY memory_nodes ({columns}) FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.set_types(list(NODE_TYPES_SQL))
-            for s in nodes:
-                copy.write_row(_row_of(persona, s))
+            block = np.vstack([np.asarray(s.vector, dtype=np.float32) for s in nodes])
+            norms = np.linalg.norm(block.astype(np.float64), axis=1).tolist()
+            for s, norm in zip(nodes, norms, strict=True):
+                copy.write_row(_row_of(persona, s, norm))
 
     @staticmethod
     def _store_state(conn: Any, persona: str, state: StreamState) -> None:
@@ -556,16 +558,20 @@ def node_from_row(r: Sequence[Any]) -> MemoryNode:
     )
 
 
-def _row_of(persona: str, s: StoredNode) -> tuple[Any, ...]:
+def _row_of(persona: str, s: StoredNode, norm: float) -> tuple[Any, ...]:
     n = s.node
-    vector = np.asarray(s.vector, dtype=np.float32)
     return (
-        persona, n.node_count, n.node_id, n.type_count, n.type, n.depth, naive(n.created),
-        None if n.expiration is None else naive(n.expiration), naive(n.last_accessed),
-        n.subject, n.predicate, n.object, n.description, n.embedding_key, float(n.poignancy),
-        list(n.keywords), unique(k.lower() for k in n.keywords),
-        Jsonb(n.filling), Vector(vector), float(np.linalg.norm(vector.astype(np.float64))),
+        persona, n.node_count, n.node_id, n.type_count, n.type, n.depth, _naive(n.created),
+        _naive(n.expiration), _naive(n.last_accessed), n.subject, n.predicate, n.object,
+        n.description, n.embedding_key, float(n.poignancy), list(n.keywords),
+        unique(k.lower() for k in n.keywords), Jsonb(n.filling),
+        Vector(np.asarray(s.vector, dtype=np.float32)), norm,
     )
+
+
+def _naive(value: datetime | None) -> datetime | None:
+    """A datetime as stored: naive (aware ones converted to UTC); the stream's are already."""
+    return value if value is None or value.tzinfo is None else naive(value)
 
 
 def _as_array(value: Any) -> np.ndarray:
