@@ -74,11 +74,13 @@ class NodeCache:
         self.idle = np.zeros(0, dtype=bool)
         self._candidates: StaticCandidates | None = None
 
-    def append(self, stored: Sequence[StoredNode]) -> None:
+    def append(self, stored: Sequence[StoredNode], *, total: int = 0) -> None:
         """Add committed nodes, oldest first; each must be the next node_count.
 
         Args:
             stored: the nodes with their vectors.
+            total: the row count these nodes are part of, when known: room for it is
+                made at once instead of growing (and copying) the columns page by page.
 
         Raises:
             EmbeddingDimensionError: a vector's size differs from the ones held.
@@ -90,7 +92,7 @@ class NodeCache:
             self.dim = block.shape[1]
         if block.shape[1] != self.dim:
             raise EmbeddingDimensionError(self.dim, block.shape[1])
-        self._reserve(self.n + len(stored))
+        self._reserve(max(self.n + len(stored), total))
         lo, hi = self.n, self.n + len(stored)
         self.vectors[lo:hi] = block
         self.norms[lo:hi] = np.linalg.norm(block.astype(np.float64), axis=1)

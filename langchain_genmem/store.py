@@ -78,6 +78,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+LOAD_PAGE = 10_000  # nodes read from the backend per call when a stream opens or catches up
 _OPEN_STREAMS: weakref.WeakSet[MemoryStream] = weakref.WeakSet()
 
 
@@ -199,18 +200,25 @@ class MemoryStream:
             yield
 
     def _apply_state(self, state: StreamState) -> None:
-        fresh: list[StoredNode] = []
-        if state.node_count > self._cache.n:
-            fresh = self.backend.read_nodes(self.persona, self._cache.n + 1, state.node_count)
-        self._install(fresh, state)
+        """Load the nodes ``state`` commits beyond the cache, page by page, then install it.
+
+        Pages keep the peak memory of opening a large stream near what the cache holds.
+        """
+        for first in range(self._cache.n + 1, state.node_count + 1, LOAD_PAGE):
+            last = min(state.node_count, first + LOAD_PAGE - 1)
+            self._mirror(self.backend.read_nodes(self.persona, first, last), state.node_count)
+        self._install([], state)
 
     def _install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
         """Mirror committed nodes and their state in the cache and the keyword index."""
-        self._cache.append(stored)
-        for s in stored:
-            self._keywords.index_node(s.node)
+        self._mirror(stored, state.node_count)
         self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
         self._state = state
+
+    def _mirror(self, stored: Sequence[StoredNode], total: int) -> None:
+        self._cache.append(stored, total=total)
+        for s in stored:
+            self._keywords.index_node(s.node)
 
     def refresh(self) -> bool:
         """See what other processes committed since this stream last looked.

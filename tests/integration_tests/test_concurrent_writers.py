@@ -1,0 +1,269 @@
+"""Several processes writing one persona: all memories kept, or a writer refused by name.
+
+Real processes on one embedded Chroma folder and on one `chroma run` server. On a server the
+writers are serialised by a lease and number after each other; on a folder a second writing
+process is refused with ConcurrentWriterError naming the first, and a reader of a folder that
+another process writes gets the package's error with a hint, never a raw chromadb error.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import stop_process
+from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python, spawn_python
+
+pytestmark = pytest.mark.slow
+
+PERSONA = "玛丽亚 Lopez"
+
+# argv[1]: JSON options. where: a folder or "http://host:port"; tag; count; collection;
+# lock_timeout; lease_ttl; pause (a PAUSE_HOOKS point) and ready; barrier: a file to wait
+# for before writing (the process first writes "<barrier>.<tag>"); hold: a file to wait for
+# after writing (the process first writes "<hold>.<tag>"). Prints what it did as JSON.
+WRITER = PAUSE_HOOKS + textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    import chromadb
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_genmem import ConcurrentWriterError, GenMemError, MemoryStream
+    from langchain_genmem.backends.chroma import ChromaBackend
+
+    o = json.loads(sys.argv[1])
+    if o["where"].startswith("http://"):
+        host, port = o["where"][7:].split(":")
+        client = chromadb.HttpClient(host=host, port=int(port))
+    else:
+        client = chromadb.PersistentClient(path=o["where"])
+    backend = ChromaBackend(client, o.get("collection", "genmem"),
+                            lock_timeout=o.get("lock_timeout", 30),
+                            lease_ttl=o.get("lease_ttl", 30))
+    if o.get("pause"):
+        pause_at(backend, o["pause"], o["ready"])
+    s = MemoryStream("玛丽亚 Lopez", backend=backend,
+                     embeddings=DeterministicFakeEmbedding(size=8))
+
+    def wait_for(name):
+        Path(o[name] + "." + o["tag"]).write_text(str(os.getpid()))
+        while not Path(o[name]).exists():
+            time.sleep(0.02)
+
+    if o.get("barrier"):
+        wait_for("barrier")
+    done, error = 0, None
+    try:
+        for i in range(o["count"]):
+            text = f"{o['tag']} 事件 {i}"
+            if i % 10 == 9:  # some batches, some single writes
+                s.add_many([{"type": "event", "description": text, "poignancy": 2,
+                             "subject": o["tag"], "predicate": "does", "object": f"thing {i}"},
+                            {"type": "thought", "description": text + " thought",
+                             "poignancy": 3, "subject": o["tag"], "predicate": "thinks",
+                             "object": "things", "evidence": ["node_1"]}])
+            else:
+                s.add_event(text, poignancy=2, subject=o["tag"], predicate="does",
+                            object=f"thing {i}")
+            done += 1
+    except GenMemError as e:
+        error = {"type": type(e).__name__, "message": str(e),
+                 "holder": getattr(e, "holder", None)}
+    if o.get("hold"):
+        wait_for("hold")
+    print(json.dumps({"pid": os.getpid(), "done": done, "error": error, "len": len(s)},
+                     ensure_ascii=False))
+    """
+)
+
+DUMP = textwrap.dedent(
+    """
+    import json, sys
+    import chromadb
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_genmem import MemoryStream
+    from langchain_genmem.backends.chroma import ChromaBackend
+    from langchain_genmem.keywords import count_keywords
+
+    where, collection = sys.argv[1], sys.argv[2]
+    if where.startswith("http://"):
+        host, port = where[7:].split(":")
+        client = chromadb.HttpClient(host=host, port=int(port))
+    else:
+        client = chromadb.PersistentClient(path=where)
+    s = MemoryStream("玛丽亚 Lopez", backend=ChromaBackend(client, collection),
+                     embeddings=DeterministicFakeEmbedding(size=8))
+    nodes = list(reversed(s.nodes()))
+    strength = {"event": {}, "thought": {}}
+    for n in nodes:
+        count_keywords(strength, n)
+    print(json.dumps({
+        "ids": [n.node_id for n in nodes],
+        "descriptions": [n.description for n in nodes],
+        "type_counts": [[n.type, n.type_count] for n in nodes],
+        "state": s.state.model_dump(), "strength": strength,
+    }, ensure_ascii=False))
+    """
+)
+
+
+def expected_descriptions(tag: str, count: int) -> list[str]:
+    out = []
+    for i in range(count):
+        out.append(f"{tag} 事件 {i}")
+        if i % 10 == 9:
+            out.append(f"{tag} 事件 {i} thought")
+    return out
+
+
+def wait_files(*paths: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < deadline, f"never appeared: {[str(p) for p in paths]}"
+        time.sleep(0.05)
+
+
+def finish(proc, log: Path) -> dict:
+    try:
+        proc.wait(timeout=300)
+    finally:
+        stop_process(proc)
+    text = log.read_text(encoding="utf-8")
+    assert proc.returncode == 0, text[-4000:]
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def check_consistent(dump: dict, expected: list[str]) -> None:
+    """Every memory kept once, numbered 1..n, counters and strengths agree with the nodes."""
+    n = len(dump["ids"])
+    assert dump["ids"] == [f"node_{i}" for i in range(1, n + 1)]
+    assert sorted(dump["descriptions"]) == sorted(expected)
+    assert dump["state"]["node_count"] == n
+    seen: dict[str, int] = {}
+    for node_type, type_count in dump["type_counts"]:
+        seen[node_type] = seen.get(node_type, 0) + 1
+        assert type_count == seen[node_type]
+    assert dump["state"]["type_count"] == {**{"event": 0, "thought": 0, "chat": 0}, **seen}
+    assert dump["state"]["kw_strength"] == dump["strength"]
+
+
+def test_two_processes_on_one_server_both_keep_every_memory(chroma_server, tmp_path: Path):
+    where, collection = f"http://127.0.0.1:{chroma_server.port}", "two-writers"
+    barrier = tmp_path / "go"
+    procs = []
+    for tag in ("A", "B"):
+        opts = {"where": where, "collection": collection, "tag": tag, "count": 60,
+                "barrier": str(barrier)}
+        log = tmp_path / f"{tag}.log"
+        procs.append((spawn_python(WRITER, json.dumps(opts), log_path=log), log))
+    wait_files(tmp_path / "go.A", tmp_path / "go.B")
+    barrier.write_text("go")  # both start writing at once
+    results = [finish(p, log) for p, log in procs]
+    assert [r["error"] for r in results] == [None, None]
+    dump = run_python(DUMP, where, collection)
+    check_consistent(dump, expected_descriptions("A", 60) + expected_descriptions("B", 60))
+
+
+def test_a_dead_lease_holder_blocks_only_until_its_lease_expires(chroma_server, tmp_path: Path):
+    where, collection = f"http://127.0.0.1:{chroma_server.port}", "dead-holder"
+    ready = tmp_path / "paused"
+    log = tmp_path / "holder.log"
+    holder = spawn_python(WRITER, json.dumps({
+        "where": where, "collection": collection, "tag": "H", "count": 1, "lease_ttl": 3,
+        "pause": "in_lock", "ready": str(ready)}), log_path=log)
+    wait_files(ready)
+    pid = int(ready.read_text())
+    # alive (its heartbeat renews the 3 s lease): a writer waiting 5 s is refused by name
+    refused = run_python(WRITER, json.dumps({
+        "where": where, "collection": collection, "tag": "W", "count": 1, "lock_timeout": 5}))
+    assert refused["error"]["type"] == "ConcurrentWriterError"
+    assert f"pid {pid}" in refused["error"]["holder"]
+    assert f"pid {pid}" in refused["error"]["message"] and refused["done"] == 0
+    # killed inside the lock: its lease expires and the next writer goes on
+    kill_when_paused(holder, ready, log)
+    after = run_python(WRITER, json.dumps({
+        "where": where, "collection": collection, "tag": "W", "count": 3}))
+    assert after["error"] is None and after["len"] == 3
+    check_consistent(run_python(DUMP, where, collection), expected_descriptions("W", 3))
+
+
+def test_a_second_process_writing_a_folder_is_refused_by_name(tmp_path: Path):
+    folder = str(tmp_path / "store")
+    hold = tmp_path / "release"
+    log = tmp_path / "first.log"
+    first = spawn_python(WRITER, json.dumps({
+        "where": folder, "tag": "A", "count": 20, "hold": str(hold)}), log_path=log)
+    wait_files(tmp_path / "release.A")
+    pid = int((tmp_path / "release.A").read_text())
+    second = run_python(WRITER, json.dumps({
+        "where": folder, "tag": "B", "count": 5, "lock_timeout": 1}))
+    assert second["done"] == 0 and second["error"]["type"] == "ConcurrentWriterError"
+    assert f"pid {pid}" in second["error"]["message"]
+    assert "chroma run" in second["error"]["message"]
+    hold.write_text("go")
+    assert finish(first, log)["error"] is None
+    # the first process has exited: the folder takes the next writer, numbered after it
+    third = run_python(WRITER, json.dumps({"where": folder, "tag": "C", "count": 5}))
+    assert third["error"] is None and third["len"] == 20 + 5 + 2
+    check_consistent(run_python(DUMP, folder, "genmem"),
+                     expected_descriptions("A", 20) + expected_descriptions("C", 5))
+
+
+def test_a_writer_killed_on_a_folder_does_not_block_the_next(tmp_path: Path):
+    folder = str(tmp_path / "store")
+    ready = tmp_path / "paused"
+    log = tmp_path / "killed.log"
+    proc = spawn_python(WRITER, json.dumps({
+        "where": folder, "tag": "K", "count": 1, "pause": "in_lock", "ready": str(ready)}),
+        log_path=log)
+    kill_when_paused(proc, ready, log)
+    after = run_python(WRITER, json.dumps({"where": folder, "tag": "N", "count": 3,
+                                           "lock_timeout": 1}))
+    assert after["error"] is None and after["len"] == 3
+
+
+READER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_genmem import GenerativeAgentsRetriever, GenMemError, MemoryStream
+
+    folder, ready, go = sys.argv[1:4]
+    s = MemoryStream("玛丽亚 Lopez", path=folder, embeddings=DeterministicFakeEmbedding(size=8))
+    r = GenerativeAgentsRetriever(stream=s, k=100)
+    before = len(r.invoke("事件"))
+    Path(ready).write_text(str(os.getpid()))
+    while not Path(go).exists():
+        time.sleep(0.02)
+    outcome = {"before": before}
+    for attempt in range(3):
+        try:
+            outcome["after"] = len(r.invoke("事件"))
+        except GenMemError as e:
+            outcome["error"] = {"type": type(e).__name__, "message": str(e)}
+    print(json.dumps(outcome, ensure_ascii=False))
+    """
+)
+
+
+def test_a_reader_of_a_folder_another_process_writes_gets_our_error_or_works(tmp_path: Path):
+    folder = str(tmp_path / "store")
+    assert run_python(WRITER, json.dumps({"where": folder, "tag": "A", "count": 5}))["len"] == 5
+    ready, go, log = tmp_path / "ready", tmp_path / "go", tmp_path / "reader.log"
+    reader = spawn_python(READER, folder, str(ready), str(go), log_path=log)
+    wait_files(ready)
+    wrote = run_python(WRITER, json.dumps({"where": folder, "tag": "B", "count": 20}))
+    assert wrote["error"] is None and wrote["len"] == 5 + 20 + 2
+    go.write_text("go")
+    seen = finish(reader, log)  # a raw chromadb error would end the reader with a traceback
+    assert seen["before"] == 5
+    if "error" in seen:
+        assert seen["error"]["type"] == "StorageError"
+        assert "chroma run" in seen["error"]["message"]
+    else:
+        assert seen["after"] == 5 + 20 + 2

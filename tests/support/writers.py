@@ -1,0 +1,107 @@
+"""Child processes that write a memory stream, and a way to stop one at an exact point.
+
+A writer script calls :data:`PAUSE_HOOKS` code (exec'd at its top) to wrap its backend so that
+it writes its pid to a "ready" file and sleeps when it reaches a named point (after the n-th
+page of node records, before or after the state record, inside the write lock). The test
+waits for that file and kills the child with SIGKILL: the kill lands at that point every
+time, not by timing luck.
+
+```python
+proc = spawn_python(WRITER, folder, "pages", ready, log_path=tmp_path / "w.log")
+kill_when_paused(proc, ready)  # SIGKILL once it sits at the point
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.processes import log_tail, spawn, stop_process
+
+__all__ = ["PAUSE_HOOKS", "kill_when_paused", "run_python", "spawn_python"]
+
+# Exec'd by writer scripts: `pause_at(backend, point, ready)` installs the hooks.
+PAUSE_HOOKS = '''
+import os, time
+from pathlib import Path
+
+def _pause(ready):
+    Path(ready).write_text(str(os.getpid()))
+    while True:
+        time.sleep(60)  # the test kills this process here
+
+class _PausingCollection:
+    def __init__(self, inner, point, ready):
+        self.inner, self.point, self.ready, self.pages = inner, point, ready, 0
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+    def upsert(self, **kw):
+        self.inner.upsert(**kw)
+        self.pages += 1
+        if self.point == "pages" and self.pages == 2:
+            _pause(self.ready)
+    def delete(self, **kw):
+        if self.point == "sweep":
+            _pause(self.ready)
+        return self.inner.delete(**kw)
+
+def pause_at(backend, point, ready):
+    backend.nodes = _PausingCollection(backend.nodes, point, ready)
+    write_state = backend.write_state
+    def hooked(persona, state):
+        if point == "before_state":
+            _pause(ready)
+        write_state(persona, state)
+        if point == "after_state":
+            _pause(ready)
+    backend.write_state = hooked
+    if point == "in_lock":
+        lock = backend.write_lock
+        from contextlib import contextmanager
+        @contextmanager
+        def paused_lock(persona):
+            with lock(persona):
+                _pause(ready)
+                yield
+        backend.write_lock = paused_lock
+'''
+
+
+def spawn_python(code: str, *args: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """Run ``python -c code args...`` with its output in ``log_path``."""
+    return spawn([sys.executable, "-c", code, *args], log_path=log_path)
+
+
+def kill_when_paused(
+    proc: subprocess.Popen[bytes], ready: Path, log_path: Path, timeout: float = 120.0
+) -> None:
+    """Wait until the child wrote ``ready`` (it sits at its pause point), then SIGKILL it.
+
+    Raises:
+        AssertionError: the child exited or did not pause within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc)
+            msg = f"writer never reached its pause point:\n{log_tail(log_path)}"
+            raise AssertionError(msg)
+        time.sleep(0.05)
+    assert int(ready.read_text()) == proc.pid
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    ready.unlink()
+
+
+def run_python(code: str, *args: str, timeout: float = 180.0) -> dict:
+    """Run ``python -c code args...`` to the end and parse the JSON it prints last."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
