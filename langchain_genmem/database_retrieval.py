@@ -10,17 +10,15 @@ are flushed first, so both ways of scoring see the same history.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from langchain_core.documents import Document
 
+from langchain_genmem.documents import memory_document
 from langchain_genmem.errors import ValidationError
-from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.timeutil import naive, to_epoch
 
 if TYPE_CHECKING:
-    from langchain_genmem.backends.postgres_scoring import ScoredRow
     from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
 
 
@@ -72,7 +70,9 @@ def retrieve_in_database(
         for n in nodes:
             n.last_accessed = max(n.last_accessed, now)
     docs = [
-        node_document(stream.persona, n, r, place)
+        memory_document(stream.persona, n, score=r.score, recency=r.recency,
+                        relevance=r.relevance, importance=r.importance, cosine=r.cosine,
+                        rank=place)
         for place, (n, r) in enumerate(zip(nodes, ranking.rows, strict=True))
     ]
     return RetrievalReport(
@@ -84,40 +84,3 @@ def retrieve_in_database(
         min_score=ranking.min_score,
         max_score=ranking.rows[0].score,
     )
-
-
-def node_document(persona: str, node: MemoryNode, r: ScoredRow, place: int) -> Document:
-    """A Document with the in-process retriever's metadata.
-
-    Args:
-        persona: the persona.
-        node: the node.
-        r: its scores.
-        place: its rank, from 0.
-
-    Returns:
-        The Document.
-    """
-    meta: dict[str, Any] = {
-        "persona": persona,
-        "node_id": node.node_id,
-        "type": node.type,
-        "created": node.created,
-        "last_accessed": node.last_accessed,
-        "expiration": node.expiration,
-        "poignancy": node.poignancy,
-        "score": r.score,
-        "recency": r.recency,
-        "relevance": r.relevance,
-        "importance": r.importance,
-        "cosine": r.cosine,
-        "rank": place,
-        "depth": node.depth,
-        "subject": node.subject,
-        "predicate": node.predicate,
-        "object": node.object,
-        "keywords": list(node.keywords),
-        "filling": node.filling,
-        "embedding_key": node.embedding_key,
-    }
-    return Document(page_content=node.description, metadata=meta, id=node.node_id)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from langchain_core.callbacks import (
@@ -41,6 +41,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator
 
+from langchain_genmem.documents import memory_document
 from langchain_genmem.errors import EmbeddingDimensionError, ValidationError
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.scoring import (
@@ -271,27 +272,13 @@ class GenerativeAgentsRetriever(BaseRetriever):
         )
 
     def _document(self, row: int, i: int, place: int, r: Ranking) -> Document:
-        node = self.memory_stream._cache.nodes[row]
-        meta: dict[str, Any] = {
-            "persona": self.memory_stream.persona,
-            "node_id": node.node_id,
-            "type": node.type,
-            "created": node.created,
-            "last_accessed": node.last_accessed,
-            "expiration": node.expiration,
-            "poignancy": node.poignancy,
-            "score": float(r.scored.score[i]),
-            "recency": float(r.scored.recency[i]),
-            "relevance": float(r.scored.relevance[i]),
-            "importance": float(r.scored.importance[i]),
-            "cosine": float(r.cosine[i]),
-            "rank": place,
-            "depth": node.depth,
-            "subject": node.subject,
-            "predicate": node.predicate,
-            "object": node.object,
-            "keywords": list(node.keywords),
-            "filling": node.filling,
-            "embedding_key": node.embedding_key,
-        }
-        return Document(page_content=node.description, metadata=meta, id=node.node_id)
+        return memory_document(
+            self.memory_stream.persona,
+            self.memory_stream._cache.nodes[row],
+            score=float(r.scored.score[i]),
+            recency=float(r.scored.recency[i]),
+            relevance=float(r.scored.relevance[i]),
+            importance=float(r.scored.importance[i]),
+            cosine=float(r.cosine[i]),
+            rank=place,
+        )
