@@ -44,7 +44,8 @@ def rss_mb():
     return float("nan")
 before = rss_mb()
 t1 = time.perf_counter()
-s = MemoryStream(sys.argv[2], path=sys.argv[1], embeddings=DeterministicFakeEmbedding(size=384))
+s = MemoryStream(sys.argv[2], path=sys.argv[1],
+                 embeddings=DeterministicFakeEmbedding(size=int(sys.argv[3])))
 t2 = time.perf_counter()
 print(json.dumps({"nodes": len(s), "import_s": t1 - t0, "open_s": t2 - t1,
                   "rss_before_mb": before, "rss_after_mb": rss_mb(),
@@ -75,8 +76,8 @@ def build(folder: Path, n: int, dim: int) -> None:
     stream.close()
 
 
-def open_once(folder: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(folder), PERSONA],
+def open_once(folder: Path, dim: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(folder), PERSONA, str(dim)],
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -102,7 +103,7 @@ def main() -> None:
         print("| run | nodes | open s | peak RSS MB | RSS after open MB | RSS before open MB |")
         print("|---|---|---|---|---|---|")
         for run in range(1, args.repeats + 1):
-            r = open_once(folder)
+            r = open_once(folder, args.dim)
             print(f"| {run} | {r['nodes']} | {r['open_s']:.1f} | {r['peak_mb']:.0f} "
                   f"| {r['rss_after_mb']:.0f} | {r['rss_before_mb']:.0f} |")
 

@@ -46,8 +46,7 @@ import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -138,7 +137,8 @@ class MemoryStream:
         self._embeddings = embeddings
         self._own_backend = backend is None
         self.backend: MemoryBackend = backend or _open_backend(path, client, collection_name, dsn)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the in-process view: cache, index, state
+        self._write_mutex = threading.Lock()  # this stream's writes, one at a time
         self._pending: dict[str, float] = {}
         self._timer: threading.Timer | None = None
         self._cache = NodeCache()
@@ -179,25 +179,56 @@ class MemoryStream:
         self._apply_state(state)
         return True
 
-    @contextmanager
-    def _write_right(self) -> Iterator[None]:
-        """Hold the persona's write right, caught up and swept, for one write."""
-        with self.backend.write_lock(self.persona), self._lock:
-            try:
-                self._catch_up()
-                removed = self.backend.remove_uncommitted(self.persona, self._state.node_count)
-            except GenMemError:
-                raise
-            except Exception as e:
-                msg = f"could not read the committed state of {self.persona!r}: {e}"
-                raise StorageError(msg) from e
-            if removed:
-                self.orphans_removed += removed
-                logger.warning(
-                    "persona %r: removed %d records of an interrupted write above node_%d",
-                    self.persona, removed, self._state.node_count,
-                )
-            yield
+    def _write(self, make: Callable[[], tuple[list[StoredNode], StreamState]]) -> StreamState:
+        """One write: under the persona's write right, catch up, sweep, ``make``, store.
+
+        ``make`` numbers and counts from the committed state the stream just caught up
+        with; its nodes and state are stored with ``commit`` (or ``write_state`` when there
+        are no nodes) and mirrored in process only once the write right was given back
+        cleanly, since a backend may make the write durable only then (a transaction).
+
+        Returns:
+            The state stored.
+        """
+        with self._write_mutex:
+            with self.backend.write_lock(self.persona), self._lock:
+                self._sweep()
+                stored, state = make()
+                try:
+                    if stored:
+                        self.backend.commit(self.persona, stored, state)
+                    else:
+                        self.backend.write_state(self.persona, state)
+                except GenMemError:
+                    raise
+                except Exception as e:
+                    msg = f"could not store the write of {self.persona!r}: {e}"
+                    raise StorageError(msg) from e
+            with self._lock:
+                if self._state.rev == state.rev:
+                    pass  # a refresh in another thread loaded it already
+                elif self._cache.n + len(stored) == state.node_count:
+                    self._install(stored, state)
+                else:
+                    self._catch_up()
+            return state
+
+    def _sweep(self) -> None:
+        """Catch up with the committed head and remove leftovers of interrupted writes."""
+        try:
+            self._catch_up()
+            removed = self.backend.remove_uncommitted(self.persona, self._state.node_count)
+        except GenMemError:
+            raise
+        except Exception as e:
+            msg = f"could not read the committed state of {self.persona!r}: {e}"
+            raise StorageError(msg) from e
+        if removed:
+            self.orphans_removed += removed
+            logger.warning(
+                "persona %r: removed %d records of an interrupted write above node_%d",
+                self.persona, removed, self._state.node_count,
+            )
 
     def _apply_state(self, state: StreamState) -> None:
         """Load the nodes ``state`` commits beyond the cache, page by page, then install it.
@@ -423,16 +454,12 @@ class MemoryStream:
     def _write_state(
         self, changes: Mapping[str, Any] | Callable[[StreamState], Mapping[str, Any]]
     ) -> StreamState:
-        with self._write_right():
+        def make() -> tuple[list[StoredNode], StreamState]:
             update = changes(self._state) if callable(changes) else changes
-            state = self._state.model_copy(update={**update, "rev": self._state.rev + 1})
-            try:
-                self.backend.write_state(self.persona, state)
-            except Exception as e:
-                msg = f"could not store the state of {self.persona!r}: {e}"
-                raise StorageError(msg) from e
-            self._state = state
-            return self.state
+            return [], self._state.model_copy(update={**update, "rev": self._state.rev + 1})
+
+        self._write(make)
+        return self.state
 
     # ------------------------------------------------------------------ writing
 
@@ -529,7 +556,8 @@ class MemoryStream:
         self, items: Sequence[Mapping[str, Any] | MemoryInput], state: Mapping[str, Any] | None
     ) -> tuple[list[MemoryInput], dict[str, Any], int]:
         batch = validate_items(items)
-        self.refresh()
+        if self._cites_unknown(batch):
+            self.refresh()  # the ids may be another writer's new memories
         known = self._cache.n
         self._check_evidence(batch, known)
         overrides = dict(state or {})
@@ -571,6 +599,10 @@ class MemoryStream:
         keys = (m.embedding_key or m.description for m in batch if m.embedding is None)
         return [k for k in dict.fromkeys(keys) if k not in self._cache.key_row]
 
+    def _cites_unknown(self, batch: Sequence[MemoryInput]) -> bool:
+        numbers = (node_number_or_none(i) for item in batch for i in _evidence_of(item))
+        return any(n is not None and n > self._cache.n for n in numbers)
+
     def _check_evidence(self, batch: Sequence[MemoryInput], known: int) -> None:
         for i, item in enumerate(batch):
             for node_id in _evidence_of(item):
@@ -588,17 +620,20 @@ class MemoryStream:
         overrides: Mapping[str, Any] | None = None,
         checked: int = 0,
     ) -> list[MemoryNode]:
-        with self._write_right():
+        built: list[StoredNode] = []
+
+        def make() -> tuple[list[StoredNode], StreamState]:
             if self._cache.n != checked:
                 self._check_moved_citations(batch, checked)
-            stored = self._build(batch, list(scores), embedded)
-            dim = self._check_dims(stored)
-            state = self._next_state([s.node for s in stored], dim)
+            built[:] = self._build(batch, list(scores), embedded)
+            dim = self._check_dims(built)
+            state = self._next_state([s.node for s in built], dim)
             if overrides:
                 state = state.model_copy(update=dict(overrides))
-            self.backend.commit(self.persona, stored, state)
-            self._install(stored, state)
-            return [s.node for s in stored]
+            return built, state
+
+        self._write(make)
+        return [s.node for s in built]
 
     def _check_moved_citations(self, batch: Sequence[MemoryInput], checked: int) -> None:
         """Refuse a batch citing its own items by id when another writer numbered first."""

@@ -77,19 +77,28 @@ class MemoryBackend(Protocol):
     def write_lock(self, persona: str) -> AbstractContextManager[None]:
         """Hold the exclusive right to write ``persona`` until the ``with`` block exits.
 
-        The stream calls ``commit``, ``write_state`` and ``remove_uncommitted`` only inside
-        this block, after it caught up with the committed head, and computes every counter
-        from the committed state it read there. Slow work (scoring, embedding) is done
-        before the block. The block is re-entered by no one: one stream takes it once per
-        write. Threads of one process must be serialised too (two streams of one persona in
-        one process are two writers).
+        What the stream does inside the block, in this order, all in the one thread that
+        entered it: ``read_head`` (and ``read_state``/``read_nodes`` if the head moved since
+        its cache), ``remove_uncommitted``, then exactly one ``commit`` (new nodes) or
+        ``write_state`` (settings, trigger reset, extras). Counters, ``kw_strength``,
+        depths and node numbers are computed from the committed state read there. Slow work
+        (scoring, embedding) happens before the block; ``write_access`` never takes it.
 
-        A backend on which several writers are safe serialises them here (e.g. PostgreSQL:
-        a transaction holding an advisory lock on the persona, ``commit`` running inside
-        it). One that cannot give the right, or waited too long for it, raises
+        The stream mirrors the write in its cache only after the block exits without an
+        exception, so a backend may make the write durable at exit (PostgreSQL: one
+        transaction holding ``pg_advisory_xact_lock`` on the persona, ``commit`` running
+        inside it, COMMIT at exit, ROLLBACK if the block raised). If exiting fails, raise
+        :class:`~langchain_genmem.errors.StorageError`: the stream then shows nothing of it.
+
+        Threads of one process must be serialised too: two streams of one persona in one
+        process are two writers (a stream serialises its own threads). The block is not
+        re-entered by the thread holding it.
+
+        A backend on which several writers are safe serialises them here, waiting up to a
+        timeout of its own. One that cannot give the right, or waited too long, raises
         :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the holder (host,
-        pid, since when), before anything is written. If the process dies inside the
-        block, the right must not stay taken forever (OS locks die with the process,
+        pid, since when) before anything is written. A process that dies inside the block
+        must not keep the right forever (OS locks and transactions die with the process,
         leases expire).
 
         Args:
@@ -102,9 +111,9 @@ class MemoryBackend(Protocol):
     def remove_uncommitted(self, persona: str, node_count: int) -> int:
         """Delete records of nodes numbered above ``node_count`` (a crashed write's leftovers).
 
-        Called inside :meth:`write_lock` before new nodes are numbered, so no record can
-        lend a field to a new node with the same id. A backend whose commits are
-        transactional has none and returns 0.
+        Called inside :meth:`write_lock` on every write, before new nodes are numbered, so
+        no record can lend a field to a new node with the same id; keep it cheap. A backend
+        whose commits are transactional has none and returns 0.
 
         Args:
             persona: the persona.

@@ -40,12 +40,14 @@ from langchain_genmem.state import StreamState
 from langchain_genmem.timeutil import from_epoch, to_epoch
 
 # Chroma caps a get at 32,766 ids, but a page of vectors that large costs it over a GB of
-# transient memory at 100k memories; 2,000 keeps a whole open within 1 GB at no loss of speed.
-GET_PAGE = 2_000
+# transient memory at 100k memories; 1,000 keeps a whole open within 1 GB at no loss of speed.
+GET_PAGE = 1_000
 _DIM_ERROR = re.compile(r"dimension of (\d+), got (\d+)")
 # Chroma's ANN index is never used for ranking (scoring is exact, in numpy), so a light
 # graph keeps writes about four times faster. Pass ``configuration`` to change it.
 DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_neighbors": 8}}
+FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
+LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
 # Every metadata key of a node record; each write names them all (None deletes a key).
 NODE_KEYS = ("persona", "node_id", "node_count", "type_count", "type", "depth", "created",
              "expiration", "last_accessed", "subject", "predicate", "object", "embedding_key",
@@ -59,9 +61,10 @@ class ChromaBackend:
         client: any chromadb client (``PersistentClient``, ``EphemeralClient``, ``HttpClient``).
         name: the node collection's name; the state collection is ``<name>-state``.
         configuration: Chroma collection configuration used when the collection is created.
-        lock_timeout: seconds a writer waits for another one (another process writing the
-            folder, or holding a server lease) before
-            :class:`~langchain_genmem.errors.ConcurrentWriterError`.
+        lock_timeout: seconds a writer waits for another one before
+            :class:`~langchain_genmem.errors.ConcurrentWriterError`; None: 5 s for a folder
+            (another process keeps it until it closes its stream or exits), 30 s for a
+            server lease (held for one write).
         lease_ttl: seconds a server lease outlives a writer that died (no heartbeat).
     """
 
@@ -71,14 +74,16 @@ class ChromaBackend:
         name: str = "genmem",
         configuration: dict[str, Any] | None = None,
         *,
-        lock_timeout: float = 30.0,
+        lock_timeout: float | None = None,
         lease_ttl: float = 30.0,
     ) -> None:
         self.client = client
         self.name = name
+        self.kind, self.where = _client_kind(client)
+        if lock_timeout is None:
+            lock_timeout = FOLDER_WAIT if self.kind == "folder" else LEASE_WAIT
         self.lock_timeout = lock_timeout
         self.lease_ttl = lease_ttl
-        self.kind, self.where = _client_kind(client)
         self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
         self._leases: Any = None
         try:
@@ -201,8 +206,8 @@ class ChromaBackend:
         except Exception as e:
             hint = ""
             if self.kind == "folder":
-                other = self._folder.other_writer() if self._folder is not None else None
-                who = f" ({describe_holder(other)})" if other else ""
+                other = self._folder.last_writer() if self._folder is not None else None
+                who = f" (the last was {describe_holder(other)})" if other else ""
                 hint = (
                     f"; if another process{who} wrote this folder, this process cannot see "
                     "its changes: embedded Chroma keeps one index per process. Run a Chroma "
@@ -217,6 +222,11 @@ class ChromaBackend:
     def remove_uncommitted(self, persona: str, node_count: int) -> int:
         """Delete the persona's node records numbered above ``node_count``.
 
+        Leftovers always start at ``node_{node_count+1}``: a write stores its pages in
+        ascending order from there, and leftovers are deleted highest first (here and when
+        a failed write undoes itself). So one lookup of that id tells whether there are
+        any (about a millisecond); only then are they all looked up and deleted.
+
         Args:
             persona: the persona.
             node_count: the committed node count.
@@ -226,10 +236,15 @@ class ChromaBackend:
         """
         where = {"$and": [{"persona": persona}, {"node_count": {"$gt": node_count}}]}
         with _wrapped(f"could not look for uncommitted records of {persona!r}"):
-            found = self.nodes.get(where=where, include=[])["ids"]
-            for chunk in _chunks(found, self.batch):
-                self.nodes.delete(ids=list(chunk))
-        return len(found)
+            probe = self.nodes.get(ids=[_node_id(persona, f"node_{node_count + 1}")], include=[])
+            if not probe["ids"]:
+                return 0
+            found = self.nodes.get(where=where, include=["metadatas"])
+            ordered = [i for _, i in sorted(
+                zip((m["node_count"] for m in found["metadatas"]), found["ids"], strict=True),
+                reverse=True)]
+            self._delete_highest_first(ordered)
+        return len(ordered)
 
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Store new nodes page by page, then the state that makes them visible.
@@ -281,11 +296,19 @@ class ChromaBackend:
         self.states.delete(ids=[_state_id(persona)])
 
     def _undo(self, ids: list[str]) -> None:
+        try:
+            self._delete_highest_first(ids[::-1])
+        except Exception:  # noqa: BLE001 - best effort: the next write removes what is left
+            return
+
+    def _delete_highest_first(self, ids: Sequence[str]) -> None:
+        """Delete records, given highest node number first, in pages.
+
+        A crash in between leaves a run starting right above the committed count (see
+        :meth:`remove_uncommitted`).
+        """
         for chunk in _chunks(ids, self.batch):
-            try:
-                self.nodes.delete(ids=list(chunk))
-            except Exception:  # noqa: BLE001 - best effort: uncommitted ids stay invisible anyway
-                return
+            self.nodes.delete(ids=list(chunk))
 
 
 def _client_kind(client: Any) -> tuple[str, str]:

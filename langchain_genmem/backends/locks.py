@@ -126,11 +126,11 @@ class FolderLock:
             del self._HELD[self.path]
             os.close(fd)  # closing the descriptor drops the flock
 
-    def other_writer(self) -> dict[str, Any] | None:
-        """The holder recorded in the folder's lock file if it is another live process.
+    def last_writer(self) -> dict[str, Any] | None:
+        """The last other process that took the folder, as its lock file records it.
 
         Returns:
-            Its record, or, while this process holds the folder, the one that held it before.
+            Its record (host, pid, since), or None if none is known.
         """
         if self.held:
             return self.previous
@@ -139,16 +139,10 @@ class FolderLock:
         except OSError:
             return None
         try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    return None  # nobody holds it
-                except BlockingIOError:
-                    pass
             record = _read_record(fd)
-            return None if record and record.get("pid") == os.getpid() else record
         finally:
             os.close(fd)
+        return None if record and record.get("pid") == os.getpid() else record
 
     def _take(self, persona: str) -> int:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -233,22 +227,23 @@ class Lease:
 
     def _take(self) -> None:
         deadline = time.monotonic() + self.timeout
-        while True:
-            current = self._current()
-            if current is None:  # free: add; of simultaneous adds Chroma keeps the first
-                self.collection.add(
-                    ids=[self.id], embeddings=np.ones((1, 1), dtype=np.float32),
-                    metadatas=[self._record()],
-                )
-                current = self._current()
-            if current is not None and current.get("token") == self.token:
-                return
+        current = self._add_and_read()  # uncontended: two calls
+        while current is None or current.get("token") != self.token:
             if current is not None and float(current.get("expires", 0)) < time.time():
                 self.collection.delete(ids=[self.id], where={"token": current["token"]})
-                continue
-            if time.monotonic() >= deadline:
+            elif current is not None and time.monotonic() >= deadline:
                 raise self._refusal(describe_holder(current))
-            time.sleep(POLL_SECONDS)
+            elif current is not None:
+                time.sleep(POLL_SECONDS)
+            current = self._current()
+            if current is None:
+                current = self._add_and_read()
+
+    def _add_and_read(self) -> dict[str, Any] | None:
+        """Add our lease if none exists (Chroma keeps the first of simultaneous adds)."""
+        self.collection.add(ids=[self.id], embeddings=np.ones((1, 1), dtype=np.float32),
+                            metadatas=[self._record()])
+        return self._current()
 
     def _current(self) -> dict[str, Any] | None:
         got = self.collection.get(ids=[self.id], include=["metadatas"])

@@ -190,13 +190,17 @@ class PostgresBackend:
         if self._held.get() is not None:
             yield  # already inside this context's transaction
             return
-        with self.pool.connection() as conn, conn.transaction():
-            self._lock(conn, persona)
-            token = self._held.set(conn)
-            try:
-                yield
-            finally:
-                self._held.reset(token)
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                self._lock(conn, persona)
+                token = self._held.set(conn)
+                try:
+                    yield
+                finally:
+                    self._held.reset(token)
+        except psycopg.Error as e:  # e.g. the COMMIT itself, or no connection in time
+            msg = f"PostgreSQL refused the write of {persona!r}; nothing was committed: {e}"
+            raise StorageError(msg) from e
 
     def _lock(self, conn: Any, persona: str) -> None:
         ms = int(self.lock_timeout * 1000)

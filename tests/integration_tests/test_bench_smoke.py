@@ -1,4 +1,4 @@
-"""The benchmarks run end to end at a tiny size and print their tables.
+"""The benchmark scripts run end to end at a tiny size and print their tables.
 
 Only the shape of the output is checked, never a timing.
 """
@@ -35,6 +35,20 @@ def test_bench_retrieval_prints_its_tables() -> None:
     assert row[0] == "2000"
     assert all(cell.endswith("x") for cell in row[1:5])  # every ratio was computed
     assert row[-1] == "yes"  # the pure-Python original picked our top 30
+
+
+@pytest.mark.slow
+def test_bench_open_prints_its_table() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_open.py"), "--size", "300",
+         "--dim", "16", "--repeats", "1"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("# 300 memories, dim 16")
+    assert lines[1].startswith("| run | nodes | open s | peak RSS MB")
+    assert lines[3].startswith("| 1 | 300 |")
 
 
 @pytest.mark.slow

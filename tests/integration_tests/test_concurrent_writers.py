@@ -42,7 +42,7 @@ WRITER = PAUSE_HOOKS + textwrap.dedent(
     else:
         client = chromadb.PersistentClient(path=o["where"])
     backend = ChromaBackend(client, o.get("collection", "genmem"),
-                            lock_timeout=o.get("lock_timeout", 30),
+                            lock_timeout=o.get("lock_timeout"),
                             lease_ttl=o.get("lease_ttl", 30))
     if o.get("pause"):
         pause_at(backend, o["pause"], o["ready"])
@@ -199,8 +199,7 @@ def test_a_second_process_writing_a_folder_is_refused_by_name(tmp_path: Path):
         "where": folder, "tag": "A", "count": 20, "hold": str(hold)}), log_path=log)
     wait_files(tmp_path / "release.A")
     pid = int((tmp_path / "release.A").read_text())
-    second = run_python(WRITER, json.dumps({
-        "where": folder, "tag": "B", "count": 5, "lock_timeout": 1}))
+    second = run_python(WRITER, json.dumps({"where": folder, "tag": "B", "count": 5}))
     assert second["done"] == 0 and second["error"]["type"] == "ConcurrentWriterError"
     assert f"pid {pid}" in second["error"]["message"]
     assert "chroma run" in second["error"]["message"]
@@ -265,5 +264,6 @@ def test_a_reader_of_a_folder_another_process_writes_gets_our_error_or_works(tmp
     if "error" in seen:
         assert seen["error"]["type"] == "StorageError"
         assert "chroma run" in seen["error"]["message"]
+        assert f"pid {wrote['pid']}" in seen["error"]["message"]  # names the writer
     else:
         assert seen["after"] == 5 + 20 + 2

@@ -111,7 +111,7 @@ DUMP = textwrap.dedent(
 STEPS: list[tuple[str, str] | None] = [
     None,
     ("event", "pages"),
-    ("event", "sweep"),  # dies while removing the records the previous kill left
+    ("event", "sweep"),  # dies after removing 4 of the 8 records the previous kill left
     None,
     ("event", "before_state"),
     None,
@@ -120,9 +120,9 @@ STEPS: list[tuple[str, str] | None] = [
     ("event", "after_state"),  # committed before the kill: those memories count
     None,
 ]
-# records each continuing step must find and remove: 8 from "pages" (the "sweep" kill removed
-# none), 10 from "before_state", 8 thoughts from "pages", none after "after_state"
-EXPECTED_ORPHANS = [0, 8, 10, 8, 0]
+# records each continuing step must find and remove: 4 left by "pages" and "sweep", 10 from
+# "before_state", 8 thoughts from "pages", none after "after_state"
+EXPECTED_ORPHANS = [0, 4, 10, 8, 0]
 
 
 def expected_nodes(step: int, ids: list[str]) -> dict[str, dict]:

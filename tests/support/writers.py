@@ -1,8 +1,10 @@
 """Child processes that write a memory stream, and a way to stop one at an exact point.
 
 A writer script calls :data:`PAUSE_HOOKS` code (exec'd at its top) to wrap its backend so that
-it writes its pid to a "ready" file and sleeps when it reaches a named point (after the n-th
-page of node records, before or after the state record, inside the write lock). The test
+it writes its pid to a "ready" file and sleeps when it reaches a named point (``pages``: after
+the 2nd page of node records; ``sweep``: after the 1st page of leftovers deleted;
+``before_state``/``after_state``: around the state record; ``in_lock``: inside the write
+lock). The test
 waits for that file and kills the child with SIGKILL: the kill lands at that point every
 time, not by timing luck.
 
@@ -38,7 +40,8 @@ def _pause(ready):
 
 class _PausingCollection:
     def __init__(self, inner, point, ready):
-        self.inner, self.point, self.ready, self.pages = inner, point, ready, 0
+        self.inner, self.point, self.ready = inner, point, ready
+        self.pages = self.deletes = 0
     def __getattr__(self, name):
         return getattr(self.inner, name)
     def upsert(self, **kw):
@@ -47,9 +50,10 @@ class _PausingCollection:
         if self.point == "pages" and self.pages == 2:
             _pause(self.ready)
     def delete(self, **kw):
-        if self.point == "sweep":
+        self.inner.delete(**kw)
+        self.deletes += 1
+        if self.point == "sweep" and self.deletes == 1:
             _pause(self.ready)
-        return self.inner.delete(**kw)
 
 def pause_at(backend, point, ready):
     backend.nodes = _PausingCollection(backend.nodes, point, ready)

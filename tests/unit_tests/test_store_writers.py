@@ -1,0 +1,193 @@
+"""Writers of one persona in one process: records replaced whole, catch-up before numbering.
+
+Two ``MemoryStream`` objects on one Chroma client and collection are two writers of the same
+persona (as two processes on one server are); threads share them. The cross-process cases
+(SIGKILL, a folder, a `chroma run` server) are in tests/integration_tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+import chromadb
+import numpy as np
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from langchain_genmem import ConcurrentWriterError, MemoryNode, MemoryStream, StorageError
+from langchain_genmem.backends.chroma import NODE_KEYS, ChromaBackend, _meta_of
+from langchain_genmem.keywords import count_keywords
+
+T0 = datetime(2023, 2, 13, 9, 0)
+PERSONA = "玛丽亚 Lopez"
+
+
+@pytest.fixture
+def shared(request):
+    """A factory of streams of one persona on one in-memory collection."""
+    client = chromadb.EphemeralClient()
+    name = f"w-{abs(hash(request.node.name)) % 10**8}"
+
+    def open_stream(**kw) -> MemoryStream:
+        return MemoryStream(PERSONA, client=client, collection_name=name,
+                            embeddings=DeterministicFakeEmbedding(size=8), clock=lambda: T0, **kw)
+
+    yield open_stream
+    client.delete_collection(name)
+    client.delete_collection(f"{name}-state")
+
+
+def crashed_record(stream: MemoryStream, number: int) -> None:
+    """What a writer killed between its node pages and its state record leaves behind."""
+    ghost = MemoryNode(
+        node_id=f"node_{number}", node_count=number, type_count=number, type="event", depth=0,
+        created=datetime(1999, 1, 1), expiration=datetime(2000, 1, 1),
+        last_accessed=datetime(1999, 1, 1), subject="ghost", predicate="haunt", object="house",
+        description="ghost 幽灵", embedding_key="ghost", poignancy=9, keywords=["幽灵"],
+        filling=["node_1"],
+    )
+    stream.backend.nodes.upsert(
+        ids=[f"{PERSONA}::node_{number}"], embeddings=np.full((1, 8), 7.0),
+        metadatas=[_meta_of(PERSONA, ghost)], documents=[ghost.description],
+    )
+
+
+def test_a_crashed_writes_records_are_removed_and_lend_nothing(shared):
+    stream = shared()
+    stream.add_event("first", poignancy=2)
+    crashed_record(stream, 2)
+    crashed_record(stream, 3)
+    reopened = shared()
+    assert len(reopened) == 1  # uncommitted records are invisible
+    fresh = reopened.add_event("after the crash", poignancy=3)
+    assert fresh.node_id == "node_2"
+    stored = shared().get("node_2")
+    assert stored.model_dump() == {
+        "node_id": "node_2", "node_count": 2, "type_count": 2, "type": "event", "depth": 0,
+        "created": T0, "expiration": None, "last_accessed": T0, "subject": PERSONA,
+        "predicate": "", "object": "", "description": "after the crash",
+        "embedding_key": "after the crash", "poignancy": 3.0, "keywords": [PERSONA],
+        "filling": [],
+    }
+    assert np.allclose(shared().vector("node_2"),
+                       DeterministicFakeEmbedding(size=8).embed_documents(["after the crash"])[0])
+    assert reopened.orphans_removed == 2
+    left = reopened.backend.nodes.get(where={"node_count": {"$gt": 2}}, include=[])
+    assert left["ids"] == []
+
+
+def test_every_write_names_every_key(shared):
+    node = shared().add_event("plain", poignancy=1)
+    assert set(_meta_of(PERSONA, node)) == set(NODE_KEYS)
+    assert _meta_of(PERSONA, node)["expiration"] is None  # None removes a key in Chroma
+
+
+def test_a_second_stream_numbers_after_what_the_first_committed(shared):
+    a, b = shared(), shared()
+    a.add_event("from a", poignancy=2, keywords=["shared"])
+    got = b.add_event("from b", poignancy=3, keywords=["shared"])
+    assert got.node_id == "node_2" and len(b) == 2
+    assert b.kw_strength["event"]["shared"] == 2
+    assert b.state.importance_trigger_curr == 150 - 5
+    check = shared()
+    assert [n.description for n in check.nodes()] == ["from b", "from a"]
+
+
+def test_state_writes_start_from_the_committed_state(shared):
+    a, b = shared(), shared()
+    a.update_settings(importance_trigger_max=50)
+    a.set_extra(curr_tile="cafe")
+    b.set_extra(daily_plan="study")
+    state = b.reset_reflection_trigger()
+    assert state.importance_trigger_curr == 50
+    assert state.extra == {"curr_tile": "cafe", "daily_plan": "study"}
+    assert shared().state.extra == {"curr_tile": "cafe", "daily_plan": "study"}
+
+
+def test_a_batch_citing_its_own_items_is_refused_if_another_writer_went_first(shared):
+    a = shared()
+    a.add_event("seed", poignancy=1)
+
+    class Interrupting(DeterministicFakeEmbedding):
+        def embed_documents(self, texts):
+            a.add_event("sneaked in", poignancy=1)  # another writer commits meanwhile
+            return super().embed_documents(texts)
+
+    b = shared()
+    b._embeddings = Interrupting(size=8)
+    with pytest.raises(ConcurrentWriterError, match="node_2") as info:
+        b.add_many([{"type": "event", "description": "e", "poignancy": 1},
+                    {"type": "thought", "description": "t", "poignancy": 1,
+                     "evidence": ["node_2"]}])
+    assert info.value.persona == PERSONA
+    assert isinstance(info.value, StorageError)
+    assert [n.description for n in shared().nodes()] == ["sneaked in", "seed"]
+
+
+def test_threads_writing_through_two_streams_keep_every_memory(shared):
+    streams = [shared(), shared()]
+    errors: list[BaseException] = []
+
+    def write(k: int) -> None:
+        try:
+            for i in range(15):
+                streams[k % 2].add_event(f"thread {k} 事件 {i}", poignancy=1 + i % 3,
+                                         keywords=[f"kw{i % 4}"])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    check = shared()
+    nodes = list(reversed(check.nodes()))
+    assert [n.node_id for n in nodes] == [f"node_{i}" for i in range(1, 61)]
+    assert len({n.description for n in nodes}) == 60
+    strength = {"event": {}, "thought": {}}
+    for n in nodes:
+        count_keywords(strength, n)
+    assert check.kw_strength == strength
+    assert check.state.importance_ele_n == 60
+
+
+def test_the_backend_tells_client_kinds_apart(tmp_path):
+    assert ChromaBackend(chromadb.EphemeralClient(), "kind-a").kind == "memory"
+    folder = ChromaBackend(chromadb.PersistentClient(path=str(tmp_path)), "kind-b")
+    assert folder.kind == "folder"
+    with folder.write_lock(PERSONA):  # takes the folder for this process
+        assert (tmp_path / "genmem-writer.lock").exists()
+    folder.close()
+
+
+class FailingAtExit(ChromaBackend):
+    """A backend whose write right fails when given back (like a COMMIT that fails)."""
+
+    fail = True
+
+    @contextmanager
+    def write_lock(self, persona: str) -> Iterator[None]:
+        with super().write_lock(persona):
+            yield
+            if self.fail:
+                self.fail = False
+                msg = "the transaction could not be committed"
+                raise StorageError(msg)
+
+
+def test_a_write_shows_only_once_the_write_right_was_given_back():
+    backend = FailingAtExit(chromadb.EphemeralClient(), "fail-at-exit")
+    stream = MemoryStream(PERSONA, backend=backend, embeddings=DeterministicFakeEmbedding(size=8),
+                          clock=lambda: T0)
+    with pytest.raises(StorageError, match="could not be committed"):
+        stream.add_event("maybe", poignancy=1)
+    assert len(stream) == 0 and stream.state.node_count == 0
+    # this backend's commit was durable after all: the next write catches up, numbers after it
+    after = stream.add_event("surely", poignancy=1)
+    assert after.node_id == "node_2"
+    assert [n.description for n in stream.nodes()] == ["surely", "maybe"]
