@@ -132,6 +132,16 @@ def test_a_writer_waiting_longer_than_lock_timeout_gets_a_clear_error(dsn):
 
 # ---------------------------------------------------------------- all or nothing
 
+
+def test_a_connection_lost_inside_a_write_is_a_storage_error_and_the_pool_recovers(dsn):
+    backend = PostgresBackend(dsn)
+    with pytest.raises(StorageError, match="nothing was committed"):
+        with backend.write_lock(PERSONA):
+            backend._held.get().execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    stream = MemoryStream(PERSONA, backend=backend, embeddings=DeterministicFakeEmbedding(size=8))
+    assert stream.add_event("after the loss", poignancy=1).node_id == "node_1"
+    backend.close()
+
 CRASH = textwrap.dedent("""
     import os, sys
     from langchain_core.embeddings import DeterministicFakeEmbedding
