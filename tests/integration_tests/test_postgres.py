@@ -328,3 +328,10 @@ def test_the_readme_postgresql_example_runs_as_printed(dsn, monkeypatch):
     monkeypatch.setenv("GENMEM_DSN", dsn)
     exec(compile(block, "README.md", "exec"), {})  # our own documentation, not untrusted text
     assert len(MemoryStream("Maria Lopez", dsn=dsn)) == 1
+
+
+def test_a_dsn_and_a_chroma_store_at_once_is_refused(dsn, tmp_path):
+    from langchain_genmem import ValidationError
+
+    with pytest.raises(ValidationError, match="dsn"):
+        MemoryStream(PERSONA, dsn=dsn, path=tmp_path)
