@@ -26,15 +26,22 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from langchain_genmem.backends.base import Head, StoredNode
 from langchain_genmem.backends.locks import FolderLock, Lease, describe_holder, thread_lock
-from langchain_genmem.errors import EmbeddingDimensionError, GenMemError, StorageError
+from langchain_genmem.errors import (
+    ConcurrentWriterError,
+    EmbeddingDimensionError,
+    GenMemError,
+    StorageError,
+)
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.state import StreamState
 from langchain_genmem.timeutil import from_epoch, to_epoch
@@ -86,6 +93,7 @@ class ChromaBackend:
         self.lease_ttl = lease_ttl
         self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
         self._leases: Any = None
+        self._held = threading.local()  # the lease this thread holds, on a server
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -132,9 +140,11 @@ class ChromaBackend:
                           ttl=self.lease_ttl)
             with _wrapped(f"could not take the write lease of {persona!r}"):
                 lease.acquire()
+            self._held.lease = lease
             try:
                 yield
             finally:
+                self._held.lease = None
                 lease.release()
 
     def close(self) -> None:
@@ -267,12 +277,28 @@ class ChromaBackend:
                 )
                 written.extend(ids)
             self.write_state(persona, state)
+        except GenMemError:
+            self._undo(written)
+            raise
         except Exception as e:
             self._undo(written)
             raise _storage_error(e) from e
 
     def write_state(self, persona: str, state: StreamState) -> None:
-        """Store a new state with no new nodes."""
+        """Store a new state with no new nodes.
+
+        Raises:
+            ConcurrentWriterError: this write's server lease expired or was taken over
+                (the writer stalled longer than ``lease_ttl``); nothing is stored.
+        """
+        lease = getattr(self._held, "lease", None)
+        if lease is not None and not lease.still_held():
+            msg = (
+                f"persona {persona!r}: the write lease was lost before the write was "
+                f"committed (this writer stalled over {self.lease_ttl:g} s and another may "
+                "have taken over); nothing was committed, retry the write"
+            )
+            raise ConcurrentWriterError(msg, persona=persona)
         with _wrapped(f"could not store the state of {persona!r}"):
             self.states.upsert(
                 ids=[_state_id(persona)],
@@ -322,7 +348,7 @@ def _client_kind(client: Any) -> tuple[str, str]:
         port = getattr(settings, "chroma_server_http_port", "") or ""
         return "server", f"{host}:{port}"
     if getattr(settings, "is_persistent", False) and getattr(settings, "persist_directory", ""):
-        return "folder", str(settings.persist_directory)
+        return "folder", str(Path(settings.persist_directory).resolve())
     return "memory", ""
 
 

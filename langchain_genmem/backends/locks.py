@@ -14,6 +14,9 @@ holds it (host, pid, since when):
   ``add`` of an id that exists and deletes by id only where the metadata still matches, so
   "add, then read back" gives one winner and "delete where token" never drops another
   holder's lease. A lease whose holder died expires after ``ttl`` seconds and is taken over.
+  A holder that stalls longer than ``ttl`` (its heartbeat silent) may lose the lease; its
+  backend then refuses to store the state record, so the stalled write commits nothing.
+  Expiry times are the writers' wall clocks: hosts sharing a server need synchronised clocks.
 
 Both also serialise the threads of one process with an in-process lock.
 """
@@ -200,6 +203,8 @@ class Lease:
         self.ttl = ttl
         self.id = f"{persona}::lease"
         self.token = uuid.uuid4().hex
+        self.expires = 0.0
+        self.lost = False
 
     def acquire(self) -> None:
         """Take the lease (waiting up to ``timeout``) and start renewing it.
@@ -222,8 +227,13 @@ class Lease:
             logger.warning("persona %r: write lease not released; it expires in %g s",
                            self.persona, self.ttl, exc_info=True)
 
+    def still_held(self) -> bool:
+        """False once the lease expired or another writer took it (seen by the heartbeat)."""
+        return not self.lost and time.time() < self.expires
+
     def _record(self) -> dict[str, Any]:
-        return {**holder_record(), "token": self.token, "expires": time.time() + self.ttl}
+        self.expires = time.time() + self.ttl
+        return {**holder_record(), "token": self.token, "expires": self.expires}
 
     def _take(self) -> None:
         deadline = time.monotonic() + self.timeout
@@ -254,9 +264,11 @@ class Lease:
             try:
                 current = self._current()
                 if current is None or current.get("token") != self.token:
+                    self.lost = True
                     return
-                self.collection.update(ids=[self.id],
-                                       metadatas=[{"expires": time.time() + self.ttl}])
+                expires = time.time() + self.ttl
+                self.collection.update(ids=[self.id], metadatas=[{"expires": expires}])
+                self.expires = expires
             except Exception:  # noqa: BLE001 - the next beat retries; expiry is the backstop
                 continue
 

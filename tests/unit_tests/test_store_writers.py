@@ -7,7 +7,9 @@ persona (as two processes on one server are); threads share them. The cross-proc
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -191,3 +193,49 @@ def test_a_write_shows_only_once_the_write_right_was_given_back():
     after = stream.add_event("surely", poignancy=1)
     assert after.node_id == "node_2"
     assert [n.description for n in stream.nodes()] == ["surely", "maybe"]
+
+
+def lease_backend(name: str, **kw) -> ChromaBackend:
+    """A backend that takes server leases; the lease collection is an in-memory one."""
+    backend = ChromaBackend(chromadb.EphemeralClient(), name, **kw)
+    backend.kind = "server"
+    return backend
+
+
+def test_writes_under_a_lease_hold_it_only_while_writing():
+    backend = lease_backend("lease-ok")
+    stream = MemoryStream(PERSONA, backend=backend, embeddings=DeterministicFakeEmbedding(size=8))
+    stream.add_event("one", poignancy=1)
+    stream.update_settings(recency_w=2.0)
+    leases = backend._lease_collection()
+    assert leases.get()["ids"] == []  # given back after each write
+    with backend.write_lock(PERSONA):
+        record = leases.get(ids=[f"{PERSONA}::lease"])["metadatas"][0]
+    assert record["pid"] == os.getpid() and record["expires"] > time.time()
+
+
+def test_a_lease_lost_mid_write_commits_nothing():
+    backend = lease_backend("lease-lost", lease_ttl=0.3)
+    stream = MemoryStream(PERSONA, backend=backend, embeddings=DeterministicFakeEmbedding(size=8))
+    stream.add_event("kept", poignancy=1)
+    nodes, leases = backend.nodes, backend._lease_collection()
+
+    class Stalling:
+        """Node pages take long, and meanwhile another writer takes the lease over."""
+
+        def __getattr__(self, name):
+            return getattr(nodes, name)
+
+        def upsert(self, **kw):
+            nodes.upsert(**kw)
+            leases.delete(ids=[f"{PERSONA}::lease"])
+            leases.add(ids=[f"{PERSONA}::lease"], embeddings=np.ones((1, 1)),
+                       metadatas=[{"token": "other", "pid": 1, "expires": time.time() + 60}])
+            time.sleep(0.5)  # the heartbeat (every 0.1 s) sees the lease is no longer ours
+
+    backend.nodes = Stalling()
+    with pytest.raises(ConcurrentWriterError, match="lease was lost"):
+        stream.add_event("lost", poignancy=1)
+    backend.nodes = nodes
+    assert [n.description for n in stream.nodes()] == ["kept"]
+    assert nodes.get(include=[])["ids"] == [f"{PERSONA}::node_1"]  # its page was undone
