@@ -12,6 +12,7 @@ key             variable               default      meaning
 ``chroma_host`` ``GENMEM_CHROMA_HOST`` (none)       a Chroma server instead of ``path``
 ``chroma_port`` ``GENMEM_CHROMA_PORT`` ``8000``     its port
 ``collection``  ``GENMEM_COLLECTION``  ``genmem``   the Chroma collection
+``dsn``         ``GENMEM_DSN``         (none)       a PostgreSQL database instead of Chroma
 ``model``       ``OPENAI_MODEL``       gpt-4o-mini  the chat model's name
 ==============  =====================  ===========  =========================================
 
@@ -45,6 +46,7 @@ class GenmemConfig(TypedDict, total=False):
         chroma_host: a Chroma server's host, instead of ``path``.
         chroma_port: the Chroma server's port.
         collection: the Chroma collection.
+        dsn: a PostgreSQL database (``postgresql://...``) instead of Chroma.
         model: the chat model's name (default ``OPENAI_MODEL``).
     """
 
@@ -53,6 +55,7 @@ class GenmemConfig(TypedDict, total=False):
     chroma_host: str
     chroma_port: int
     collection: str
+    dsn: str
     model: str
 
 
@@ -71,6 +74,7 @@ def settings(config: RunnableConfig | None, env: Mapping[str, str] | None = None
         chroma_host=pick("chroma_host", "GENMEM_CHROMA_HOST", ""),
         chroma_port=int(pick("chroma_port", "GENMEM_CHROMA_PORT", 8000)),
         collection=pick("collection", "GENMEM_COLLECTION", "genmem"),
+        dsn=pick("dsn", "GENMEM_DSN", ""),
         model=pick("model", "OPENAI_MODEL", ""),
     )
 
@@ -80,7 +84,10 @@ def stream_from_config(
 ) -> MemoryStream:
     """The persona's stream, on the store the run's config (or the environment) names."""
     s = settings(config, env)
-    store = Store(Path(s["path"]), s["chroma_host"] or None, s["chroma_port"], s["collection"])
+    store = Store(
+        Path(s["path"]), s["chroma_host"] or None, s["chroma_port"], s["collection"],
+        dsn=s["dsn"] or None,
+    )
     return store.open(s["persona"], create=True)
 
 

@@ -8,7 +8,7 @@ is a handful of vectorised operations over every node, never a Python loop per m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +140,18 @@ class NodeCache:
         moment = from_epoch(when)
         for row in rows.tolist():
             self.nodes[row].last_accessed = moment
+
+    def merge_access(self, times: Mapping[int, float]) -> None:
+        """Take access times stored elsewhere where they are later than the ones held.
+
+        Args:
+            times: ``{node_count: epoch seconds}``; nodes not held yet are skipped.
+        """
+        for number, when in times.items():
+            row = number - 1
+            if row < self.n and when > self.last_accessed[row]:
+                self.last_accessed[row] = when
+                self.nodes[row].last_accessed = from_epoch(when)
 
     def vector_of_key(self, key: str) -> np.ndarray | None:
         """The stored vector of an embedding_key, or None.

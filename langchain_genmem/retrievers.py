@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.callbacks import (
@@ -43,6 +43,7 @@ from pydantic import ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem import validation
+from langchain_genmem.documents import memory_document
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.scoring import (
@@ -109,6 +110,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
         gains: global gains, default ``(0.5, 3.0, 2.0)``.
         include_expired: score expired memories too.
         update_access: set ``last_accessed`` of returned memories (the original does).
+        score_in: ``"process"`` (default: numpy over the stream's in-process cache) or
+            ``"database"`` (one SQL query in PostgreSQL ranks every candidate, for callers
+            that must not hold the vectors; same ids, order and scores).
 
     Invoke:
         .. code-block:: python
@@ -141,6 +145,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     gains: tuple[float, float, float] = DEFAULT_GAINS
     include_expired: bool = False
     update_access: bool = True
+    score_in: Literal["process", "database"] = "process"
 
     def __init__(self, **data: Any) -> None:
         """Build the retriever; unknown or bad arguments raise, naming the field.
@@ -243,6 +248,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
         """
         query = validation.query(query)
         k = self.k if k is None else validation.top_k(k)
+        if self.score_in == "database":
+            from langchain_genmem.database_retrieval import retrieve_in_database
+
+            return retrieve_in_database(self, query, k)
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache
@@ -251,15 +260,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads (rows below it never change but for access times).
         n = static.n
-        rows, importance = static.rows, static.importance
-        cands_static = (static.type_code, static.node_count, static.poignancy)
-        skipped = {"skipped_idle": static.idle, "skipped_expired": 0}
-        if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
-            alive = cache.expiration[rows] > now
-            if not alive.all():
-                skipped["skipped_expired"] = int(rows.size - alive.sum())
-                rows, importance = rows[alive], None
-                cands_static = tuple(col[alive] for col in cands_static)
+        rows, importance, cands_static, skipped = self.pick_candidates(static, cache, now)
         if rows.size == 0:
             return RetrievalReport(query=query, status="no_candidates", **skipped)
         query_vector = np.asarray(stream.embeddings.embed_query(query))
@@ -301,6 +302,32 @@ class GenerativeAgentsRetriever(BaseRetriever):
             **skipped,
         )
 
+    def pick_candidates(
+        self, static: Any, cache: Any, now: float
+    ) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, ...], dict[str, int]]:
+        """The rows this retrieval scores, and how many memories were left out and why.
+
+        Args:
+            static: the cache's candidate columns (``cache.candidates()``).
+            cache: the stream's node cache.
+            now: the stream's clock, as an epoch.
+
+        Returns:
+            The candidate rows, their normalised importance (None when it must be
+            recomputed), their (type code, node count, poignancy) columns, and the counts
+            ``skipped_idle`` and ``skipped_expired``.
+        """
+        rows, importance = static.rows, static.importance
+        cands_static = (static.type_code, static.node_count, static.poignancy)
+        skipped = {"skipped_idle": static.idle, "skipped_expired": 0}
+        if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
+            alive = cache.expiration[rows] > now
+            if not alive.all():
+                skipped["skipped_expired"] = int(rows.size - alive.sum())
+                rows, importance = rows[alive], None
+                cands_static = tuple(col[alive] for col in cands_static)
+        return rows, importance, cands_static, skipped
+
     def effective_weights(self) -> Weights:
         """The weights this retriever scores with: its own, or the persona's where None.
 
@@ -318,30 +345,15 @@ class GenerativeAgentsRetriever(BaseRetriever):
     def _document(
         self, row: int, i: int, place: int, r: Ranking, skipped: dict[str, int]
     ) -> Document:
-        node = self.memory_stream._cache.nodes[row]
-        meta: dict[str, Any] = {
-            "persona": self.memory_stream.persona,
-            "node_id": node.node_id,
-            "type": node.type,
-            "created": node.created,
-            "last_accessed": node.last_accessed,
-            "expiration": node.expiration,
-            "poignancy": node.poignancy,
-            "score": float(r.scored.score[i]),
-            "recency": float(r.scored.recency[i]),
-            "relevance": float(r.scored.relevance[i]),
-            "importance": float(r.scored.importance[i]),
-            "cosine": float(r.cosine[i]),
-            "rank": place,
-            "depth": node.depth,
-            "subject": node.subject,
-            "predicate": node.predicate,
-            "object": node.object,
-            "keywords": list(node.keywords),
-            "filling": node.filling,
-            "embedding_key": node.embedding_key,
-            "candidates": int(r.scored.score.size),
+        return memory_document(
+            self.memory_stream.persona,
+            self.memory_stream._cache.nodes[row],
+            score=float(r.scored.score[i]),
+            recency=float(r.scored.recency[i]),
+            relevance=float(r.scored.relevance[i]),
+            importance=float(r.scored.importance[i]),
+            cosine=float(r.cosine[i]),
+            rank=place,
+            candidates=int(r.scored.score.size),
             **skipped,
-        }
-        return Document(page_content=node.description, metadata=meta, id=node.node_id)
-
+        )

@@ -19,20 +19,23 @@ Example:
         stream.retrieve_relevant_events("Maria Lopez", "study", "physics")
 
 Storage: ``path`` gives an embedded ``PersistentClient`` folder; ``client`` any chromadb
-client (``chromadb.HttpClient(host=..., port=...)`` for a server); neither gives a fresh
-in-memory store. Personas sharing a folder, a server or a collection never see each other's
-memories.
+client (``chromadb.HttpClient(host=..., port=...)`` for a server); ``dsn`` a PostgreSQL
+database with pgvector (:class:`~langchain_genmem.backends.postgres.PostgresBackend`); none
+of them gives a fresh in-memory store. Personas sharing a folder, a server, a collection or
+a database never see each other's memories.
 
 Many writers: every write takes the backend's write right for the persona
 (:meth:`~langchain_genmem.backends.base.MemoryBackend.write_lock`), catches up with what
 others committed, and numbers its nodes after theirs. Threads of one process are always
-safe. On a Chroma server (``client=chromadb.HttpClient(...)``) writers in many processes
-are serialised by a lease; an embedded folder (``path=``) can be written by one process at
-a time (Chroma keeps a per-process index of a folder), so a second process that tries to
-write gets :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the writer; use
-a server for many processes. A crashed write leaves nothing visible, and its leftover
-records are removed at the next write (counted in :attr:`MemoryStream.orphans_removed`).
-Other processes see new memories at their next retrieval.
+safe. On PostgreSQL any number of processes may write (a transaction holding an advisory
+lock on the persona). On a Chroma server (``client=chromadb.HttpClient(...)``) writers in
+many processes are serialised by a lease; an embedded folder (``path=``) can be written by
+one process at a time (Chroma keeps a per-process index of a folder), so a second process
+that tries to write gets :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the
+writer; use a server for many processes. A crashed write leaves nothing visible, and its
+leftover records are removed at the next write (counted in
+:attr:`MemoryStream.orphans_removed`). Other processes see new memories at their next
+retrieval.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ class MemoryStream:
         importance: a scorer used when a memory is added without ``poignancy``.
         collection_name: the Chroma collection (personas may share it).
         backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
+        dsn: a PostgreSQL connection string: store in PostgreSQL + pgvector instead of Chroma.
         flush_interval: seconds within which deferred access times reach the store.
 
     Attributes:
@@ -126,6 +130,7 @@ class MemoryStream:
         collection_name: str = "genmem",
         backend: MemoryBackend | None = None,
         flush_interval: float = 1.0,
+        dsn: str | None = None,
     ) -> None:
         if not isinstance(persona, str) or not persona.strip():
             msg = f"persona: expected a non-empty name, got {persona!r}"
@@ -136,7 +141,7 @@ class MemoryStream:
         self.flush_interval = flush_interval
         self._embeddings = embeddings
         self._own_backend = backend is None
-        self.backend: MemoryBackend = backend or _chroma_backend(path, client, collection_name)
+        self.backend: MemoryBackend = backend or _open_backend(path, client, collection_name, dsn)
         self._lock = threading.RLock()  # the in-process view: cache, index, state
         self._write_mutex = threading.Lock()  # this stream's writes, one at a time
         self._pending: dict[str, float] = {}
@@ -144,6 +149,7 @@ class MemoryStream:
         self._cache = NodeCache()
         self._keywords = KeywordIndex()
         self._state = StreamState()
+        self._access_rev = 0
         self.orphans_removed = 0
         self._load()
         if clock is None:
@@ -162,6 +168,8 @@ class MemoryStream:
         return self._embeddings
 
     def _load(self) -> None:
+        head = self.backend.read_head(self.persona)
+        self._access_rev = 0 if head is None else head.access_rev
         state = self.backend.read_state(self.persona)
         if state is None:
             return
@@ -257,10 +265,21 @@ class MemoryStream:
             True when something new was loaded.
         """
         head: Head | None = self.backend.read_head(self.persona)
-        if head is None or head.rev == self._state.rev:
+        if head is None:
+            return False
+        if head.access_rev != self._access_rev:
+            self._load_access(head.access_rev)
+        if head.rev == self._state.rev:
             return False
         with self._lock:
             return self._catch_up()
+
+    def _load_access(self, access_rev: int) -> None:
+        """Take access times other processes stored since this stream last looked."""
+        times = self.backend.read_access(self.persona, self._access_rev)  # type: ignore[attr-defined]
+        with self._lock:
+            self._cache.merge_access(times)
+            self._access_rev = access_rev
 
     # ------------------------------------------------------------------ reading
 
@@ -874,6 +893,17 @@ def _evidence_of(item: MemoryInput) -> list[str]:
     if not isinstance(entries, list):
         return []
     return [x for x in entries if isinstance(x, str) and x.startswith("node_")]
+
+
+def _open_backend(path: Any, client: Any, name: str, dsn: str | None) -> MemoryBackend:
+    if dsn is None:
+        return _chroma_backend(path, client, name)
+    if path is not None or client is not None:
+        msg = "dsn: give either a PostgreSQL dsn or a Chroma path/client, not both"
+        raise ValidationError(msg, field="dsn")
+    from langchain_genmem.backends.postgres import PostgresBackend
+
+    return PostgresBackend(dsn)
 
 
 def _chroma_backend(path: Any, client: Any, name: str) -> ChromaBackend:

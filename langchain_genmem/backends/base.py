@@ -52,10 +52,13 @@ class Head:
     Attributes:
         rev: the state's revision.
         node_count: committed nodes.
+        access_rev: bumped when access times are stored, where the backend tracks it
+            (PostgreSQL); a stream that saw another value reloads the changed times.
     """
 
     rev: int
     node_count: int
+    access_rev: int = 0
 
 
 @runtime_checkable

@@ -1,7 +1,9 @@
 """The ``genmem`` command line: a thin shell over the library.
 
 Every command works on one persona's memory stream in an embedded Chroma folder (``--path``,
-default ``./.genmem``) or on a Chroma server (``--chroma-host``/``--chroma-port``). Errors of
+default ``./.genmem``), on a Chroma server (``--chroma-host``/``--chroma-port``) or in a
+PostgreSQL + pgvector database (``--dsn`` or ``GENMEM_DSN``; ``genmem db init --print``
+shows the schema). Errors of
 the library are printed as one line saying what to do, with exit code 2 for bad input or
 missing setup and 1 for anything else. ``genmem demo`` runs offline on the bundled fixture.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from langchain_genmem.cli import (
     commands,  # noqa: F401 - registers the commands on app
+    db,  # noqa: F401 - registers `genmem db`
     serving,  # noqa: F401 - registers serve, mcp, openapi
 )
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main

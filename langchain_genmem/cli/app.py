@@ -57,6 +57,14 @@ def _main(
     collection: Annotated[
         str, typer.Option("--collection", help="Chroma collection holding the memories.")
     ] = "genmem",
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            envvar="GENMEM_DSN",
+            help="PostgreSQL + pgvector database (postgresql://user@host/db) instead of Chroma.",
+        ),
+    ] = None,
     persona: Annotated[
         str | None,
         typer.Option(
@@ -76,7 +84,7 @@ def _main(
 ) -> None:
     """Generative Agents memory streams: import, search, explain and reflect."""
     when = parse_time(now, "--now") if now is not None else None
-    ctx.obj = Store(path, chroma_host, chroma_port, collection, persona, when)
+    ctx.obj = Store(path, chroma_host, chroma_port, collection, persona, when, dsn=dsn)
     ctx.call_on_close(ctx.obj.close)
 
 

@@ -16,7 +16,7 @@ from langchain_genmem.interop.generative_agents import FixedClock
 CHROMA_FILE = "chroma.sqlite3"  # what an embedded Chroma folder holds once created
 
 if TYPE_CHECKING:
-    from langchain_genmem.backends.chroma import ChromaBackend
+    from langchain_genmem.backends.base import MemoryBackend
     from langchain_genmem.store import MemoryStream
 
 
@@ -31,6 +31,7 @@ class Store:
         collection: the Chroma collection.
         persona: the persona asked for, or None.
         now: the time asked for, or None.
+        dsn: a PostgreSQL database to use instead of Chroma, or None.
     """
 
     path: Path
@@ -39,7 +40,9 @@ class Store:
     collection: str = "genmem"
     persona: str | None = None
     now: datetime | None = None
+    dsn: str | None = None
     _client: Any = field(default=None, repr=False)
+    _postgres: Any = field(default=None, repr=False)
     _opened: list[MemoryStream] = field(default_factory=list, repr=False)
 
     def client(self) -> Any:
@@ -70,12 +73,25 @@ class Store:
 
     def where(self) -> str:
         """The store in words."""
+        if self.dsn:
+            from langchain_genmem.backends.postgres import redacted
+
+            return f"the PostgreSQL database {redacted(self.dsn)}"
         if self.host:
             return f"the Chroma server at {self.host}:{self.port}"
         return f"the store at {self.path}"
 
-    def backend(self) -> ChromaBackend:
-        """The storage backend on the collection."""
+    def backend(self) -> MemoryBackend:
+        """The storage backend: the PostgreSQL database (opened once), or the collection."""
+        if self.dsn:
+            if self.host:
+                msg = "--dsn: give either a PostgreSQL --dsn or a Chroma --chroma-host, not both"
+                raise ValidationError(msg, field="dsn")
+            if self._postgres is None:
+                from langchain_genmem.backends.postgres import PostgresBackend
+
+                self._postgres = PostgresBackend(self.dsn)
+            return self._postgres
         from langchain_genmem.backends.chroma import ChromaBackend
 
         return ChromaBackend(self.client(), self.collection)
@@ -115,7 +131,13 @@ class Store:
         return stream
 
     def _check_exists(self) -> None:
-        """Refuse to read a store that is not there (instead of creating an empty one)."""
+        """Refuse to read a store that is not there (instead of creating an empty one).
+
+        A PostgreSQL database is the user's own: it must exist to be connected to, and a
+        persona it does not hold is refused by :meth:`open`.
+        """
+        if self.dsn:
+            return
         if self.host:
             names = {getattr(c, "name", c) for c in self.client().list_collections()}
             missing = self.collection not in names
@@ -146,10 +168,14 @@ class Store:
         """Flush deferred access times of every stream the command opened."""
         for stream in self._opened:
             stream.close()
+        if self._postgres is not None:
+            self._postgres.close()
 
     def stream_kwargs(self) -> dict[str, Any]:
         """What the importers pass on to each new stream."""
         clock = FixedClock(self.now) if self.now is not None else None
+        if self.dsn:
+            return {"backend": self.backend(), "clock": clock}
         return {"client": self.client(), "collection_name": self.collection, "clock": clock}
 
     def _only_persona(self, personas: Sequence[str]) -> str:

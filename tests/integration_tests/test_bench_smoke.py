@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import pid_is_running
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "bench_retrieval.py"
 
@@ -65,3 +67,26 @@ def test_bench_open_prints_its_table() -> None:
     assert lines[0].startswith("# 300 memories, dim 16")
     assert lines[1].startswith("| run | nodes | open s | peak RSS MB")
     assert lines[3].startswith("| 1 | 300 |")
+
+
+@pytest.mark.slow
+def test_bench_postgres_prints_its_tables_and_leaves_no_server() -> None:
+    script = REPO / "benchmarks" / "bench_postgres.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--sizes", "300", "--queries", "2", "--adds", "2",
+         "--writes", "5"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = lines.index("| memories | backend | import s | reopen s | add ms | process ms "
+                       "| database ms |")
+    assert lines[head + 2].startswith("| 300 | PostgreSQL |")
+    assert lines[head + 3].startswith("| 300 | Chroma (embedded) |")
+    writers = lines.index("| memories before | writer processes | events | events/s (all "
+                          "writers) |")
+    assert [line.split("|")[2].strip() for line in lines[writers + 2:writers + 5]] == [
+        "1", "2", "4"]
+    started = next(line for line in out.stderr.splitlines() if "started PostgreSQL" in line)
+    pid = int(started.split("pid ")[1].split(")")[0])
+    assert not pid_is_running(pid)

@@ -1,4 +1,8 @@
-"""A stream written by one process reads back identically in another; personas stay apart."""
+"""A stream written by one process reads back identically in another; personas stay apart.
+
+The first tests run on every backend (the `store` fixture): the child processes get the
+store's MemoryStream arguments (a Chroma folder or a PostgreSQL DSN) as JSON.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,18 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 WRITER = textwrap.dedent(
     """
-    import sys
+    import json, sys
     from datetime import datetime, timedelta
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 
     t = [datetime(2023, 2, 13, 9, 0)]
-    s = MemoryStream("玛丽亚 Lopez", path=sys.argv[1],
+    s = MemoryStream("玛丽亚 Lopez", **json.loads(sys.argv[1]),
                      embeddings=DeterministicFakeEmbedding(size=16), clock=lambda: t[0])
     e1 = s.add_event("玛丽亚 Lopez is studying physics", subject="玛丽亚 Lopez",
                      predicate="study", object="Physics", poignancy=4)
@@ -41,7 +44,8 @@ DUMP = textwrap.dedent(
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_genmem import MemoryStream
 
-    s = MemoryStream(sys.argv[2], path=sys.argv[1], embeddings=DeterministicFakeEmbedding(size=16))
+    s = MemoryStream(sys.argv[2], **json.loads(sys.argv[1]),
+                     embeddings=DeterministicFakeEmbedding(size=16))
     print(json.dumps({
         "nodes": [n.model_dump(mode="json") for n in s.nodes()],
         "index": s.keyword_index,
@@ -60,10 +64,11 @@ def run(code: str, *args: str) -> str:
     return done.stdout
 
 
-def test_a_restarted_process_sees_the_same_stream(tmp_path: Path):
-    run(WRITER, str(tmp_path))  # exits without close(): access times flushed at exit
-    first = json.loads(run(DUMP, str(tmp_path), "玛丽亚 Lopez"))
-    second = json.loads(run(DUMP, str(tmp_path), "玛丽亚 Lopez"))
+def test_a_restarted_process_sees_the_same_stream(store):
+    where = json.dumps(store.kwargs())
+    run(WRITER, where)  # exits without close(): access times flushed at exit
+    first = json.loads(run(DUMP, where, "玛丽亚 Lopez"))
+    second = json.loads(run(DUMP, where, "玛丽亚 Lopez"))
     assert first == second
     nodes = {n["node_id"]: n for n in first["nodes"]}
     assert list(nodes) == ["node_4", "node_3", "node_2", "node_1"]
@@ -86,9 +91,10 @@ def test_a_restarted_process_sees_the_same_stream(tmp_path: Path):
     assert len(first["vectors"]) == 4
 
 
-def test_personas_sharing_a_folder_never_see_each_other(tmp_path: Path):
-    run(WRITER, str(tmp_path))
-    other = json.loads(run(DUMP, str(tmp_path), "Klaus Mueller"))
+def test_personas_sharing_a_folder_never_see_each_other(store):
+    where = json.dumps(store.kwargs())
+    run(WRITER, where)
+    other = json.loads(run(DUMP, where, "Klaus Mueller"))
     assert other["nodes"] == [] and other["state"]["node_count"] == 0
 
 

@@ -9,6 +9,9 @@ scratch weights; ``top_highest_x_values`` (a stable sort); ``last_accessed = cur
 the returned nodes. The stream is built from the same ``nodes.json`` through ``add_many``,
 with an ``Embeddings`` that looks texts up in ``embeddings.json``.
 
+The replication runs on Chroma and on PostgreSQL (ranking in process and in the database);
+a last check ranks the same history both ways on PostgreSQL in every recency mode.
+
 The last tests run two streams of one persona against a real Chroma server: one writes, the
 other (in another process, or another client) sees the memory at its next retrieval.
 """
@@ -30,6 +33,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from tests.support.fixtures import open_store
 from tests.unit_tests.test_retrievers import TableEmbeddings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,13 +215,20 @@ def assert_same_access_times(stream: MemoryStream, memory: AssociativeMemory) ->
         i: n.last_accessed for i, n in memory.id_to_node.items()}
 
 
+@pytest.mark.parametrize("where", ["chroma", "postgres", "postgres-database"])
 @pytest.mark.parametrize("persona", list(PERSONAS))
-def test_reverie_mode_reproduces_new_retrieve(tmp_path, persona):
+def test_reverie_mode_reproduces_new_retrieve(request, tmp_path, persona, where):
+    backend, _, score_in = where.partition("-")
+    with open_store(request, backend, tmp_path) as store:
+        check_reverie_replication(persona, store.kwargs(), score_in or "process")
+
+
+def check_reverie_replication(persona: str, kwargs: dict[str, Any], score_in: str) -> None:
     saved = read_saved(persona)
     memory = AssociativeMemory(saved)
-    stream = replay(saved, path=tmp_path)
+    stream = replay(saved, **kwargs)
     assert stream.state.recency_decay == saved.scratch["recency_decay"]  # 0.99 / 0.995
-    retriever = GenerativeAgentsRetriever(stream=stream, recency_mode="reverie")
+    retriever = GenerativeAgentsRetriever(stream=stream, recency_mode="reverie", score_in=score_in)
     focal = FOCAL_POINTS[persona]
 
     expected = new_retrieve(memory, saved.scratch, saved.embeddings, saved.curr_time, focal)
@@ -230,14 +241,35 @@ def test_reverie_mode_reproduces_new_retrieve(tmp_path, persona):
     # again, through a reopened store: the access times were persisted and drive the ranking
     stream.close()
     reopened = MemoryStream(persona, embeddings=TableEmbeddings(saved.embeddings),
-                            clock=lambda: saved.curr_time, path=tmp_path)
+                            clock=lambda: saved.curr_time, **kwargs)
     assert_same_access_times(reopened, memory)
     again = focal[:2][::-1]
     expected = new_retrieve(memory, saved.scratch, saved.embeddings, saved.curr_time, again)
-    retriever = GenerativeAgentsRetriever(stream=reopened, recency_mode="reverie")
+    retriever = GenerativeAgentsRetriever(stream=reopened, recency_mode="reverie",
+                                          score_in=score_in)
     got = {f: as_rows(docs) for f, docs in retriever.retrieve_many(again).items()}
     assert_same(got, expected)
     reopened.close()
+
+
+@pytest.mark.parametrize("mode", ["hours", "rank", "reverie"])
+@pytest.mark.parametrize("persona", list(PERSONAS))
+def test_database_scoring_equals_process_scoring(request, tmp_path, persona, mode):
+    """Two identical PostgreSQL streams, one ranked in process, one in the database, through
+    the same focal points (access times carried over): same ids, order and scores."""
+    saved = read_saved(persona)
+    focal = FOCAL_POINTS[persona] * 2
+    with open_store(request, "postgres", tmp_path) as store:
+        ranked = {}
+        for score_in in ("process", "database"):
+            stream = replay(saved, **store.kwargs(fresh=True))
+            retriever = GenerativeAgentsRetriever(stream=stream, recency_mode=mode,
+                                                  score_in=score_in, k=20)
+            ranked[score_in] = [as_rows(retriever.invoke(f)) for f in focal]
+    for here, there in zip(ranked["process"], ranked["database"], strict=True):
+        assert [r[0] for r in here] == [r[0] for r in there]
+        for mine, theirs in zip(here, there, strict=True):
+            assert mine[1:] == pytest.approx(theirs[1:], abs=TOL)
 
 
 def test_maria_has_what_makes_the_comparison_meaningful():

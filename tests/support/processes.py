@@ -64,6 +64,7 @@ def spawn(
     log_path: Path,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    user: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start a child process whose stdout and stderr both go to `log_path`.
 
@@ -72,6 +73,7 @@ def spawn(
         log_path: The file that receives everything the child prints.
         cwd: The child's working directory; default: this process's.
         env: Variables added to (or replacing) this process's environment.
+        user: Run the child as this system user (PostgreSQL refuses to run as root).
 
     Returns:
         The running child.
@@ -80,7 +82,7 @@ def spawn(
     with log_path.open("wb") as log:
         return subprocess.Popen(  # noqa: S603 - argv is built by the test helpers
             list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=cwd, env=child_env,
+            cwd=cwd, env=child_env, user=user,
         )
 
 
@@ -211,6 +213,7 @@ class ServerProcess:
         what: str,
         cwd: Path | None = None,
         interval: float = 0.05,
+        user: str | None = None,
     ) -> None:
         """Start the child and wait until `check` returns true; its output goes to `server.out`.
 
@@ -220,9 +223,10 @@ class ServerProcess:
             what: The server's name for error messages.
             cwd: The child's working directory; default: the server's folder.
             interval: Seconds between checks.
+            user: Run the server as this system user.
         """
         log_path = self.folder / "server.out"
-        self._proc = spawn(argv, log_path=log_path, cwd=cwd or self.folder)
+        self._proc = spawn(argv, log_path=log_path, cwd=cwd or self.folder, user=user)
         self.pid = self._proc.pid
         self.startup_seconds = wait_until_ready(check, proc=self._proc, log_path=log_path,
                                                 what=what, timeout=self.startup_timeout,

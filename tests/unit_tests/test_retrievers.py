@@ -1,4 +1,8 @@
-"""GenerativeAgentsRetriever: documents, candidates, weights, access times and persistence."""
+"""GenerativeAgentsRetriever: documents, candidates, weights, access times and persistence.
+
+Every test runs three times: on Chroma, on PostgreSQL scoring in process, and on PostgreSQL
+scoring in the database (``score_in="database"``); see the ``setup`` fixture.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
 from langchain_genmem.timeutil import SimulationClock as Clock
+from tests.support.fixtures import Store, open_store
 
 T0 = datetime(2023, 2, 13, 15, 17, 40)
 META_KEYS = {
@@ -37,15 +42,39 @@ class TableEmbeddings(Embeddings):
         return list(map(float, self.table[text]))
 
 
+class Setup:
+    """The backend and the scoring place this module's current test runs on."""
+
+    store: Store
+    score_in: str = "process"
+
+
+SETUP = Setup()
+
+
+@pytest.fixture(autouse=True, params=["chroma", "postgres", "postgres-database"])
+def setup(request, tmp_path):
+    backend, _, where = request.param.partition("-")
+    with open_store(request, backend, tmp_path) as store:
+        SETUP.store, SETUP.score_in = store, where or "process"
+        yield SETUP
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock(T0)
 
 
 def make_stream(clock: Clock, table: Mapping[str, Sequence[float]] | None = None, *,
-                size: int = 32, **kw):
+                size: int = 32, path=None, **kw):
+    """A stream of the test's backend: a new empty store, or the test's one store with path."""
     emb = DeterministicFakeEmbedding(size=size) if table is None else TableEmbeddings(table)
-    return MemoryStream("Maria Lopez", embeddings=emb, clock=clock, **kw)
+    where = SETUP.store.kwargs(fresh=path is None)
+    return MemoryStream("Maria Lopez", embeddings=emb, clock=clock, **where, **kw)
+
+
+def make_retriever(**kw) -> GenerativeAgentsRetriever:
+    return GenerativeAgentsRetriever(score_in=SETUP.score_in, **kw)
 
 
 def ids(docs: Sequence[Document]) -> list[str]:
@@ -71,7 +100,7 @@ def hand(clock) -> MemoryStream:
 
 
 def test_components_and_scores_by_hand(hand):
-    docs = GenerativeAgentsRetriever(stream=hand).invoke("q")
+    docs = make_retriever(stream=hand).invoke("q")
     by_text = {d.page_content: d.metadata for d in docs}
     lo = 0.99**20
     recency = {"near": 1.0, "half": (0.99**10 - lo) / (1.0 - lo), "far": 0.0}
@@ -96,7 +125,7 @@ def test_documents_carry_every_metadata_key(clock):
                          poignancy=4, created=hours_ago(1))
     stream.add_thought("Maria Lopez loves physics", poignancy=7, evidence=[e.node_id],
                        created=hours_ago(1), expiration=T0 + timedelta(days=30))
-    docs = GenerativeAgentsRetriever(stream=stream).invoke("physics")
+    docs = make_retriever(stream=stream).invoke("physics")
     assert len(docs) == 2
     for doc in docs:
         meta = doc.metadata
@@ -120,7 +149,7 @@ def test_score_is_the_weighted_sum_of_the_components(clock):
     for i in range(12):
         stream.add_event(f"memory {i}", poignancy=1 + i % 10, created=hours_ago(3 * i))
     stream.update_settings(recency_w=0.7, relevance_w=1.3, importance_w=0.4)
-    retriever = GenerativeAgentsRetriever(stream=stream, gains=(1.0, 2.0, 3.0))
+    retriever = make_retriever(stream=stream, gains=(1.0, 2.0, 3.0))
     docs = retriever.invoke("memory 4")
     assert docs[0].page_content == "memory 4"
     assert docs[0].metadata["relevance"] == 1.0
@@ -145,35 +174,35 @@ def twelve(clock) -> MemoryStream:
 
 
 def test_invoke_k_default_and_per_call(twelve):
-    retriever = GenerativeAgentsRetriever(stream=twelve, k=3)
+    retriever = make_retriever(stream=twelve, k=3)
     assert len(retriever.invoke("memory")) == 3
     assert len(retriever.invoke("memory", k=5)) == 5
     assert len(retriever.invoke("memory", k=0)) == 0
     assert len(retriever.invoke("memory", k=100)) == 12
-    assert len(GenerativeAgentsRetriever(stream=twelve).invoke("memory")) == 12  # k=30
+    assert len(make_retriever(stream=twelve).invoke("memory")) == 12  # k=30
 
 
 async def test_ainvoke_matches_invoke(twelve):
-    retriever = GenerativeAgentsRetriever(stream=twelve, k=4, update_access=False)
+    retriever = make_retriever(stream=twelve, k=4, update_access=False)
     docs = await retriever.ainvoke("Maria Lopez memory 7")
     assert ids(docs) == ids(retriever.invoke("Maria Lopez memory 7"))
     assert len(docs) == 4
 
 
 async def test_ainvoke_takes_k_per_call(twelve):
-    retriever = GenerativeAgentsRetriever(stream=twelve, k=4)
+    retriever = make_retriever(stream=twelve, k=4)
     assert len(await retriever.ainvoke("memory", k=2)) == 2
 
 
 def test_batch_is_invoke_per_query(twelve):
-    retriever = GenerativeAgentsRetriever(stream=twelve, k=4, update_access=False)
+    retriever = make_retriever(stream=twelve, k=4, update_access=False)
     queries = ["Maria Lopez memory 1", "Maria Lopez memory 9"]
     assert [ids(d) for d in retriever.batch(queries)] == [ids(retriever.invoke(q)) for q in queries]
     assert [len(d) for d in retriever.batch(queries, k=2)] == [2, 2]
 
 
 def test_nodes_for_and_report(twelve, clock):
-    retriever = GenerativeAgentsRetriever(stream=twelve, k=3)
+    retriever = make_retriever(stream=twelve, k=3)
     report = retriever.retrieve_with_report("Maria Lopez memory 2")
     assert report.status == "ok"
     assert report.candidate_count == 12
@@ -187,11 +216,11 @@ def test_nodes_for_and_report(twelve, clock):
 
 def test_bad_arguments_are_refused(twelve):
     with pytest.raises(ValidationError, match="recency_mode"):
-        GenerativeAgentsRetriever(stream=twelve, recency_mode="days")
+        make_retriever(stream=twelve, recency_mode="days")
     with pytest.raises(ValidationError, match="k: expected an integer >= 0"):
-        GenerativeAgentsRetriever(stream=twelve, k=-1)
+        make_retriever(stream=twelve, k=-1)
     with pytest.raises(ValidationError, match="query"):
-        GenerativeAgentsRetriever(stream=twelve).retrieve_with_report(42)  # type: ignore[arg-type]
+        make_retriever(stream=twelve).retrieve_with_report(42)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- candidates
@@ -202,7 +231,7 @@ def test_chats_are_never_candidates(clock):
     stream.add_chat("conversing about physics", poignancy=10,
                     filling=[["Maria Lopez", "Hi"], ["Klaus Mueller", "Hello"]])
     stream.add_event("Maria Lopez is studying", poignancy=1)
-    report = GenerativeAgentsRetriever(stream=stream).retrieve_with_report(
+    report = make_retriever(stream=stream).retrieve_with_report(
         "conversing about physics")
     assert [d.metadata["type"] for d in report.documents] == ["event"]
     assert report.candidate_count == 1
@@ -214,7 +243,7 @@ def test_idle_embedding_keys_are_skipped(clock):
     stream.add_event("Maria Lopez is idle", embedding_key="Maria Lopez is idle", poignancy=9)
     stream.add_event("desk is free", embedding_key="desk is idle", poignancy=9)
     kept = stream.add_event("an idle afternoon", embedding_key="an afternoon", poignancy=2)
-    docs = GenerativeAgentsRetriever(stream=stream).invoke("bed is idle")
+    docs = make_retriever(stream=stream).invoke("bed is idle")
     assert ids(docs) == [kept.node_id]  # the rule reads embedding_key, not description
 
 
@@ -225,7 +254,7 @@ def test_nothing_to_score_gives_no_documents(clock, fill):
         stream.add_chat("conversing about nothing", poignancy=3)
     if "idle" in fill:
         stream.add_event("desk is idle", poignancy=1)
-    retriever = GenerativeAgentsRetriever(stream=stream)
+    retriever = make_retriever(stream=stream)
     assert retriever.invoke("anything") == []
     report = retriever.retrieve_with_report("anything")
     assert report.status == "no_candidates"
@@ -240,7 +269,7 @@ def test_expired_memories_are_skipped_unless_asked(clock):
     live = stream.add_thought("a live plan", poignancy=2, created=hours_ago(48),
                               expiration=T0 + timedelta(days=30))
     event = stream.add_event("an event", poignancy=1, created=hours_ago(2))
-    got = GenerativeAgentsRetriever(stream=stream, update_access=False)
+    got = make_retriever(stream=stream, update_access=False)
     assert set(ids(got.invoke("an old plan"))) == {live.node_id, event.node_id}
     every = {old.node_id, live.node_id, event.node_id}
     assert set(ids(got.model_copy(update={"include_expired": True}).invoke("x"))) == every
@@ -268,7 +297,7 @@ def middle_recency(retriever: GenerativeAgentsRetriever) -> float:
 
 
 def test_decay_defaults_to_the_personas_and_can_be_overridden(three_hours):
-    retriever = GenerativeAgentsRetriever(stream=three_hours, update_access=False)
+    retriever = make_retriever(stream=three_hours, update_access=False)
     assert middle_recency(retriever) == pytest.approx((0.99 - 0.99**2) / (1 - 0.99**2))
     three_hours.update_settings(recency_decay=0.5)
     assert middle_recency(retriever) == pytest.approx(1 / 3)  # (0.5 - 0.25) / (1 - 0.25)
@@ -277,7 +306,7 @@ def test_decay_defaults_to_the_personas_and_can_be_overridden(three_hours):
 
 
 def test_weights_default_to_the_personas_and_can_be_overridden(three_hours):
-    retriever = GenerativeAgentsRetriever(stream=three_hours, update_access=False)
+    retriever = make_retriever(stream=three_hours, update_access=False)
     by_importance = ["c", "b", "a"]
     assert [d.page_content for d in retriever.invoke("q")] == by_importance
     three_hours.update_settings(importance_w=0.0)
@@ -294,21 +323,21 @@ def test_weights_default_to_the_personas_and_can_be_overridden(three_hours):
 def test_returned_memories_are_accessed_at_the_clock_time_at_once(twelve, clock):
     clock.now = T0 + timedelta(hours=5)
     before = {n.node_id: n.last_accessed for n in twelve.nodes()}
-    docs = GenerativeAgentsRetriever(stream=twelve, k=3).invoke("Maria Lopez memory 11")
+    docs = make_retriever(stream=twelve, k=3).invoke("Maria Lopez memory 11")
     touched = set(ids(docs))
     assert all(d.metadata["last_accessed"] == clock.now for d in docs)
     for node in twelve.nodes():
         expected = clock.now if node.node_id in touched else before[node.node_id]
         assert node.last_accessed == expected
     # the next retrieval scores them as just accessed: all three have the top recency
-    again = GenerativeAgentsRetriever(stream=twelve, k=12, update_access=False).invoke("x")
+    again = make_retriever(stream=twelve, k=12, update_access=False).invoke("x")
     assert {d.metadata["node_id"] for d in again if d.metadata["recency"] == 1.0} == touched
 
 
 def test_update_access_false_leaves_access_times(twelve, clock):
     clock.now = T0 + timedelta(hours=5)
     before = {n.node_id: n.last_accessed for n in twelve.nodes()}
-    report = GenerativeAgentsRetriever(stream=twelve, update_access=False).retrieve_with_report("x")
+    report = make_retriever(stream=twelve, update_access=False).retrieve_with_report("x")
     assert report.accessed_ids == []
     assert {n.node_id: n.last_accessed for n in twelve.nodes()} == before
 
@@ -332,7 +361,7 @@ def access_times(path, clock) -> dict[str, datetime]:
 def test_access_times_are_stored_on_flush_and_close(tmp_path, clock, how):
     created, when = fill_on_disk(tmp_path, clock)
     stream = make_stream(clock, path=tmp_path, flush_interval=3600)
-    touched = ids(GenerativeAgentsRetriever(stream=stream, k=3).invoke("Maria Lopez memory 3"))
+    touched = ids(make_retriever(stream=stream, k=3).invoke("Maria Lopez memory 3"))
     getattr(stream, how)()
     expected = {i: (when if i in touched else c) for i, c in created.items()}
     assert access_times(tmp_path, clock) == expected
@@ -341,7 +370,7 @@ def test_access_times_are_stored_on_flush_and_close(tmp_path, clock, how):
 def test_access_times_reach_the_store_within_the_flush_interval(tmp_path, clock):
     created, when = fill_on_disk(tmp_path, clock)
     stream = make_stream(clock, path=tmp_path, flush_interval=0.2)
-    touched = ids(GenerativeAgentsRetriever(stream=stream, k=3).invoke("Maria Lopez memory 3"))
+    touched = ids(make_retriever(stream=stream, k=3).invoke("Maria Lopez memory 3"))
     time.sleep(0.2 + 0.5)
     expected = {i: (when if i in touched else c) for i, c in created.items()}
     assert access_times(tmp_path, clock) == expected  # a second stream on the same folder
@@ -371,7 +400,7 @@ def carry_stream(clock) -> MemoryStream:
 ])
 def test_retrieve_many_carries_access_times_between_focal_points(clock, mode, fresh, carried):
     def retriever():
-        return GenerativeAgentsRetriever(stream=carry_stream(clock), k=1, recency_mode=mode)
+        return make_retriever(stream=carry_stream(clock), k=1, recency_mode=mode)
 
     assert [d.page_content for d in retriever().invoke("q2")] == [fresh]
     got = retriever().retrieve_many(["q1", "q2"])
@@ -398,7 +427,7 @@ def test_memories_sharing_a_vector_tie_and_come_newest_first(clock):
              for i in range(23)]
     for i in range(40):
         stream.add_event(f"other {i}", poignancy=3, created=hours_ago(1))
-    docs = GenerativeAgentsRetriever(stream=stream, k=10).invoke("q")
+    docs = make_retriever(stream=stream, k=10).invoke("q")
     assert len({d.metadata["cosine"] for d in docs}) == 1
     assert ids(docs) == [n.node_id for n in reversed(group)][:10]
 
@@ -412,7 +441,7 @@ def test_chinese_memories_and_queries(tmp_path, clock):
             stream.add_event(text, subject="玛丽亚", predicate="在", object="学习",
                              poignancy=3 + i, created=hours_ago(i))
     reopened = make_stream(clock, path=tmp_path)
-    retriever = GenerativeAgentsRetriever(stream=reopened, update_access=False)
+    retriever = make_retriever(stream=reopened, update_access=False)
     docs = retriever.invoke("克劳斯在写关于士绅化的论文")
     assert docs[0].page_content == "克劳斯在写关于士绅化的论文"
     assert docs[0].metadata["relevance"] == 1.0
@@ -426,14 +455,14 @@ def test_query_of_another_size_is_refused(clock):
     stream = make_stream(clock, {"a": [1.0, 0.0], "q": [1.0, 0.0, 0.0]})
     stream.add_event("a", poignancy=1)
     with pytest.raises(Exception, match="3"):
-        GenerativeAgentsRetriever(stream=stream).invoke("q")
+        make_retriever(stream=stream).invoke("q")
 
 
 def test_zero_query_vector_scores_relevance_as_equal(clock):
     stream = make_stream(clock, {"a": [1.0, 0.0], "b": [0.0, 1.0], "zero": [0.0, 0.0]})
     stream.add_event("a", poignancy=1, created=hours_ago(2))
     stream.add_event("b", poignancy=1, created=hours_ago(1))
-    docs = GenerativeAgentsRetriever(stream=stream).invoke("zero")
+    docs = make_retriever(stream=stream).invoke("zero")
     assert [d.metadata["relevance"] for d in docs] == [0.5, 0.5]
     assert [d.page_content for d in docs] == ["b", "a"]
     assert np.isfinite([d.metadata["score"] for d in docs]).all()

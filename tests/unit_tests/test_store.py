@@ -1,4 +1,7 @@
-"""MemoryStream write rules, reads, validation and all-or-nothing writes."""
+"""MemoryStream write rules, reads, validation and all-or-nothing writes.
+
+Tests taking the `stream` or `store` fixture run on every backend (Chroma and PostgreSQL).
+"""
 
 from __future__ import annotations
 
@@ -45,8 +48,8 @@ def clock():
 
 
 @pytest.fixture
-def stream(clock) -> MemoryStream:
-    return MemoryStream("Maria Lopez", embeddings=CountingEmbeddings(), clock=clock)
+def stream(store, clock) -> MemoryStream:
+    return store.open("Maria Lopez", embeddings=CountingEmbeddings(), clock=clock)
 
 
 def event(stream: MemoryStream, description: str, **kw):
@@ -155,13 +158,13 @@ def test_trigger_counters_follow_event_poignancy(stream):
     assert stream.state.importance_trigger_curr == 150 and stream.state.importance_ele_n == 0
 
 
-def test_chinese_memories_round_trip_through_the_store(tmp_path, clock):
-    s = MemoryStream("玛丽亚", path=tmp_path, embeddings=CountingEmbeddings(), clock=clock)
+def test_chinese_memories_round_trip_through_the_store(store, clock):
+    s = store.open("玛丽亚", embeddings=CountingEmbeddings(), clock=clock)
     e = s.add_event("玛丽亚在咖啡馆学习物理", subject="玛丽亚", predicate="学习", object="物理",
                     poignancy=4)
     s.add_chat("和克劳斯聊天", poignancy=3, filling=[["玛丽亚", "你好！"], ["克劳斯", "早上好"]])
     s.close()
-    again = MemoryStream("玛丽亚", path=tmp_path, embeddings=CountingEmbeddings(), clock=clock)
+    again = store.open("玛丽亚", embeddings=CountingEmbeddings(), clock=clock)
     assert again.get(e.node_id) == e
     assert again.get("node_2").filling == [["玛丽亚", "你好！"], ["克劳斯", "早上好"]]
     assert [n.node_id for n in again.retrieve_relevant_events("玛丽亚", "", "")] == ["node_1"]
@@ -214,17 +217,17 @@ def test_wrong_vector_size_is_a_clear_error_and_store_unchanged(stream):
     assert len(stream) == 1
 
 
-def test_wrong_dimension_against_an_existing_collection(tmp_path):
-    s8 = MemoryStream("A", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=8))
+def test_wrong_dimension_against_an_existing_collection(store):
+    s8 = store.open("A", embeddings=DeterministicFakeEmbedding(size=8))
     s8.add_event("a", poignancy=1)
-    s16 = MemoryStream("A", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=16))
+    s16 = store.open("A", embeddings=DeterministicFakeEmbedding(size=16))
     with pytest.raises(EmbeddingDimensionError):
         s16.add_event("b", poignancy=1)
-    other = MemoryStream("B", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=16))
-    with pytest.raises(EmbeddingDimensionError):  # the collection holds 8-d vectors
+    other = store.open("B", embeddings=DeterministicFakeEmbedding(size=16))
+    with pytest.raises(EmbeddingDimensionError):  # the collection/table holds 8-d vectors
         other.add_event("b", poignancy=1)
-    assert len(MemoryStream("A", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=8))) == 1
-    assert len(MemoryStream("B", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=8))) == 0
+    assert len(store.open("A", embeddings=DeterministicFakeEmbedding(size=8))) == 1
+    assert len(store.open("B", embeddings=DeterministicFakeEmbedding(size=8))) == 0
 
 
 def test_add_many_pages_chroma_and_is_one_call(tmp_path):
@@ -319,28 +322,28 @@ async def test_async_add_many(stream):
     assert [n.node_id for n in nodes] == ["node_1", "node_2"] and nodes[1].depth == 1
 
 
-def test_settings_are_validated_and_persisted(tmp_path):
-    s = MemoryStream("S", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=4))
+def test_settings_are_validated_and_persisted(store):
+    s = store.open("S", embeddings=DeterministicFakeEmbedding(size=4))
     s.update_settings(recency_decay=0.995, relevance_w=2)
     with pytest.raises(ValidationError, match="colour"):
         s.update_settings(colour=1)
     with pytest.raises(ValidationError, match="recency_w"):
         s.update_settings(recency_w=float("nan"))
-    again = MemoryStream("S", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=4))
+    again = store.open("S", embeddings=DeterministicFakeEmbedding(size=4))
     assert again.state.recency_decay == 0.995 and again.state.relevance_w == 2
 
 
-def test_mark_accessed_is_exact_at_once_and_flushed(tmp_path, clock):
-    s = MemoryStream("A", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=4),
-                     clock=clock, flush_interval=3600)
+def test_mark_accessed_is_exact_at_once_and_flushed(store, clock):
+    s = store.open("A", embeddings=DeterministicFakeEmbedding(size=4), clock=clock,
+                   flush_interval=3600)
     e = s.add_event("e", poignancy=1)
     later = T0 + timedelta(hours=5)
     s.mark_accessed([e.node_id], later)
     assert s.get(e.node_id).last_accessed == later
-    reader = MemoryStream("A", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=4))
+    reader = store.open("A", embeddings=DeterministicFakeEmbedding(size=4))
     assert reader.get(e.node_id).last_accessed == T0  # not flushed yet
     assert s.flush() == 1
-    reader = MemoryStream("A", path=tmp_path, embeddings=DeterministicFakeEmbedding(size=4))
+    reader = store.open("A", embeddings=DeterministicFakeEmbedding(size=4))
     assert reader.get(e.node_id).last_accessed == later
 
 

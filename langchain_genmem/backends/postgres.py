@@ -1,0 +1,599 @@
+"""PostgreSQL + pgvector backend: one memory that many processes and threads share (seed 001).
+
+Open it with ``MemoryStream(persona, dsn="postgresql://...")`` or
+``MemoryStream(persona, backend=PostgresBackend(dsn))``; the schema
+(:mod:`langchain_genmem.backends.postgres_schema`) is created or migrated on first use.
+
+Writers: :meth:`PostgresBackend.write_lock` opens a transaction on a pooled connection and
+takes a transaction-scoped advisory lock on the persona; ``read_*``, ``commit`` and
+``write_state`` called inside the block run in that transaction. So any number of processes
+may add to one persona: each add is numbered after the last committed one and is all or
+nothing. Node rows go in by binary ``COPY``; keyword strengths by seed 001's upsert.
+
+Readers: ``read_head`` is one indexed row; a stream calls it before every retrieval and
+loads only what changed (new nodes, or access times newer than it saw). Access times are
+written by one ``UPDATE ... = ANY(...)`` per retrieval with ``GREATEST``, so two processes
+racing never move a ``last_accessed`` backwards (seed 001 section 4.5).
+
+:meth:`PostgresBackend.score` ranks candidates in the database exactly as
+:mod:`langchain_genmem.scoring` does in process (see
+:mod:`langchain_genmem.backends.postgres_scoring`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from langchain_genmem.backends.base import Head, StoredNode
+from langchain_genmem.backends.postgres_schema import (
+    ensure_schema,
+    fix_dimension_sql,
+)
+from langchain_genmem.backends.postgres_scoring import (
+    DatabaseRanking,
+    ScoredRow,
+    ranking_params,
+    ranking_query,
+)
+from langchain_genmem.errors import (
+    ConfigurationError,
+    EmbeddingDimensionError,
+    StorageError,
+)
+from langchain_genmem.keywords import STRENGTH_TYPES, unique
+from langchain_genmem.nodes import MemoryNode, node_number
+from langchain_genmem.scoring import RecencyMode, Weights
+from langchain_genmem.state import StreamState
+from langchain_genmem.timeutil import from_epoch, naive, to_epoch
+
+NODE_COLUMNS = (
+    "persona_name", "node_count", "node_id", "type_count", "type", "depth", "created_at",
+    "expiration", "last_accessed", "subject", "predicate", "object", "description",
+    "embedding_key", "poignancy", "keywords", "keywords_lower", "filling", "embedding",
+    "embedding_norm",
+)
+NODE_TYPES_SQL = (
+    "text", "int4", "text", "int4", "text", "int4", "timestamp", "timestamp", "timestamp",
+    "text", "text", "text", "text", "text", "float8", "text[]", "text[]", "jsonb", "vector",
+    "float8",
+)
+READ_COLUMNS = (
+    "node_count, type_count, type, depth, created_at, expiration, last_accessed, subject, "
+    "predicate, object, description, embedding_key, poignancy, keywords, filling"
+)
+STATE_COLUMNS = (
+    "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
+    "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay", "extra",
+)
+
+
+try:
+    import psycopg
+    from pgvector import Vector
+    from pgvector.psycopg import register_vector
+    from psycopg.types.json import Jsonb
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - depends on the environment
+    psycopg = None  # type: ignore[assignment]
+
+
+def _require_driver() -> None:
+    if psycopg is None:  # pragma: no cover - depends on the environment
+        msg = (
+            "the PostgreSQL backend needs psycopg, psycopg_pool and pgvector: "
+            "pip install 'langchain-genmem[postgres]'"
+        )
+        raise ConfigurationError(msg)
+
+
+class PostgresBackend:
+    """Nodes, vectors, keyword strengths and states of any number of personas in PostgreSQL.
+
+    Args:
+        dsn: a libpq connection string or URI (``postgresql://user:pw@host:5432/db``).
+        dim: fix the vector size up front; None lets the first write fix it.
+        min_size: connections the pool keeps open.
+        max_size: most connections the pool opens.
+        lock_timeout: seconds a writer waits for another writer of the same persona
+            before :class:`~langchain_genmem.errors.StorageError` (0: wait forever).
+
+    Example:
+        .. code-block:: python
+
+            backend = PostgresBackend("postgresql://genmem@localhost/genmem")
+            stream = MemoryStream("Maria Lopez", backend=backend)
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        dim: int | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        lock_timeout: float = 60.0,
+    ) -> None:
+        _require_driver()
+        self.dsn = dsn
+        self._held: contextvars.ContextVar[Any] = contextvars.ContextVar(
+            f"genmem-pg-{id(self)}", default=None
+        )
+        self.lock_timeout = lock_timeout
+        try:
+            with psycopg.connect(dsn) as conn:
+                ensure_schema(conn)
+                if dim is not None:
+                    self._fix_dimension(conn, dim)
+                    conn.commit()
+        except psycopg.Error as e:
+            msg = f"could not open PostgreSQL at {redacted(dsn)}: {e}"
+            raise StorageError(msg) from e
+
+        self._sizes = (min_size, max_size)
+        self._pool: ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+        self._dim: int | None = None
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """The connection pool, opened on first use (again after :meth:`close`)."""
+        with self._pool_lock:
+            if self._pool is None:
+                # autocommit: a read is one round trip; writes open explicit transactions
+                self._pool = ConnectionPool(
+                    self.dsn, min_size=self._sizes[0], max_size=self._sizes[1],
+                    kwargs={"autocommit": True}, configure=_configure, open=True,
+                    name="genmem",
+                )
+            return self._pool
+
+    # ------------------------------------------------------------------ connections
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        """The connection of the write lock held in this context, or a pooled one."""
+        held = self._held.get()
+        if held is not None:
+            yield held
+            return
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def write_lock(self, persona: str) -> Iterator[None]:
+        """Hold the exclusive right to write ``persona`` until the block exits.
+
+        A transaction on one pooled connection holds ``pg_advisory_xact_lock`` on a hash of
+        the persona; reads and writes of this backend inside the block run in it, and it
+        commits when the block exits (rolls back on an exception). The lock dies with the
+        transaction, also when the process dies.
+
+        Args:
+            persona: the persona.
+
+        Yields:
+            Nothing; write inside the block.
+
+        Raises:
+            StorageError: another writer held the persona longer than ``lock_timeout``.
+        """
+        if self._held.get() is not None:
+            yield  # already inside this context's transaction
+            return
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                self._lock(conn, persona)
+                token = self._held.set(conn)
+                try:
+                    yield
+                finally:
+                    self._held.reset(token)
+        except psycopg.Error as e:  # e.g. the COMMIT itself, or no connection in time
+            msg = f"PostgreSQL refused the write of {persona!r}; nothing was committed: {e}"
+            raise StorageError(msg) from e
+
+    def _lock(self, conn: Any, persona: str) -> None:
+        ms = int(self.lock_timeout * 1000)
+        conn.execute(f"SET LOCAL lock_timeout = {ms}")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (persona_lock(persona),))
+        except psycopg.errors.LockNotAvailable as e:
+            msg = (
+                f"persona {persona!r}: another writer held it for more than "
+                f"{self.lock_timeout:g} s; nothing was written"
+            )
+            raise StorageError(msg) from e
+
+    @contextmanager
+    def _writing(self, persona: str) -> Iterator[Any]:
+        """The write lock's connection, taking the lock when the caller did not."""
+        with self.write_lock(persona):
+            yield self._held.get()
+
+    # ------------------------------------------------------------------ reading
+
+    def read_head(self, persona: str) -> Head | None:
+        """The persona's revisions and node count (one indexed row), or None."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT rev, node_count, access_rev FROM genmem_personas "
+                "WHERE persona_name = %s", (persona,),
+            ).fetchone()
+        if row is None:
+            return None
+        return Head(rev=int(row[0]), node_count=int(row[1]), access_rev=int(row[2]))
+
+    def read_state(self, persona: str) -> StreamState | None:
+        """The persona's committed state with its keyword strengths (one snapshot), or None."""
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {', '.join(STATE_COLUMNS)}, (SELECT coalesce(json_agg(json_build_array("
+                "k.memory_type, k.keyword, k.strength)), '[]') FROM kw_strength k "
+                "WHERE k.persona_name = p.persona_name) "
+                "FROM genmem_personas p WHERE persona_name = %s", (persona,),
+            ).fetchone()
+        if row is None:
+            return None
+        values = dict(zip(STATE_COLUMNS, row[:-1], strict=True))
+        kw: dict[str, dict[str, int]] = {t: {} for t in STRENGTH_TYPES}
+        for memory_type, keyword, strength in sorted(row[-1]):
+            kw.setdefault(memory_type, {})[keyword] = int(strength)
+        return StreamState.model_validate({**values, "kw_strength": kw})
+
+    def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
+        """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
+        with self._conn() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(
+                f"SELECT {READ_COLUMNS}, embedding FROM memory_nodes WHERE persona_name = %s "
+                "AND node_count BETWEEN %s AND %s ORDER BY node_count",
+                (persona, first, last),
+            )
+            rows = cur.fetchall()
+        if len(rows) != last - first + 1:
+            msg = (
+                f"persona {persona!r}: committed nodes missing from the store "
+                f"(wanted node_{first}..node_{last}, found {len(rows)})"
+            )
+            raise StorageError(msg)
+        return [StoredNode(node_from_row(r[:-1]), _as_array(r[-1])) for r in rows]
+
+    def read_access(self, persona: str, since: int) -> dict[int, float]:
+        """Access times written after access revision ``since``.
+
+        Args:
+            persona: the persona.
+            since: the access revision the caller has seen.
+
+        Returns:
+            ``{node_count: last_accessed epoch}``.
+        """
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT node_count, last_accessed FROM memory_nodes "
+                "WHERE persona_name = %s AND access_rev > %s", (persona, since),
+            ).fetchall()
+        return {int(n): to_epoch(t) for n, t in rows}
+
+    def retrieve_relevant(
+        self, persona: str, node_type: str, terms: Sequence[str]
+    ) -> list[MemoryNode]:
+        """The keyword ``retrieve()`` from the keywords column: nodes of one type under any term.
+
+        Case-insensitive (keywords and terms lowercased), newest first, each node once.
+
+        Args:
+            persona: the persona.
+            node_type: ``"event"``, ``"thought"`` or ``"chat"``.
+            terms: the subject, predicate and object (or any terms).
+
+        Returns:
+            The nodes.
+        """
+        wanted = [t.lower() for t in terms if t]
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLUMNS} FROM memory_nodes WHERE persona_name = %s AND type = %s "
+                "AND keywords_lower && %s::text[] ORDER BY node_count DESC",
+                (persona, node_type, wanted),
+            ).fetchall()
+        return [node_from_row(r) for r in rows]
+
+    def rank(
+        self,
+        persona: str,
+        query: np.ndarray,
+        *,
+        k: int,
+        mode: RecencyMode,
+        decay: float,
+        weights: Weights,
+        now: datetime,
+        include_expired: bool = False,
+    ) -> DatabaseRanking:
+        """Score every candidate in one SQL query and return the top k, as in process.
+
+        Args:
+            persona: the persona.
+            query: the query vector.
+            k: how many.
+            mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
+            decay: the recency decay.
+            weights: the weights and gains.
+            now: the current (simulation) time.
+            include_expired: score expired memories too.
+
+        Returns:
+            The ranking (see :mod:`langchain_genmem.backends.postgres_scoring`).
+
+        Raises:
+            EmbeddingDimensionError: the query's size differs from the stored vectors'.
+        """
+        with self._conn() as conn:
+            dim = self._dim or self._table_dimension(conn)
+            if dim is not None and query.shape[0] != dim:
+                raise EmbeddingDimensionError(dim, int(query.shape[0]), where="query embedding")
+            if k <= 0 or dim is None:
+                return DatabaseRanking([], 0, None)
+            params = ranking_params(persona, query, k=k, decay=decay, weights=weights,
+                                    now=now, dim=dim)
+            rows = conn.execute(ranking_query(mode, include_expired), params).fetchall()
+        if not rows:
+            return DatabaseRanking([], 0, None)
+        out = [ScoredRow(tuple(r[:15]), *map(float, r[15:20])) for r in rows]
+        return DatabaseRanking(out, int(rows[0][20]), float(rows[0][21]))
+
+    def personas(self) -> list[str]:
+        """Every persona with a committed state, sorted."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT persona_name FROM genmem_personas ORDER BY persona_name"
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------------ writing
+
+    def remove_uncommitted(self, persona: str, node_count: int) -> int:
+        """Nothing to remove: nodes and the state that counts them commit in one transaction.
+
+        Returns:
+            0.
+        """
+        return 0
+
+    def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
+        """Copy new nodes in, upsert keyword strengths and the state; one transaction.
+
+        Raises:
+            EmbeddingDimensionError: a vector does not fit the table's ``vector(d)``.
+            StorageError: PostgreSQL failed; nothing was committed.
+        """
+        try:
+            with self._writing(persona) as conn:
+                if nodes:
+                    self._check_dimension(conn, nodes)
+                    self._copy_nodes(conn, persona, nodes)
+                self._store_state(conn, persona, state)
+        except psycopg.Error as e:
+            msg = f"PostgreSQL refused the write of {persona!r}; nothing was committed: {e}"
+            raise StorageError(msg) from e
+
+    def write_state(self, persona: str, state: StreamState) -> None:
+        """Store a new state with no new nodes (settings, counters)."""
+        try:
+            with self._writing(persona) as conn:
+                self._store_state(conn, persona, state)
+        except psycopg.Error as e:
+            msg = f"PostgreSQL refused the state of {persona!r}: {e}"
+            raise StorageError(msg) from e
+
+    def write_access(self, persona: str, times: Mapping[str, float]) -> None:
+        """Store access times: one ``UPDATE ... = ANY(...)`` per distinct time, never backwards."""
+        by_time: dict[float, list[int]] = {}
+        for node_id, when in times.items():
+            by_time.setdefault(float(when), []).append(node_number(node_id))
+        if not by_time:
+            return
+        with self._conn() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE genmem_personas SET access_rev = access_rev + 1 "
+                "WHERE persona_name = %s RETURNING access_rev", (persona,),
+            ).fetchone()
+            if row is None:
+                return
+            for when, numbers in by_time.items():
+                conn.execute(
+                    "UPDATE memory_nodes SET last_accessed = GREATEST(last_accessed, %s), "
+                    "access_rev = %s WHERE persona_name = %s AND node_count = ANY(%s)",
+                    (from_epoch(when), row[0], persona, numbers),
+                )
+
+    def drop(self, persona: str) -> None:
+        """Delete every node, keyword strength and the state of a persona."""
+        with self._writing(persona) as conn:
+            for table in ("memory_nodes", "kw_strength", "genmem_personas"):
+                conn.execute(f"DELETE FROM {table} WHERE persona_name = %s", (persona,))
+
+    def close(self) -> None:
+        """Close the connection pool; a later call opens a new one."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def _check_dimension(self, conn: Any, nodes: Sequence[StoredNode]) -> None:
+        size = int(nodes[0].vector.shape[0])
+        fixed = self._dim or self._table_dimension(conn)
+        if fixed is None:
+            self._fix_dimension(conn, size)
+            fixed = size
+        self._dim = fixed
+        for i, s in enumerate(nodes):
+            if int(s.vector.shape[0]) != fixed:
+                raise EmbeddingDimensionError(
+                    fixed, int(s.vector.shape[0]), where=f"items[{i}].embedding"
+                )
+
+    @staticmethod
+    def _table_dimension(conn: Any) -> int | None:
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute "
+            "WHERE attrelid = 'memory_nodes'::regclass AND attname = 'embedding'"
+        ).fetchone()
+        return None if row is None or row[0] is None or row[0] < 0 else int(row[0])
+
+    def _fix_dimension(self, conn: Any, dim: int) -> None:
+        fixed = self._table_dimension(conn)
+        if fixed is None:
+            conn.execute(fix_dimension_sql(dim))
+        elif fixed != dim:
+            raise EmbeddingDimensionError(fixed, dim, where="PostgresBackend(dim=...)")
+
+    @staticmethod
+    def _copy_nodes(conn: Any, persona: str, nodes: Sequence[StoredNode]) -> None:
+        columns = ", ".join(NODE_COLUMNS)
+        with conn.cursor() as cur, cur.copy(
+            f"COPY memory_nodes ({columns}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(list(NODE_TYPES_SQL))
+            block = np.vstack([np.asarray(s.vector, dtype=np.float32) for s in nodes])
+            norms = np.linalg.norm(block.astype(np.float64), axis=1).tolist()
+            for s, norm in zip(nodes, norms, strict=True):
+                copy.write_row(_row_of(persona, s, norm))
+
+    @staticmethod
+    def _store_state(conn: Any, persona: str, state: StreamState) -> None:
+        _store_strengths(conn, persona, state.kw_strength)
+        values = state.model_dump(include=set(STATE_COLUMNS))
+        values["type_count"] = json.dumps(values["type_count"])
+        values["extra"] = json.dumps(values["extra"], ensure_ascii=False)
+        names = [c for c in STATE_COLUMNS]
+        placeholders = ", ".join(f"%({c})s" for c in names)
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
+        conn.execute(
+            f"INSERT INTO genmem_personas (persona_name, {', '.join(names)}) "
+            f"VALUES (%(persona_name)s, {placeholders}) "
+            f"ON CONFLICT (persona_name) DO UPDATE SET {updates}",
+            {"persona_name": persona, **values},
+        )
+
+
+def _store_strengths(conn: Any, persona: str, wanted: Mapping[str, Mapping[str, int]]) -> None:
+    """Make ``kw_strength`` equal ``wanted``: upsert what changed, delete what went away."""
+    stored = {
+        (t, k): s
+        for t, k, s in conn.execute(
+            "SELECT memory_type, keyword, strength FROM kw_strength WHERE persona_name = %s",
+            (persona,),
+        ).fetchall()
+    }
+    target = {(t, k): int(s) for t, m in wanted.items() for k, s in m.items()}
+    changed = [(t, k, s) for (t, k), s in target.items() if stored.get((t, k)) != s]
+    gone = [(t, k) for (t, k) in stored if (t, k) not in target]
+    if changed:
+        conn.execute(
+            "INSERT INTO kw_strength (persona_name, keyword, memory_type, strength) "
+            "SELECT %s, k, t, s FROM unnest(%s::text[], %s::text[], %s::int[]) AS u(t, k, s) "
+            "ON CONFLICT (persona_name, keyword, memory_type) "
+            "DO UPDATE SET strength = EXCLUDED.strength",
+            (persona, [c[0] for c in changed], [c[1] for c in changed], [c[2] for c in changed]),
+        )
+    if gone:
+        conn.execute(
+            "DELETE FROM kw_strength WHERE persona_name = %s AND (memory_type, keyword) IN "
+            "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+            (persona, [g[0] for g in gone], [g[1] for g in gone]),
+        )
+
+
+def _configure(conn: Any) -> None:
+    """Set up a new pooled connection: pgvector's types."""
+    register_vector(conn)
+
+
+def persona_lock(persona: str) -> int:
+    """The advisory lock key of a persona: a stable signed 64-bit hash of its name.
+
+    Args:
+        persona: the persona.
+
+    Returns:
+        The key.
+    """
+    digest = hashlib.blake2b(persona.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def node_from_row(r: Sequence[Any]) -> MemoryNode:
+    """A MemoryNode from a row of ``READ_COLUMNS``.
+
+    Args:
+        r: the row.
+
+    Returns:
+        The node.
+    """
+    return MemoryNode.model_construct(
+        node_id=f"node_{r[0]}",
+        node_count=int(r[0]),
+        type_count=int(r[1]),
+        type=r[2],
+        depth=int(r[3]),
+        created=r[4],
+        expiration=r[5],
+        last_accessed=r[6],
+        subject=r[7],
+        predicate=r[8],
+        object=r[9],
+        description=r[10],
+        embedding_key=r[11],
+        poignancy=float(r[12]),
+        keywords=list(r[13]),
+        filling=r[14],
+    )
+
+
+def _row_of(persona: str, s: StoredNode, norm: float) -> tuple[Any, ...]:
+    n = s.node
+    return (
+        persona, n.node_count, n.node_id, n.type_count, n.type, n.depth, _naive(n.created),
+        _naive(n.expiration), _naive(n.last_accessed), n.subject, n.predicate, n.object,
+        n.description, n.embedding_key, float(n.poignancy), list(n.keywords),
+        unique(k.lower() for k in n.keywords), Jsonb(n.filling),
+        Vector(np.asarray(s.vector, dtype=np.float32)), norm,
+    )
+
+
+def _naive(value: datetime | None) -> datetime | None:
+    """A datetime as stored: naive (aware ones converted to UTC); the stream's are already."""
+    return value if value is None or value.tzinfo is None else naive(value)
+
+
+def _as_array(value: Any) -> np.ndarray:
+    if hasattr(value, "to_numpy"):
+        return np.asarray(value.to_numpy(), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
+def redacted(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - an unparsable DSN is shown as "the DSN"
+        return "the given DSN"
+    if "password" in parts:
+        parts["password"] = "***"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_conninfo(**parts)

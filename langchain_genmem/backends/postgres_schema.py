@@ -1,0 +1,159 @@
+"""The PostgreSQL schema of the memory stream (seed 001), versioned and migrated in order.
+
+Tables (one database may hold any number of personas; every row names its persona):
+
+- ``memory_nodes``: one row per node with every field of the original ``ConceptNode``
+  (seed 001's field table), its vector as ``vector(d)`` (pgvector; ``d`` fixed per table by
+  the first write, or given up front) and the vector's norm;
+- ``kw_strength``: seed 001's keyword strength table, written with its
+  ``INSERT ... ON CONFLICT ... DO UPDATE`` upsert;
+- ``genmem_personas``: one row per persona with the counters and settings the original keeps
+  in ``scratch.json``, and two revisions other processes poll cheaply (``rev``: nodes or
+  state changed; ``access_rev``: access times changed);
+- ``genmem_schema_version``: the migrations applied.
+
+There is no ANN index: scoring is exact over every candidate. A release that changes the
+schema appends a migration to :data:`MIGRATIONS`; :func:`ensure_schema` applies the missing
+ones, under an advisory lock, in one transaction each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_genmem.errors import StorageError
+
+SCHEMA_LOCK = 0x67656E6D656D  # "genmem": serialises concurrent schema set-ups
+
+MIGRATION_1 = """\
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE IF NOT EXISTS genmem_personas (
+    persona_name            text PRIMARY KEY,
+    rev                     bigint NOT NULL DEFAULT 0,
+    access_rev              bigint NOT NULL DEFAULT 0,
+    node_count              integer NOT NULL DEFAULT 0,
+    type_count              jsonb NOT NULL DEFAULT '{}',
+    dim                     integer,
+    importance_trigger_max  double precision NOT NULL,
+    importance_trigger_curr double precision NOT NULL,
+    importance_ele_n        integer NOT NULL,
+    recency_w               double precision NOT NULL,
+    relevance_w             double precision NOT NULL,
+    importance_w            double precision NOT NULL,
+    recency_decay           double precision NOT NULL,
+    extra                   jsonb NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE IF NOT EXISTS memory_nodes (
+    persona_name   text NOT NULL,
+    node_count     integer NOT NULL,
+    node_id        text NOT NULL,
+    type_count     integer NOT NULL,
+    type           text NOT NULL CHECK (type IN ('event', 'thought', 'chat')),
+    depth          integer NOT NULL,
+    created_at     timestamp NOT NULL,
+    expiration     timestamp,
+    last_accessed  timestamp NOT NULL,
+    access_rev     bigint NOT NULL DEFAULT 0,
+    subject        text NOT NULL,
+    predicate      text NOT NULL,
+    object         text NOT NULL,
+    description    text NOT NULL,
+    embedding_key  text NOT NULL,
+    poignancy      double precision NOT NULL,
+    keywords       text[] NOT NULL,
+    keywords_lower text[] NOT NULL,
+    filling        jsonb,
+    embedding      vector NOT NULL,
+    embedding_norm double precision NOT NULL,
+    PRIMARY KEY (persona_name, node_count)
+);
+CREATE INDEX IF NOT EXISTS memory_nodes_persona_type ON memory_nodes (persona_name, type);
+CREATE INDEX IF NOT EXISTS memory_nodes_keywords ON memory_nodes USING gin (keywords_lower);
+CREATE INDEX IF NOT EXISTS memory_nodes_access ON memory_nodes (persona_name, access_rev);
+
+CREATE TABLE IF NOT EXISTS kw_strength (
+    persona_name varchar NOT NULL,
+    keyword      varchar NOT NULL,
+    memory_type  varchar NOT NULL,
+    strength     integer NOT NULL DEFAULT 1,
+    PRIMARY KEY (persona_name, keyword, memory_type)
+);
+"""
+
+# Append only: (version, SQL). Never edit a released migration.
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1),)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+VERSION_TABLE = """\
+CREATE TABLE IF NOT EXISTS genmem_schema_version (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+
+def schema_sql(dim: int | None = None) -> str:
+    """The whole schema as one SQL script (what ``genmem db init --print`` shows).
+
+    Args:
+        dim: fix the vector size now; None leaves it to the first write.
+
+    Returns:
+        The SQL, idempotent (``IF NOT EXISTS`` throughout).
+    """
+    parts = [f"-- langchain-genmem schema, version {SCHEMA_VERSION}", VERSION_TABLE]
+    for version, sql in MIGRATIONS:
+        parts.append(f"-- migration {version}\n{sql}")
+        parts.append(
+            f"INSERT INTO genmem_schema_version (version) VALUES ({version}) "
+            "ON CONFLICT DO NOTHING;\n"
+        )
+    if dim is not None:
+        parts.append(f"{fix_dimension_sql(dim)};\n")
+    return "\n".join(parts)
+
+
+def fix_dimension_sql(dim: int) -> str:
+    """The statement that fixes the vector size of ``memory_nodes``.
+
+    Args:
+        dim: the vector size.
+
+    Returns:
+        The SQL.
+    """
+    return f"ALTER TABLE memory_nodes ALTER COLUMN embedding TYPE vector({int(dim)})"
+
+
+def ensure_schema(conn: Any) -> int:
+    """Create or migrate the schema on a connection; safe when many processes do it at once.
+
+    Args:
+        conn: a psycopg connection (autocommit off).
+
+    Returns:
+        The schema version now in place.
+
+    Raises:
+        StorageError: the database holds a newer schema than this release knows.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        conn.execute(VERSION_TABLE)
+        row = conn.execute("SELECT max(version) FROM genmem_schema_version").fetchone()
+        current = row[0] or 0
+        if current > SCHEMA_VERSION:
+            msg = (
+                f"the database holds genmem schema version {current}, this release knows "
+                f"{SCHEMA_VERSION}: upgrade langchain-genmem"
+            )
+            raise StorageError(msg)
+        for version, sql in MIGRATIONS:
+            if version > current:
+                conn.execute(sql)
+                conn.execute(
+                    "INSERT INTO genmem_schema_version (version) VALUES (%s)", (version,)
+                )
+    return SCHEMA_VERSION

