@@ -321,15 +321,6 @@ def test_score_in_database_needs_postgres():
         GenerativeAgentsRetriever(stream=stream, score_in="database").invoke("e")
 
 
-def test_the_readme_postgresql_example_runs_as_printed(dsn, monkeypatch):
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## PostgreSQL + pgvector", 1)[1]
-    block = section.split("```python\n", 1)[1].split("```", 1)[0]
-    monkeypatch.setenv("GENMEM_DSN", dsn)
-    exec(compile(block, "README.md", "exec"), {})  # our own documentation, not untrusted text
-    assert len(MemoryStream("Maria Lopez", dsn=dsn)) == 1
-
-
 def test_a_dsn_and_a_chroma_store_at_once_is_refused(dsn, tmp_path):
     from langchain_genmem import ValidationError
 

@@ -14,8 +14,10 @@ The blocks are found, not listed: add a block to the README and it is run here. 
 - An HTML comment just above the block (``<!-- readme-test: WORDS -->``) declares more:
   ``rerun`` runs the block twice; both runs must print the same (nothing stored twice).
   ``needs=chroma`` starts the Chroma server of ``tests/support/chroma_server.py`` and passes
-  its address as ``CHROMA_HOST`` and ``CHROMA_PORT``. Any other word fails the test, so a
-  typo cannot switch a check off.
+  its address as ``CHROMA_HOST`` and ``CHROMA_PORT``; ``needs=postgres`` creates an empty
+  database with pgvector on the session's PostgreSQL (``tests/support/postgres_server.py``)
+  and passes its DSN as ``GENMEM_DSN``. Any other word fails the test, so a typo cannot
+  switch a check off.
 
 The examples' docstrings are held to the same standard: every ``python examples/...`` usage
 line runs as printed (optional ``[...]`` parts left out) in a temporary folder holding
@@ -60,7 +62,7 @@ README_RULES = [
 ]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->", re.DOTALL)
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
-WORDS = re.compile(r"rerun|needs=chroma")
+WORDS = re.compile(r"rerun|needs=chroma|needs=postgres")
 TIMEOUT = 600
 
 
@@ -106,7 +108,8 @@ def lines(text: str) -> list[str]:
 
 
 def offline_env(**extra: str) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CHROMA_"))}
+    outer = ("OPENAI_", "CHROMA_", "GENMEM_")  # the reader's own settings never leak in
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(outer)}
     return {**keep, **extra}
 
 
@@ -153,6 +156,9 @@ def test_readme_block_runs_as_printed(index: int, tour: dict, openai_env: dict,
         if "needs=chroma" in block.declared:
             server = request.getfixturevalue("chroma_server")
             env |= {"CHROMA_HOST": server.host, "CHROMA_PORT": str(server.port)}
+        if "needs=postgres" in block.declared:
+            server = request.getfixturevalue("postgres_server")
+            env["GENMEM_DSN"] = server.create_database(f"readme_{block.line}")
         out = run_block(block, tour["folder"], env)
         if "rerun" in block.declared:
             again = run_block(block, tour["folder"], env)
