@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from langchain_genmem.cache import TYPE_CODES
 from langchain_genmem.errors import ValidationError
-from langchain_genmem.nodes import NODE_TYPES, node_number_or_none
+from langchain_genmem.nodes import NODE_TYPES, MemoryNode, node_number_or_none
 from langchain_genmem.timeutil import naive, to_epoch
 
 FILTER_FIELDS = ("created_after", "created_before", "types", "min_poignancy", "node_ids")
 _EXAMPLE = "2023-02-13 or 2023-02-13T07:00"
-_TYPE_CODES = {"event": 0, "thought": 1, "chat": 2}
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,29 @@ class CandidateFilter:
         if self.created_before is not None:
             keep &= created < to_epoch(self.created_before)
         if self.types is not None:
-            keep &= np.isin(type_code, [_TYPE_CODES[t] for t in self.types])
+            keep &= np.isin(type_code, [TYPE_CODES[t] for t in self.types])
         if self.min_poignancy is not None:
             keep &= poignancy >= self.min_poignancy
         if self.node_ids is not None:
             keep &= np.isin(node_count, self.node_numbers())
         return keep
+
+    def passes(self, node: MemoryNode) -> bool:
+        """Whether one memory passes (the rule of :meth:`mask`).
+
+        Args:
+            node: the memory.
+
+        Returns:
+            True when it passes.
+        """
+        one = self.mask(
+            np.array([to_epoch(node.created)]),
+            np.array([TYPE_CODES[node.type]]),
+            np.array([node.poignancy]),
+            np.array([node.node_count]),
+        )
+        return bool(one[0])
 
     def node_numbers(self) -> list[int]:
         """The node numbers of ``node_ids`` (ids not of the ``node_N`` form match nothing)."""
