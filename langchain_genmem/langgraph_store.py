@@ -171,6 +171,8 @@ class GenerativeAgentsStore(BaseStore):
         poignancy_field: str = "poignancy",
         retriever_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        names = set(GenerativeAgentsRetriever.model_fields) - {"memory_stream"}
+        validation.known_arguments(retriever_kwargs or {}, names, "retriever_kwargs")
         self.backend = _open_backend(path, client, collection_name, dsn)
         self.embeddings = embeddings
         self.clock = clock
@@ -186,8 +188,6 @@ class GenerativeAgentsStore(BaseStore):
         self.retriever_kwargs = dict(retriever_kwargs or {})
         self._streams: dict[str, MemoryStream] = {}
         self._lock = threading.RLock()
-        names = set(GenerativeAgentsRetriever.model_fields) - {"memory_stream"}
-        validation.known_arguments(self.retriever_kwargs, names, "retriever_kwargs")
 
     # ------------------------------------------------------------------ streams
 
@@ -437,7 +437,17 @@ def _split_filter(
     given = dict(given or {})
     flt = {k: given.pop(k) for k in TIME_FILTERS if k in given}
     make_filter(**flt)  # refuse bad values now, naming the field
+    _check_operators(given)
     return given, flt
+
+
+def _check_operators(tests: Mapping[str, Any]) -> None:
+    for key, want in tests.items():
+        if str(key).startswith("$") and key not in _OPS:
+            msg = f"filter: unknown operator {key!r}; operators are {', '.join(_OPS)}"
+            raise ValidationError(msg, field="filter")
+        if isinstance(want, Mapping):
+            _check_operators(want)
 
 
 def _matches(value: Mapping[str, Any], tests: Mapping[str, Any]) -> bool:
@@ -447,9 +457,6 @@ def _matches(value: Mapping[str, Any], tests: Mapping[str, Any]) -> bool:
 def _compare(have: Any, want: Any) -> bool:
     if isinstance(want, Mapping) and any(str(k).startswith("$") for k in want):
         for op, operand in want.items():
-            if op not in _OPS:
-                msg = f"filter: unknown operator {op!r}; operators are {', '.join(_OPS)}"
-                raise ValidationError(msg, field="filter")
             try:
                 if not _OPS[op](have, operand):
                     return False
