@@ -327,3 +327,27 @@ def test_bad_input_is_refused_naming_the_field(genmem):
         genmem.put(NS, "a", {"content": "x"}, index="content")
     assert e.value.field == "index"
     assert genmem.get(NS, "a") is None  # nothing half-written
+
+
+def test_search_scored_in_the_database_equals_in_process(request, tmp_path, clock):
+    with open_store(request, "postgres", tmp_path) as backend:
+        stores = [
+            GenerativeAgentsStore(
+                embeddings=emb(),
+                clock=clock,
+                **backend.kwargs(),
+                retriever_kwargs={"score_in": where, "update_access": False},
+            )
+            for where in ("process", "database")
+        ]
+        for i in range(6):
+            stores[0].put(NS, f"k{i}", {"content": f"第{i}条 memory {i}", "poignancy": 1 + i})
+            clock.advance(hours=7)
+        stores[0].put(NS, "k2", {"content": "第2条 replaced", "poignancy": 9})
+        window = {"created_after": T0 + timedelta(hours=7), "types": ["event"]}
+        got = [s.search(NS, query="memory", filter=window, limit=4) for s in stores]
+        assert [i.key for i in got[0]] == [i.key for i in got[1]]
+        assert [i.score for i in got[0]] == pytest.approx([i.score for i in got[1]], abs=1e-6)
+        assert "k0" not in {i.key for i in got[0]} and len(got[0]) == 4
+        for s in stores:
+            s.close()
