@@ -16,6 +16,11 @@ Example:
         docs[0].metadata["score"], docs[0].metadata["relevance"]
         retriever.retrieve_many(["Maria's studies", "Klaus Mueller"])  # new_retrieve
 
+Time-aware retrieval: ``invoke(q, created_after=..., created_before=..., types=[...],
+min_poignancy=...)`` (or the same constructor fields) limits the candidates before scoring;
+see :mod:`langchain_genmem.candidate_filter` for the rule and why normalisation is over the
+filtered set.
+
 Expiration: the original writes ``expiration`` on thoughts and never reads it. Here expired
 memories are skipped unless ``include_expired=True``; ``recency_mode="reverie"`` ignores
 expiration, as the original does.

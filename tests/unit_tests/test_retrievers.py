@@ -6,6 +6,7 @@ scoring in the database (``score_in="database"``); see the ``setup`` fixture.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -319,6 +320,8 @@ def test_kinds_and_poignancy_filter_and_per_call_values_replace_the_retrievers(a
     assert set(ids(got.invoke("x", types=["thought"]))) == {n[5]}
     assert set(ids(got.invoke("x", min_poignancy=5, created_before="2023-02-14"))) == set()
     assert set(ids(got.invoke("x", node_ids=[n[3], n[0], "node_999"]))) == {n[3]}
+    assert ids(asyncio.run(got.ainvoke("x", types=["thought"]))) == [n[5]]
+    assert set(ids(got.batch(["x"], created_after="2023-02-14")[0])) == {n[4]}
 
 
 def test_scores_are_normalised_over_the_filtered_set(hand, clock):
