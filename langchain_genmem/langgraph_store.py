@@ -423,6 +423,11 @@ def _check_put(op: PutOp) -> None:
     if op.value is not None and not isinstance(op.value, Mapping):
         msg = f"value: expected a dict for key {op.key!r}, got {type(op.value).__name__}"
         raise ValidationError(msg, field="value")
+    try:
+        json.dumps(op.value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        msg = f"value: the value of key {op.key!r} is not JSON ({e}); store texts, numbers, lists"
+        raise ValidationError(msg, field="value") from None
     if op.index not in (None, False) and (
         isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)
     ):

@@ -326,7 +326,11 @@ def test_bad_input_is_refused_naming_the_field(genmem):
     with pytest.raises(ValidationError) as e:
         genmem.put(NS, "a", {"content": "x"}, index="content")
     assert e.value.field == "index"
-    assert genmem.get(NS, "a") is None  # nothing half-written
+    with pytest.raises(ValidationError) as e:
+        genmem.put(NS, "b", {"content": "x", "when": datetime(2023, 2, 13)})
+    assert e.value.field == "value"
+    assert genmem.get(NS, "a") is None and genmem.get(NS, "b") is None  # nothing half-written
+    assert len(genmem.stream("memories/u1")) == 0
 
 
 def test_search_scored_in_the_database_equals_in_process(request, tmp_path, clock):
