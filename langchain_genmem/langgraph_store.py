@@ -55,6 +55,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,7 +122,7 @@ class _Record:
     indexed: bool
 
     def item(self, score: float | None = None, *, search: bool = False) -> Item:
-        fields = dict(namespace=self.namespace, key=self.key, value=dict(self.value),
+        fields = dict(namespace=self.namespace, key=self.key, value=copy.deepcopy(self.value),
                       created_at=self.created_at, updated_at=self.updated_at)
         return SearchItem(**fields, score=score) if search else Item(**fields)
 
@@ -187,6 +188,8 @@ class GenerativeAgentsStore(BaseStore):
         self.poignancy_field = poignancy_field
         self.retriever_kwargs = dict(retriever_kwargs or {})
         self._streams: dict[str, MemoryStream] = {}
+        # each persona's parsed key records, by the state revision they were read at
+        self._parsed: dict[str, tuple[int, dict[tuple[tuple[str, ...], str], _Record]]] = {}
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ streams
@@ -283,7 +286,11 @@ class GenerativeAgentsStore(BaseStore):
     def _records(self, persona: str) -> dict[tuple[tuple[str, ...], str], _Record]:
         stream = self.stream(persona)
         stream.refresh()
-        registry = stream.state.extra.get(REGISTRY, {})
+        held = self._parsed.get(persona)
+        if held is not None and held[0] == stream._state.rev:
+            return held[1]
+        state = stream.state
+        registry = state.extra.get(REGISTRY, {})
         out = {}
         for ns_text, items in registry.items():
             ns = tuple(json.loads(ns_text))
@@ -292,6 +299,7 @@ class GenerativeAgentsStore(BaseStore):
                     ns, key, r["node_id"], r["value"], _utc(r["created_at"]),
                     _utc(r["updated_at"]), r.get("indexed", True),
                 )
+        self._parsed[persona] = (state.rev, out)
         return out
 
     def _all_records(self) -> list[tuple[str, _Record]]:

@@ -222,6 +222,13 @@ def test_update_supersedes_without_renumbering_and_keeps_created_at(genmem, cloc
     assert len(stream) == 3  # the stream keeps every version as history
 
 
+def test_returned_values_are_copies(genmem):
+    genmem.put(NS, "a", {"content": "x", "tags": ["饺子"]})
+    genmem.get(NS, "a").value["tags"].append("changed")
+    genmem.search(NS)[0].value["content"] = "changed"
+    assert genmem.get(NS, "a").value == {"content": "x", "tags": ["饺子"]}
+
+
 def test_listing_without_query_is_newest_first(genmem, clock):
     """InMemoryStore lists in insertion order; this store newest first (by updated_at)."""
     for key in ["a", "b", "c"]:
