@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
+from langchain_genmem.candidate_filter import when
 from langchain_genmem.errors import GenMemError
 from langchain_genmem.extras import require_extra
 from langchain_genmem.service.operations import MemoryService
@@ -198,9 +199,12 @@ class _Tools:
         status is no_candidates when the persona has no memories yet (or none in the period).
         """
         name = await self._persona(persona, ctx)
+        try:  # name the tool's own arguments in errors, not the request's fields
+            window = {"created_after": when(since, "since"), "created_before": when(until, "until")}
+        except GenMemError as e:
+            raise ToolError(str(e)) from e
         request = _valid(RetrieveRequest,
-                         {"persona_name": name, "focal_text": query, "top_k": k,
-                          "created_after": since, "created_before": until})
+                         {"persona_name": name, "focal_text": query, "top_k": k, **window})
         out = await self._call(self.service.retrieve, request)
         return out.model_dump(mode="json")
 

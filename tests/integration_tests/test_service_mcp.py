@@ -74,7 +74,7 @@ async def test_remember_then_recall_over_stdio(tmp_path):
         assert before["status"] == "no_candidates"
         assert "2 left out by the filter" in before["message"]
         bad_time = payload(await tools["recall"].ainvoke({"query": "派对", "since": "last week"}))
-        assert "created_after" in bad_time
+        assert "recall: since: 'last week' is not an ISO date" in bad_time
         keywords = payload(await tools["recall_keywords"].ainvoke({"subject": "情人节派对"}))
         assert keywords["event_count"] == 1
         stats = payload(await tools["persona_stats"].ainvoke({}))
