@@ -25,6 +25,7 @@ from langchain_genmem.interop import (
     import_storage,
     load_associative_memory,
 )
+from langchain_genmem.langgraph_store import GenerativeAgentsStore
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.reflection import (
     areflect_on_conversation,
@@ -42,6 +43,7 @@ __all__ = [
     "EmbeddingDimensionError",
     "GenMemError",
     "GenerativeAgentsRetriever",
+    "GenerativeAgentsStore",
     "ImportanceScorer",
     "InteropError",
     "MemoryNode",

@@ -19,11 +19,12 @@ from langchain_genmem.errors import ValidationError
 from langchain_genmem.timeutil import naive, to_epoch
 
 if TYPE_CHECKING:
+    from langchain_genmem.candidate_filter import CandidateFilter
     from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
 
 
 def retrieve_in_database(
-    retriever: GenerativeAgentsRetriever, query: str, k: int
+    retriever: GenerativeAgentsRetriever, query: str, k: int, flt: CandidateFilter
 ) -> RetrievalReport:
     """Rank in the database and report as the in-process path does.
 
@@ -31,6 +32,7 @@ def retrieve_in_database(
         retriever: the retriever (its stream must be stored in PostgreSQL).
         query: the focal point.
         k: how many.
+        flt: the candidate filter (its SQL picks the candidates in the query).
 
     Returns:
         The report, with the documents.
@@ -58,10 +60,10 @@ def retrieve_in_database(
         stream.persona, vector, k=k, mode=retriever.recency_mode,
         decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
         weights=retriever.effective_weights(), now=now,
-        include_expired=retriever.include_expired,
+        include_expired=retriever.include_expired, where=flt.sql(),
     )
     cache = stream._cache
-    skipped = retriever.pick_candidates(cache.candidates(), cache, to_epoch(now))[3]
+    skipped = retriever.pick_candidates(cache.candidates(), cache, to_epoch(now), flt)[3]
     if not ranking.rows:
         status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
         return RetrievalReport(query=query, status=status, **skipped)

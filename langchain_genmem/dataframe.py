@@ -176,6 +176,7 @@ def _described(df: pd.DataFrame, report: RetrievalReport) -> pd.DataFrame:
         candidates=report.candidate_count,
         skipped_expired=report.skipped_expired,
         skipped_idle=report.skipped_idle,
+        skipped_filtered=report.skipped_filtered,
     )
     if df.empty and report.skipped_expired:
         msg = (

@@ -16,6 +16,11 @@ Example:
         docs[0].metadata["score"], docs[0].metadata["relevance"]
         retriever.retrieve_many(["Maria's studies", "Klaus Mueller"])  # new_retrieve
 
+Time-aware retrieval: ``invoke(q, created_after=..., created_before=..., types=[...],
+min_poignancy=...)`` (or the same constructor fields) limits the candidates before scoring;
+see :mod:`langchain_genmem.candidate_filter` for the rule and why normalisation is over the
+filtered set.
+
 Expiration: the original writes ``expiration`` on thoughts and never reads it. Here expired
 memories are skipped unless ``include_expired=True``; ``recency_mode="reverie"`` ignores
 expiration, as the original does.
@@ -28,8 +33,10 @@ never waits on a Chroma write. A crash can lose access times, never a memory.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -43,6 +50,12 @@ from pydantic import ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem import validation
+from langchain_genmem.candidate_filter import (
+    FILTER_FIELDS,
+    CandidateFilter,
+    make_filter,
+    when,
+)
 from langchain_genmem.documents import memory_document
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
@@ -80,6 +93,8 @@ class RetrievalReport:
             clock is far past a simulation's time skips every thought).
         skipped_idle: memories left out because their embedding_key holds ``"idle"``, as in
             the original.
+        skipped_filtered: memories left out by the retrieval's filter (time window, types,
+            ``min_poignancy``, ``node_ids``; see :mod:`langchain_genmem.candidate_filter`).
     """
 
     query: str
@@ -91,6 +106,7 @@ class RetrievalReport:
     max_score: float | None = None
     skipped_expired: int = 0
     skipped_idle: int = 0
+    skipped_filtered: int = 0
 
 
 class GenerativeAgentsRetriever(BaseRetriever):
@@ -113,11 +129,17 @@ class GenerativeAgentsRetriever(BaseRetriever):
         score_in: ``"process"`` (default: numpy over the stream's in-process cache) or
             ``"database"`` (one SQL query in PostgreSQL ranks every candidate, for callers
             that must not hold the vectors; same ids, order and scores).
+        created_after, created_before, types, min_poignancy: the candidate filter of every
+            call (``created_after <= created < created_before``; see
+            :mod:`langchain_genmem.candidate_filter`); a call may pass its own, which
+            replace these field by field, plus ``node_ids``.
 
     Invoke:
         .. code-block:: python
 
             docs = retriever.invoke("Klaus Mueller", k=3)
+            docs = retriever.invoke("the party", created_after="2023-02-13",
+                                    created_before="2023-02-14", types=["event"])
             for d in docs:
                 print(d.metadata["node_id"], d.metadata["score"], d.page_content)
 
@@ -126,7 +148,11 @@ class GenerativeAgentsRetriever(BaseRetriever):
     ``cosine`` (raw), ``rank``, ``depth``, ``subject``, ``predicate``, ``object``,
     ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``; and, of the
     retrieval as a whole, ``candidates`` (memories scored), ``skipped_expired`` and
-    ``skipped_idle`` (memories left out), so nothing is dropped without a word.
+    ``skipped_idle`` and ``skipped_filtered`` (memories left out), so nothing is dropped
+    without a word.
+
+    Filters choose the candidates; scoring stays exact over them and normalises over the
+    filtered set, so the ranking equals that of a stream holding only those memories.
 
     Arguments the class does not take, and values out of range, raise a
     :class:`~langchain_genmem.errors.ValidationError` naming the field
@@ -146,6 +172,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
     include_expired: bool = False
     update_access: bool = True
     score_in: Literal["process", "database"] = "process"
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    types: tuple[str, ...] | None = None
+    min_poignancy: float | None = None
 
     def __init__(self, **data: Any) -> None:
         """Build the retriever; unknown or bad arguments raise, naming the field.
@@ -153,7 +183,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         Raises:
             ValidationError: an argument this class does not take (with the closest known
                 name), or a value out of range (weights finite and >= 0, decay in (0, 1],
-                k >= 0).
+                k >= 0), or a filter window that ends before it starts.
         """
         names = {"stream", *type(self).model_fields}
         validation.known_arguments(data, names, type(self).__name__)
@@ -161,6 +191,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             super().__init__(**data)
         except PydanticValidationError as e:
             raise validation.from_pydantic(e, type(self).__name__) from None
+        make_filter(created_after=self.created_after, created_before=self.created_before)
 
     @field_validator("recency_mode")
     @classmethod
@@ -169,6 +200,21 @@ class GenerativeAgentsRetriever(BaseRetriever):
             msg = f"recency_mode: expected one of {RECENCY_MODES}, got {value!r}"
             raise ValueError(msg)
         return value
+
+    @field_validator("created_after", "created_before", mode="before")
+    @classmethod
+    def _time(cls, value: Any, info: Any) -> datetime | None:
+        return when(value, info.field_name)
+
+    @field_validator("types", mode="before")
+    @classmethod
+    def _types(cls, value: Any) -> tuple[str, ...] | None:
+        return make_filter(types=value).types
+
+    @field_validator("min_poignancy", mode="before")
+    @classmethod
+    def _min_poignancy(cls, value: Any) -> float | None:
+        return make_filter(min_poignancy=value).min_poignancy
 
     @field_validator("recency_w", "relevance_w", "importance_w")
     @classmethod
@@ -196,8 +242,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
+        **filters: Any,
     ) -> list[Document]:
-        return self.retrieve_with_report(query, k=k).documents
+        return self.retrieve_with_report(query, k=k, **filters).documents
 
     async def _aget_relevant_documents(
         self,
@@ -205,23 +252,30 @@ class GenerativeAgentsRetriever(BaseRetriever):
         *,
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
+        **filters: Any,
     ) -> list[Document]:
-        report = await asyncio.to_thread(self.retrieve_with_report, query, k)
+        report = await asyncio.to_thread(
+            functools.partial(self.retrieve_with_report, query, k, **filters)
+        )
         return report.documents
 
     def retrieve_many(
-        self, focal_points: Sequence[str], k: int | None = None
+        self, focal_points: Sequence[str], k: int | None = None, **filters: Any
     ) -> dict[str, list[Document]]:
         """The original ``new_retrieve``: each focal point in order, access times carried over.
 
         Args:
             focal_points: the focal points.
             k: documents per focal point (default: the retriever's k).
+            **filters: candidate filter fields for every focal point (see
+                :meth:`retrieve_with_report`).
 
         Returns:
             ``{focal_point: documents}`` in the order given.
         """
-        return {fp: self.retrieve_with_report(fp, k=k).documents for fp in focal_points}
+        return {
+            fp: self.retrieve_with_report(fp, k=k, **filters).documents for fp in focal_points
+        }
 
     def nodes_for(self, query: str, k: int | None = None) -> list[MemoryNode]:
         """Like ``invoke`` but returns the MemoryNodes themselves.
@@ -236,22 +290,30 @@ class GenerativeAgentsRetriever(BaseRetriever):
         docs = self.retrieve_with_report(query, k=k).documents
         return [self.memory_stream.get(d.metadata["node_id"]) for d in docs]
 
-    def retrieve_with_report(self, query: str, k: int | None = None) -> RetrievalReport:
+    def retrieve_with_report(
+        self, query: str, k: int | None = None, **filters: Any
+    ) -> RetrievalReport:
         """Retrieve and say what happened (status, candidates, score range, accessed ids).
 
         Args:
             query: the focal point.
             k: how many (default: the retriever's k).
+            **filters: ``created_after``, ``created_before``, ``types``,
+                ``min_poignancy`` (each replacing the retriever's own) and ``node_ids``.
 
         Returns:
             The report, with the documents.
+
+        Raises:
+            ValidationError: an unknown argument or a bad filter value, naming it.
         """
         query = validation.query(query)
         k = self.k if k is None else validation.top_k(k)
+        flt = self.candidate_filter(**filters)
         if self.score_in == "database":
             from langchain_genmem.database_retrieval import retrieve_in_database
 
-            return retrieve_in_database(self, query, k)
+            return retrieve_in_database(self, query, k, flt)
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache
@@ -260,7 +322,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads (rows below it never change but for access times).
         n = static.n
-        rows, importance, cands_static, skipped = self.pick_candidates(static, cache, now)
+        rows, importance, cands_static, skipped = self.pick_candidates(static, cache, now, flt)
         if rows.size == 0:
             return RetrievalReport(query=query, status="no_candidates", **skipped)
         query_vector = np.asarray(stream.embeddings.embed_query(query))
@@ -302,8 +364,30 @@ class GenerativeAgentsRetriever(BaseRetriever):
             **skipped,
         )
 
+    def candidate_filter(self, **filters: Any) -> CandidateFilter:
+        """The filter of one call: the retriever's fields, replaced by those given.
+
+        Args:
+            **filters: ``created_after``, ``created_before``, ``types``, ``min_poignancy``,
+                ``node_ids``.
+
+        Returns:
+            The validated filter.
+
+        Raises:
+            ValidationError: an unknown name or a bad value.
+        """
+        validation.known_arguments(filters, set(FILTER_FIELDS), "retrieval filter")
+        own = CandidateFilter(
+            created_after=self.created_after,
+            created_before=self.created_before,
+            types=self.types,
+            min_poignancy=self.min_poignancy,
+        )
+        return own.merged(filters)
+
     def pick_candidates(
-        self, static: Any, cache: Any, now: float
+        self, static: Any, cache: Any, now: float, flt: CandidateFilter | None = None
     ) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, ...], dict[str, int]]:
         """The rows this retrieval scores, and how many memories were left out and why.
 
@@ -311,21 +395,31 @@ class GenerativeAgentsRetriever(BaseRetriever):
             static: the cache's candidate columns (``cache.candidates()``).
             cache: the stream's node cache.
             now: the stream's clock, as an epoch.
+            flt: the candidate filter (default: the retriever's own).
 
         Returns:
             The candidate rows, their normalised importance (None when it must be
             recomputed), their (type code, node count, poignancy) columns, and the counts
-            ``skipped_idle`` and ``skipped_expired``.
+            ``skipped_idle``, ``skipped_expired`` and ``skipped_filtered`` (a memory both
+            expired and filtered out counts as expired).
         """
+        flt = self.candidate_filter() if flt is None else flt
         rows, importance = static.rows, static.importance
         cands_static = (static.type_code, static.node_count, static.poignancy)
-        skipped = {"skipped_idle": static.idle, "skipped_expired": 0}
+        skipped = {"skipped_idle": static.idle, "skipped_expired": 0, "skipped_filtered": 0}
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
             alive = cache.expiration[rows] > now
             if not alive.all():
                 skipped["skipped_expired"] = int(rows.size - alive.sum())
                 rows, importance = rows[alive], None
                 cands_static = tuple(col[alive] for col in cands_static)
+        if flt.active:
+            type_code, node_count, poignancy = cands_static
+            keep = flt.mask(cache.created[rows], type_code, poignancy, node_count)
+            if not keep.all():
+                skipped["skipped_filtered"] = int(rows.size - keep.sum())
+                rows, importance = rows[keep], None
+                cands_static = tuple(col[keep] for col in cands_static)
         return rows, importance, cands_static, skipped
 
     def effective_weights(self) -> Weights:

@@ -319,6 +319,7 @@ class PostgresBackend:
         weights: Weights,
         now: datetime,
         include_expired: bool = False,
+        where: tuple[str, dict[str, Any]] = ("", {}),
     ) -> DatabaseRanking:
         """Score every candidate in one SQL query and return the top k, as in process.
 
@@ -331,6 +332,8 @@ class PostgresBackend:
             weights: the weights and gains.
             now: the current (simulation) time.
             include_expired: score expired memories too.
+            where: a candidate filter's SQL condition and parameters
+                (:meth:`~langchain_genmem.candidate_filter.CandidateFilter.sql`).
 
         Returns:
             The ranking (see :mod:`langchain_genmem.backends.postgres_scoring`).
@@ -346,7 +349,8 @@ class PostgresBackend:
                 return DatabaseRanking([], 0, None)
             params = ranking_params(persona, query, k=k, decay=decay, weights=weights,
                                     now=now, dim=dim)
-            rows = conn.execute(ranking_query(mode, include_expired), params).fetchall()
+            sql = ranking_query(mode, include_expired, where[0])
+            rows = conn.execute(sql, {**params, **where[1]}).fetchall()
         if not rows:
             return DatabaseRanking([], 0, None)
         out = [ScoredRow(tuple(r[:15]), *map(float, r[15:20])) for r in rows]

@@ -55,7 +55,7 @@ WITH c AS MATERIALIZED (
                 ELSE -(m.embedding <#> %(qv)s::vector) / (m.embedding_norm * %(qn)s) END AS cos_a
     FROM memory_nodes m
     WHERE m.persona_name = %(persona)s AND m.type IN ('event', 'thought')
-      AND strpos(m.embedding_key, 'idle') = 0 {alive}
+      AND strpos(m.embedding_key, 'idle') = 0 {alive}{where}
 ), lim AS MATERIALIZED (
     SELECT min(cos_a) AS lo, max(cos_a) AS hi, min(poig) AS plo, max(poig) AS phi FROM c
 ), c2 AS MATERIALIZED (
@@ -143,12 +143,15 @@ class DatabaseRanking:
     min_score: float | None
 
 
-def ranking_query(mode: RecencyMode, include_expired: bool) -> str:
+def ranking_query(mode: RecencyMode, include_expired: bool, where: str = "") -> str:
     """The SQL of one ranking.
 
     Args:
         mode: the recency mode.
         include_expired: keep expired candidates (``"reverie"`` always does).
+        where: more candidate conditions (``" AND ..."`` over ``memory_nodes m``), from
+            :meth:`~langchain_genmem.candidate_filter.CandidateFilter.sql`: the filter picks
+            the candidates before normalisation, as in process.
 
     Returns:
         The query, with ``%(name)s`` parameters from :func:`ranking_params`.
@@ -161,6 +164,7 @@ def ranking_query(mode: RecencyMode, include_expired: bool) -> str:
         )
     return QUERY.format(
         alive=alive,
+        where=where,
         recency=RECENCY[mode],
         exact_c2=EXACT.format(alias="c2"),
         exact_near=EXACT.format(alias="s2"),

@@ -196,6 +196,9 @@ def search(
     if expired:
         console.print(f"expired memories skipped: {expired} (clock "
                       f"{stream.clock():%Y-%m-%d %H:%M:%S}; --now sets it)", highlight=False)
+    if rows and rows[0].get("skipped_filtered"):
+        console.print(f"left out by --since/--until/--type/--min-poignancy: "
+                      f"{rows[0]['skipped_filtered']}", highlight=False)
 
 
 @app.command()

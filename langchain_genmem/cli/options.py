@@ -66,6 +66,28 @@ Decay = Annotated[
     float | None,
     typer.Option("--decay", help="Recency decay per hour or per rank (default: the persona's)."),
 ]
+Since = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="Only memories created at or after this time (2023-02-13 = its midnight).",
+    ),
+]
+Until = Annotated[
+    str | None,
+    typer.Option(
+        "--until",
+        help="Only memories created before this time (--since 2023-02-13 --until 2023-02-14 "
+        "is that day).",
+    ),
+]
+Types = Annotated[
+    list[str] | None,
+    typer.Option("--type", help="Only memories of this type: event or thought (repeat)."),
+]
+MinPoignancy = Annotated[
+    float | None, typer.Option("--min-poignancy", help="Only memories at least this poignant.")
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
@@ -79,6 +101,10 @@ class Weights:
         relevance_w: relevance weight, None for the persona's.
         importance_w: importance weight, None for the persona's.
         decay: recency decay, None for the persona's.
+        since: keep memories created at or after this time (text), or None.
+        until: keep memories created before this time (text), or None.
+        types: keep memories of these types, or None.
+        min_poignancy: keep memories at least this poignant, or None.
     """
 
     mode: RecencyMode = RecencyMode.hours
@@ -86,12 +112,18 @@ class Weights:
     relevance_w: float | None = None
     importance_w: float | None = None
     decay: float | None = None
+    since: str | None = None
+    until: str | None = None
+    types: list[str] | None = None
+    min_poignancy: float | None = None
 
     def __post_init__(self) -> None:
         """Check the options with the library's rules, naming the option that was wrong.
 
         Raises:
-            ValidationError: a weight that is not finite and >= 0, or a decay outside (0, 1].
+            ValidationError: a weight that is not finite and >= 0, a decay outside (0, 1],
+                a time neither ISO nor the original's format, an unknown type, or a window
+                that ends before it starts.
         """
         for name in ("recency_w", "relevance_w", "importance_w"):
             value = getattr(self, name)
@@ -99,6 +131,34 @@ class Weights:
                 validation.weight(value, "--" + name.replace("_", "-"))
         if self.decay is not None:
             validation.decay(self.decay, "--decay")
+        self.filters()
+
+    def filters(self) -> dict[str, Any]:
+        """The candidate filter of these options, as retriever arguments.
+
+        Returns:
+            ``created_after``, ``created_before``, ``types`` and ``min_poignancy``.
+
+        Raises:
+            ValidationError: a bad value, naming the option.
+        """
+        from langchain_genmem.candidate_filter import make_filter
+
+        given = {
+            "created_after": None if self.since is None else parse_time(self.since, "--since"),
+            "created_before": None if self.until is None else parse_time(self.until, "--until"),
+            "types": self.types or None,
+            "min_poignancy": self.min_poignancy,
+        }
+        option = {"created_after": "--since", "created_before": "--until", "types": "--type",
+                  "min_poignancy": "--min-poignancy"}
+        try:
+            make_filter(**given)
+        except ValidationError as e:  # name the option, not the library's field
+            where = option.get(e.field or "", "--type")
+            msg = f"{where}: {str(e).partition(': ')[2]}"
+            raise ValidationError(msg, field=where) from None
+        return given
 
     def retriever(self, stream: MemoryStream, k: int, *, touch: bool) -> GenerativeAgentsRetriever:
         """A retriever over the stream with these options.
@@ -122,6 +182,7 @@ class Weights:
             relevance_w=self.relevance_w,
             importance_w=self.importance_w,
             update_access=touch,
+            **self.filters(),
         )
 
 
@@ -132,6 +193,10 @@ _WEIGHT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("relevance_w", RelevanceW, None),
     ("importance_w", ImportanceW, None),
     ("decay", Decay, None),
+    ("since", Since, None),
+    ("until", Until, None),
+    ("types", Types, None),
+    ("min_poignancy", MinPoignancy, None),
 )
 
 

@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
+from langchain_genmem.candidate_filter import when
 from langchain_genmem.errors import GenMemError
 from langchain_genmem.extras import require_extra
 from langchain_genmem.service.operations import MemoryService
@@ -182,17 +183,28 @@ class _Tools:
         ctx: Context,
         persona: Persona = None,
         k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="How many memories.")] = 10,
+        since: Annotated[str | None, Field(
+            max_length=64, description="Only memories created at or after this ISO time, "
+            "e.g. '2023-02-13' (for 'what happened last week')."
+        )] = None,
+        until: Annotated[str | None, Field(
+            max_length=64, description="Only memories created before this ISO time."
+        )] = None,
     ) -> dict[str, Any]:
         """Recall the persona's memories that matter most for a question or situation.
 
         Every memory is scored by recency, relevance to the query and importance; the best
         k come back, best first, each with its score. Call it before answering anything that
-        depends on what the persona has experienced. status is no_candidates when the persona
-        has no memories yet.
+        depends on what the persona has experienced; give since/until to recall a period.
+        status is no_candidates when the persona has no memories yet (or none in the period).
         """
         name = await self._persona(persona, ctx)
+        try:  # name the tool's own arguments in errors, not the request's fields
+            window = {"created_after": when(since, "since"), "created_before": when(until, "until")}
+        except GenMemError as e:
+            raise ToolError(str(e)) from e
         request = _valid(RetrieveRequest,
-                         {"persona_name": name, "focal_text": query, "top_k": k})
+                         {"persona_name": name, "focal_text": query, "top_k": k, **window})
         out = await self._call(self.service.retrieve, request)
         return out.model_dump(mode="json")
 

@@ -85,22 +85,27 @@ class MemoryService:
             recency_w=request.recency_w,
             relevance_w=request.relevance_w,
             importance_w=request.importance_w,
+            **request.filters(),
         )
         try:
             report = retriever.retrieve_with_report(request.focal_text)
         except (StorageError, EmbeddingDimensionError) as e:
             return _empty("error", str(e))
+        left_out = ""
+        if report.skipped_filtered:
+            left_out = f" ({report.skipped_filtered} left out by the filter)"
         if report.status == "no_candidates":
             return _empty(
                 "no_candidates",
-                f"no candidate memories (events or thoughts) for {request.persona_name!r}",
+                f"no candidate memories (events or thoughts) for {request.persona_name!r}"
+                + left_out,
             )
         nodes = [_retrieved(d) for d in report.documents]
         return RetrieveResponse(
             retrieved_nodes=nodes,
             accessed_ids=report.accessed_ids,
             status="ok",
-            message=f"{len(nodes)} of {report.candidate_count} memories",
+            message=f"{len(nodes)} of {report.candidate_count} memories{left_out}",
             debug=RetrieveDebug(
                 total_candidates=report.candidate_count,
                 retrieved_count=len(nodes),

@@ -94,6 +94,22 @@ When = _optional(
     "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
 )
 ShortText = _optional("string", str, "", max_length=MAX_FIELD_CHARS)
+Since = _optional(
+    "string", datetime, "Only memories created at or after this ISO time, e.g. '2023-02-13' "
+    "(its midnight) or '2023-02-13 07:00:00' (default: no limit).",
+)
+Until = _optional(
+    "string", datetime, "Only memories created before this ISO time; with created_after "
+    "'2023-02-13' and created_before '2023-02-14' that day (default: no limit).",
+)
+Kinds = _optional(
+    "string", str, "Only memories of these types, comma-separated: 'event', 'thought' or "
+    "'event,thought' (default: both).", max_length=MAX_FIELD_CHARS,
+)
+MinPoignancy = _optional(
+    "number", float, "Only memories at least this important, 1..10 (default: no limit).",
+    ge=0.0, le=MAX_WEIGHT,
+)
 
 
 def _not_blank(value: str) -> str:
@@ -150,11 +166,36 @@ class RetrieveRequest(_Request):
             "position by last access (seed 001's Code node); reverie: the original code exactly."
         ),
     ] = "hours"
+    created_after: Since = None
+    created_before: Until = None
+    types: Kinds = None
+    min_poignancy: MinPoignancy = None
 
     @field_validator("focal_text")
     @classmethod
     def _focal(cls, value: str) -> str:
         return _not_blank(value)
+
+    @field_validator("types")
+    @classmethod
+    def _types(cls, value: str | None) -> str | None:
+        from langchain_genmem.candidate_filter import make_filter
+
+        make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
+        return value
+
+    def filters(self) -> dict[str, Any]:
+        """The candidate filter of the request, as retriever arguments.
+
+        Returns:
+            ``created_after``, ``created_before``, ``types`` (split) and ``min_poignancy``.
+        """
+        return {
+            "created_after": self.created_after,
+            "created_before": self.created_before,
+            "types": split_list(self.types) or None,
+            "min_poignancy": self.min_poignancy,
+        }
 
 
 class RetrievedNode(BaseModel):

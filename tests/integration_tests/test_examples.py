@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 IMPORTANCE = r"rate the likely poignancy of each of the following"
 
@@ -159,6 +161,18 @@ def test_seed004_walkthrough_on_the_scripted_server(tmp_path, scripted_openai):
     assert "12 memories, 2 of them reflections" in out
     calls = [r["rule"] for r in srv.requests()]
     assert sorted(calls) == [0, 1, 1, 2, 3, 4]  # ratings, questions, 2 x insights, triples, ratings
+
+
+@pytest.mark.parametrize("tools", [[], ["--own-tools"]], ids=["langmem", "own-tools"])
+def test_store_agent_recalls_across_threads_and_days(tmp_path, tools):
+    done = run_example("store_agent.py", "--path", str(tmp_path / "m"), *tools)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    about_party = lines[lines.index(next(x for x in lines if "about the party?" in x)) + 1]
+    assert "The party moved to Hobbs Cafe" in about_party and "Valentine" in about_party
+    first_day = lines[lines.index(next(x for x in lines if "first day?" in x)) + 1]
+    assert "我喜欢吃饺子" in first_day and "Hobbs Cafe" not in first_day  # created_before
+    assert len([x for x in lines if x.strip().startswith("score ")]) == 3
 
 
 def test_smallville_refuses_a_folder_that_is_not_a_save(tmp_path):

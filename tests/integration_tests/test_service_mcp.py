@@ -66,6 +66,15 @@ async def test_remember_then_recall_over_stdio(tmp_path):
         top = [n["description"] for n in found["retrieved_nodes"]]
         assert top == ["伊莎贝拉正在筹备情人节派对"]
         assert found["accessed_ids"] == ["node_1"]
+        # memories are stamped with the server's clock (now): a window before it holds none
+        period = payload(await tools["recall"].ainvoke(
+            {"query": "派对", "k": 5, "since": "2000-01-01", "until": "2999-01-01"}))
+        assert len(period["retrieved_nodes"]) == 2
+        before = payload(await tools["recall"].ainvoke({"query": "派对", "until": "2000-01-01"}))
+        assert before["status"] == "no_candidates"
+        assert "2 left out by the filter" in before["message"]
+        bad_time = payload(await tools["recall"].ainvoke({"query": "派对", "since": "last week"}))
+        assert "recall: since: 'last week' is not an ISO date" in bad_time
         keywords = payload(await tools["recall_keywords"].ainvoke({"subject": "情人节派对"}))
         assert keywords["event_count"] == 1
         stats = payload(await tools["persona_stats"].ainvoke({}))

@@ -205,6 +205,39 @@ def test_search_filter_and_its_errors(store: Path) -> None:
         assert result.output.startswith("error: filter:") and result.output.count("\n") == 1
 
 
+def test_search_and_explain_time_and_kind_filters_at_day_boundaries(
+    store: Path, tmp_path: Path
+) -> None:
+    for text, when in [("深夜的派对 the late party", "2023-02-13 23:59:59"),
+                       ("午夜的派对 the midnight party", "2023-02-14 00:00:00")]:
+        run(store, "add", "event", text, "--poignancy", "6", "--created", when)
+    peek = ("search", "派对 party", "--json", "--peek")
+
+    def found(*args: str) -> list[str]:
+        return [r["description"] for r in json.loads(run(store, *peek, *args).output)]
+
+    assert found("--since", "2023-02-14") == ["午夜的派对 the midnight party"]
+    assert found("--since", "2023-02-13 12:00", "--until", "2023-02-14") == [
+        "深夜的派对 the late party"]
+    assert set(found("--type", "thought")) == {
+        n.description for n in MemoryStream("Isabella Rodriguez", path=store).nodes("thought")}
+    assert all(r["poignancy"] >= 6 and r["skipped_filtered"] > 0
+               for r in json.loads(run(store, *peek, "--min-poignancy", "6").output))
+    [row] = json.loads(run(store, *peek, "--since", "2023-02-14").output)
+    left_out = ("skipped_filtered", "skipped_expired", "skipped_idle")
+    assert row["candidates"] == 1 and sum(row[k] for k in left_out) == 16 - 1
+    text = run(store, "search", "party", "--since", "2023-02-14").output
+    assert f"left out by --since/--until/--type/--min-poignancy: {row['skipped_filtered']}" in text
+    target = tmp_path / "day.png"
+    out = run(store, "explain", "party", "-o", str(target), "--since", "2023-02-14").output
+    assert "top 1 memories" in out
+    for args, option in [(["--since", "yesterday"], "--since"),
+                         (["--since", "2023-02-14", "--until", "2023-02-13"], "--until"),
+                         (["--type", "dream"], "--type")]:
+        result = run(store, "search", "party", *args, code=2)
+        assert result.output.startswith(f"error: {option}:"), result.output
+
+
 def test_now_moves_the_clock(store: Path) -> None:
     rows = json.loads(run(store, "--now", "2023-02-14 10:00:00", "search", "party", "-k", "1",
                           "--json").output)

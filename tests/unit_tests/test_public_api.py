@@ -11,6 +11,7 @@ EXPECTED_ALL = sorted([
     "EmbeddingDimensionError",
     "GenMemError",
     "GenerativeAgentsRetriever",
+    "GenerativeAgentsStore",
     "ImportanceScorer",
     "InteropError",
     "MemoryNode",

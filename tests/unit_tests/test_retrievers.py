@@ -6,10 +6,11 @@ scoring in the database (``score_in="database"``); see the ``setup`` fixture.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ META_KEYS = {
     "persona", "node_id", "type", "created", "last_accessed", "expiration", "poignancy",
     "score", "recency", "relevance", "importance", "cosine", "rank", "depth", "subject",
     "predicate", "object", "keywords", "filling", "embedding_key",
-    "candidates", "skipped_expired", "skipped_idle",  # of the retrieval, on every document
+    "candidates", "skipped_expired", "skipped_idle", "skipped_filtered",  # of the retrieval
 }
 
 
@@ -277,6 +278,90 @@ def test_expired_memories_are_skipped_unless_asked(clock):
     assert set(ids(got.model_copy(update={"recency_mode": "reverie"}).invoke("x"))) == every
     clock.now = T0 + timedelta(days=31)
     assert ids(got.invoke("x")) == [event.node_id]
+
+
+# ---------------------------------------------------------------- time and kind filters
+
+DAY = datetime(2023, 2, 13)
+
+
+@pytest.fixture
+def around_midnight(clock) -> tuple[MemoryStream, list[str]]:
+    """Memories on both sides of the two midnights of 13 February (with Chinese text)."""
+    clock.now = DAY + timedelta(days=2)
+    stream = make_stream(clock)
+    times = [DAY - timedelta(microseconds=1), DAY, DAY + timedelta(hours=12),
+             DAY + timedelta(days=1) - timedelta(microseconds=1), DAY + timedelta(days=1)]
+    nodes = [stream.add_event(f"第{i}件事 event {i}", poignancy=i + 1, created=t)
+             for i, t in enumerate(times)]
+    six = DAY + timedelta(hours=6)
+    thought = stream.add_thought("一个想法 a thought", poignancy=9, created=six)
+    nodes.append(thought)
+    return stream, [n.node_id for n in nodes]
+
+
+def test_time_window_is_half_open_at_day_boundaries(around_midnight):
+    stream, n = around_midnight
+    got = make_retriever(stream=stream, update_access=False)
+    day = got.retrieve_with_report("事", created_after=DAY, created_before=DAY + timedelta(days=1))
+    assert set(ids(day.documents)) == {n[1], n[2], n[3], n[5]}
+    assert day.skipped_filtered == 2 and day.candidate_count == 4
+    assert day.documents[0].metadata["skipped_filtered"] == 2
+    # dates and ISO texts mean their midnight; the next day starts where this one ends
+    next_day = got.invoke("事", created_after="2023-02-14", created_before=date(2023, 2, 15))
+    assert ids(next_day) == [n[4]]
+    assert ids(got.invoke("事", created_before="2023-02-13")) == [n[0]]
+
+
+def test_kinds_and_poignancy_filter_and_per_call_values_replace_the_retrievers(around_midnight):
+    stream, n = around_midnight
+    got = make_retriever(stream=stream, update_access=False, types=["event"], min_poignancy=3)
+    assert set(ids(got.invoke("x"))) == {n[2], n[3], n[4]}
+    assert set(ids(got.invoke("x", types=["thought"]))) == {n[5]}
+    assert set(ids(got.invoke("x", min_poignancy=5, created_before="2023-02-14"))) == set()
+    assert set(ids(got.invoke("x", node_ids=[n[3], n[0], "node_999"]))) == {n[3]}
+    assert ids(asyncio.run(got.ainvoke("x", types=["thought"]))) == [n[5]]
+    assert set(ids(got.batch(["x"], created_after="2023-02-14")[0])) == {n[4]}
+
+
+def test_scores_are_normalised_over_the_filtered_set(hand, clock):
+    """The filtered ranking equals that of a stream holding only the memories that pass."""
+    got = make_retriever(stream=hand, update_access=False)
+    filtered = got.invoke("q", created_before=hours_ago(5))
+    alone = make_stream(clock, HAND)
+    alone.add_event("half", poignancy=8, created=hours_ago(10))
+    alone.add_event("far", poignancy=5, created=hours_ago(20))
+    expected = make_retriever(stream=alone, update_access=False).invoke("q")
+    assert [d.page_content for d in filtered] == [d.page_content for d in expected]
+    for a, b in zip(filtered, expected, strict=True):
+        for key in ("score", "recency", "relevance", "importance"):
+            assert a.metadata[key] == pytest.approx(b.metadata[key], abs=1e-9)
+    assert filtered[0].metadata["importance"] == 1.0  # poignancy 8 is the filtered maximum
+
+
+def test_filtered_retrieval_updates_access_of_returned_memories_only(around_midnight, clock):
+    stream, n = around_midnight
+    got = make_retriever(stream=stream, k=1)
+    [doc] = got.invoke("x", types="thought")
+    assert doc.metadata["node_id"] == n[5]
+    assert stream.get(n[5]).last_accessed == clock.now
+    assert stream.get(n[2]).last_accessed == stream.get(n[2]).created
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"created_after": "yesterday"}, "created_after"),
+    ({"created_after": "2023-02-14", "created_before": "2023-02-13"}, "created_before"),
+    ({"types": ["memo"]}, "types"),
+    ({"min_poignancy": float("nan")}, "min_poignancy"),
+    ({"since": "2023-02-13"}, "since"),
+])
+def test_bad_filters_are_refused_naming_the_field(twelve, kw, field):
+    with pytest.raises(ValidationError) as e:
+        make_retriever(stream=twelve).invoke("x", **kw)
+    assert e.value.field == field
+    if field != "since":
+        with pytest.raises(ValidationError):
+            make_retriever(stream=twelve, **kw)
 
 
 # ---------------------------------------------------------------- weights and decay

@@ -74,6 +74,8 @@ def test_the_schema_follows_difys_importer_rules():
         "persona_name": "string", "focal_text": "string", "top_k": "integer",
         "recency_w": "number", "relevance_w": "number", "importance_w": "number",
         "recency_decay": "number", "recency_mode": "string",
+        "created_after": "string", "created_before": "string", "types": "string",
+        "min_poignancy": "number",
     }
     assert tools["add_memory"]["poignancy"] == "number"
     assert tools["reflect"]["force"] == "boolean"
@@ -198,6 +200,43 @@ def test_english_and_chinese_memories_come_back_with_seed_001s_fields(client):
         "recency_w": 0, "importance_w": 0, "relevance_w": 1, "recency_mode": "rank",
         "recency_decay": None}).json()
     assert english["retrieved_nodes"][0]["subject"] == "Isabella"
+
+
+def test_retrieval_time_and_kind_filters_at_day_boundaries(client):
+    add(client, PERSONA, "深夜的派对筹备 late party planning", 4, created="2023-02-12 23:59:59")
+    add(client, PERSONA, "午夜的派对 midnight party", 6, created="2023-02-13 00:00:00")
+    add(client, PERSONA, "派对很成功 the party went well", 9, created="2023-02-13 23:59:59",
+        type="thought")
+
+    def found(**filters) -> tuple[list[str], str]:
+        r = client.post("/retrieve", headers=bearer(ADMIN), json={
+            "persona_name": PERSONA, "focal_text": "派对 party", **filters})
+        assert r.status_code == 200, r.text
+        out = r.json()
+        return [n["description"] for n in out["retrieved_nodes"]], out["message"]
+
+    day, message = found(created_after="2023-02-13", created_before="2023-02-14T00:00:00")
+    assert set(day) == {"午夜的派对 midnight party", "派对很成功 the party went well"}
+    assert message == "2 of 2 memories (1 left out by the filter)"
+    assert found(created_before="2023-02-13")[0] == ["深夜的派对筹备 late party planning"]
+    assert found(types="thought")[0] == ["派对很成功 the party went well"]
+    assert set(found(types="event, thought", min_poignancy=5)[0]) == set(day)
+    none, why = found(created_after="2023-02-14")
+    assert none == [] and why.endswith("(3 left out by the filter)")
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"created_after": "tomorrow"}, "created_after"),
+    ({"created_after": "2023-02-14", "created_before": "2023-02-13"}, "created_before"),
+    ({"types": "event,dream"}, "types"),
+    ({"min_poignancy": "high"}, "min_poignancy"),
+])
+def test_bad_retrieval_filters_are_422_naming_the_field(client, change, field):
+    body = {"persona_name": PERSONA, "focal_text": "派对", **change}
+    add(client, PERSONA, "派对", 3)
+    r = client.post("/retrieve", json=body, headers=bearer(ADMIN))
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field and r.json()["message"].startswith(f"{field}: ")
 
 
 def test_an_unknown_or_empty_persona_is_no_candidates(client):

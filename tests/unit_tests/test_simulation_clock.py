@@ -48,7 +48,8 @@ def test_reopening_without_a_clock_keeps_the_simulation_time(maria_path: Path) -
         df = retrieve_memories(retriever, "Klaus Mueller", filter=THOUGHTS)
         assert len(df) == 5 and set(df["type"]) == {"thought"}
         # 267 memories: 3 chats are never candidates, 140 events are "is idle"
-        assert df.attrs == {"candidates": 124, "skipped_expired": 0, "skipped_idle": 140}
+        assert df.attrs == {"candidates": 124, "skipped_expired": 0, "skipped_idle": 140,
+                            "skipped_filtered": 0}
 
 
 def test_a_given_clock_wins_and_skipped_memories_are_counted(maria_path: Path) -> None:

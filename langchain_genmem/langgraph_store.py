@@ -1,0 +1,489 @@
+"""GenerativeAgentsStore: the memory stream as a LangGraph ``BaseStore``.
+
+LangGraph's long-term memory API (``create_react_agent(..., store=...)``, LangMem's
+``create_manage_memory_tool`` / ``create_search_memory_tool``, deployments) speaks
+``BaseStore``. This store keeps every item as a memory of a persona's stream and ranks
+``search`` with the paper's weighted retrieval instead of similarity alone.
+
+How the store maps onto the stream:
+
+- **Namespaces -> personas**: ``persona_for(namespace)`` names the persona whose stream holds
+  a namespace's items; by default the namespace's labels joined by ``"/"``
+  (``("memories", "u1")`` -> ``"memories/u1"``). Several namespaces may share a persona (e.g.
+  ``persona_for=lambda ns: ns[-1]``); items keep their namespace either way.
+- **put** adds a memory: its description is ``value[text_field]`` (default ``"content"``, what
+  LangMem writes; a value without it is described by its JSON), its type is
+  ``value[type_field]`` when that is ``"event"`` or ``"thought"`` (else an event), its
+  poignancy ``value[poignancy_field]`` when a number, else rated by the
+  :class:`~langchain_genmem.ImportanceScorer` of ``model`` when one is given, else
+  ``default_poignancy``; ``created`` is the stream's clock. The key, the value and the item's
+  times live in the persona's state (``extra["langgraph_store"]``), written in the same commit
+  as the memory.
+- **put on an existing key** adds a new memory that *supersedes* the old one; **delete**
+  retires the key. The stream is append-only, so node numbering never changes: retired
+  memories stay in the stream as history, and the store's ``get``/``search`` see only each
+  key's live memory (search passes the live node ids to the retriever as its candidate
+  filter). A plain :class:`~langchain_genmem.GenerativeAgentsRetriever` over the persona
+  still sees every version. ``created_at`` is kept across updates (as LangGraph's
+  PostgreSQL store does; ``InMemoryStore`` resets it) and ``updated_at`` is the latest put.
+  Item times are the stream's clock, read as UTC.
+- **search** with a query ranks the namespace's live items with the retriever's exact
+  scoring (access times updated, ``SearchItem.score`` is the weighted score); across several
+  personas (a prefix that spans them) each persona is ranked on its own and the results are
+  merged by score. Without a query it lists items newest first (by ``updated_at``).
+  ``filter`` holds equality tests on value fields (``{"kind": "food"}``, or
+  ``{"n": {"$gte": 3}}`` with ``$eq $ne $gt $gte $lt $lte``) and the retrieval filters
+  ``created_after``, ``created_before``, ``types`` and ``min_poignancy`` (reserved names;
+  see :mod:`langchain_genmem.candidate_filter`), which limit listing too.
+- **TTL** is not supported (``supports_ttl`` is False: ``put(..., ttl=...)`` raises);
+  memories fade by recency instead. ``index=False`` stores an item that listing shows and
+  ranked search leaves out; ``index=[fields]`` describes the memory by those value fields.
+
+One process writes a persona's items at a time (a store holds a lock; two processes putting
+into the same persona at once may lose each other's key records, never a memory).
+
+Example:
+    .. code-block:: python
+
+        from langchain_genmem import GenerativeAgentsStore
+
+        store = GenerativeAgentsStore(path=".genmem")
+        store.put(("memories", "u1"), "food", {"content": "I love dumplings"})
+        store.search(("memories", "u1"), query="what do I like to eat?")[0].score
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from langchain_genmem import validation
+from langchain_genmem.candidate_filter import make_filter
+from langchain_genmem.errors import ValidationError
+from langchain_genmem.retrievers import GenerativeAgentsRetriever
+from langchain_genmem.store import Clock, MemoryStream, _open_backend
+from langchain_genmem.timeutil import naive
+
+REGISTRY = "langgraph_store"
+TIME_FILTERS = ("created_after", "created_before", "types", "min_poignancy")
+_OPS = {
+    "$eq": lambda a, b: a == b,
+    "$ne": lambda a, b: a != b,
+    "$gt": lambda a, b: float(a) > float(b),
+    "$gte": lambda a, b: float(a) >= float(b),
+    "$lt": lambda a, b: float(a) < float(b),
+    "$lte": lambda a, b: float(a) <= float(b),
+}
+
+
+def default_persona(namespace: tuple[str, ...]) -> str:
+    """The default persona of a namespace: its labels joined by ``"/"``.
+
+    Args:
+        namespace: the namespace.
+
+    Returns:
+        The persona name.
+    """
+    return "/".join(namespace)
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One live item: its memory and what ``get`` returns."""
+
+    namespace: tuple[str, ...]
+    key: str
+    node_id: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    indexed: bool
+
+    def item(self, score: float | None = None, *, search: bool = False) -> Item:
+        fields = dict(namespace=self.namespace, key=self.key, value=copy.deepcopy(self.value),
+                      created_at=self.created_at, updated_at=self.updated_at)
+        return SearchItem(**fields, score=score) if search else Item(**fields)
+
+
+class GenerativeAgentsStore(BaseStore):
+    """A LangGraph store whose items are memories ranked by recency, relevance and importance.
+
+    See the module docstring for how namespaces, keys, updates and deletes map onto the
+    stream.
+
+    Args:
+        path: a folder for embedded Chroma.
+        client: any chromadb client (e.g. a ``chroma run`` server's ``HttpClient``).
+        dsn: a PostgreSQL connection string (pgvector) instead of Chroma.
+        collection_name: the Chroma collection.
+        embeddings: any LangChain ``Embeddings``; None = the bundled offline model.
+        clock: the streams' clock (e.g. a :class:`~langchain_genmem.SimulationClock`).
+        model: a chat model that rates the poignancy of values that carry none.
+        default_poignancy: the poignancy of values without one when no model is given.
+        persona_for: namespace -> persona name (default: labels joined by ``"/"``).
+        text_field: the value field whose text is the memory's description.
+        type_field: the value field giving the memory type (``"event"`` / ``"thought"``).
+        poignancy_field: the value field giving the poignancy.
+        retriever_kwargs: arguments of the :class:`~langchain_genmem.GenerativeAgentsRetriever`
+            that ranks searches (weights, ``recency_mode``, ``score_in``...).
+
+    Raises:
+        ValidationError: a bad argument, naming it.
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        *,
+        path: str | Any | None = None,
+        client: Any | None = None,
+        dsn: str | None = None,
+        collection_name: str = "genmem",
+        embeddings: Embeddings | None = None,
+        clock: Clock | None = None,
+        model: BaseChatModel | None = None,
+        default_poignancy: float = 5.0,
+        persona_for: Callable[[tuple[str, ...]], str] = default_persona,
+        text_field: str = "content",
+        type_field: str = "type",
+        poignancy_field: str = "poignancy",
+        retriever_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        names = set(GenerativeAgentsRetriever.model_fields) - {"memory_stream"}
+        validation.known_arguments(retriever_kwargs or {}, names, "retriever_kwargs")
+        self.backend = _open_backend(path, client, collection_name, dsn)
+        self.embeddings = embeddings
+        self.clock = clock
+        self.importance = None
+        if model is not None:
+            from langchain_genmem.importance import ImportanceScorer
+
+            self.importance = ImportanceScorer(model)
+        self.default_poignancy = make_filter(min_poignancy=default_poignancy).min_poignancy
+        self.persona_for = persona_for
+        self.text_field, self.type_field = text_field, type_field
+        self.poignancy_field = poignancy_field
+        self.retriever_kwargs = dict(retriever_kwargs or {})
+        self._streams: dict[str, MemoryStream] = {}
+        # each persona's parsed key records, by the state revision they were read at
+        self._parsed: dict[str, tuple[int, dict[tuple[tuple[str, ...], str], _Record]]] = {}
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ streams
+
+    def stream(self, persona: str) -> MemoryStream:
+        """The stream of a persona (opened once, sharing the store's backend).
+
+        Args:
+            persona: the persona name.
+
+        Returns:
+            The stream.
+        """
+        with self._lock:
+            if persona not in self._streams:
+                self._streams[persona] = MemoryStream(
+                    persona, embeddings=self.embeddings, clock=self.clock,
+                    importance=self.importance, backend=self.backend,
+                )
+            return self._streams[persona]
+
+    def retriever(self, persona: str) -> GenerativeAgentsRetriever:
+        """The retriever that ranks a persona's searches.
+
+        Args:
+            persona: the persona name.
+
+        Returns:
+            A retriever over the persona's stream with ``retriever_kwargs``.
+        """
+        return GenerativeAgentsRetriever(stream=self.stream(persona), **self.retriever_kwargs)
+
+    def close(self) -> None:
+        """Flush access times and close every stream and the backend."""
+        with self._lock:
+            for stream in self._streams.values():
+                stream.close()
+            self._streams.clear()
+            close = getattr(self.backend, "close", None)
+            if close is not None:
+                close()
+
+    # ------------------------------------------------------------------ BaseStore
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run operations in order of reads first, then writes, as ``InMemoryStore`` does.
+
+        Reads (get, search, list_namespaces) see the store as it was before the batch; puts
+        of the same key keep the last; each persona's puts are one all-or-nothing write.
+
+        Args:
+            ops: the operations.
+
+        Returns:
+            One result per operation, in order.
+        """
+        ops = list(ops)
+        with self._lock:
+            results: list[Result] = []
+            puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+            for op in ops:
+                if isinstance(op, PutOp):
+                    puts[(op.namespace, op.key)] = op
+                    results.append(None)
+                else:
+                    results.append(self._read(op))
+            self._apply_puts(list(puts.values()))
+            return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async :meth:`batch` (the same work, in a thread: writes hold a lock).
+
+        Args:
+            ops: the operations.
+
+        Returns:
+            One result per operation, in order.
+        """
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _read(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            record = self._records(self.persona_for(op.namespace)).get((op.namespace, op.key))
+            return None if record is None else record.item()
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        if isinstance(op, ListNamespacesOp):
+            return self._list_namespaces(op)
+        msg = f"op: unknown store operation {type(op).__name__}"
+        raise ValidationError(msg, field="op")
+
+    # ------------------------------------------------------------------ registry
+
+    def _records(self, persona: str) -> dict[tuple[tuple[str, ...], str], _Record]:
+        stream = self.stream(persona)
+        stream.refresh()
+        held = self._parsed.get(persona)
+        if held is not None and held[0] == stream._state.rev:
+            return held[1]
+        state = stream.state
+        registry = state.extra.get(REGISTRY, {})
+        out = {}
+        for ns_text, items in registry.items():
+            ns = tuple(json.loads(ns_text))
+            for key, r in items.items():
+                out[(ns, key)] = _Record(
+                    ns, key, r["node_id"], r["value"], _utc(r["created_at"]),
+                    _utc(r["updated_at"]), r.get("indexed", True),
+                )
+        self._parsed[persona] = (state.rev, out)
+        return out
+
+    def _all_records(self) -> list[tuple[str, _Record]]:
+        personas = set(self.backend.personas()) | set(self._streams)
+        return [(p, r) for p in sorted(personas) for r in self._records(p).values()]
+
+    # ------------------------------------------------------------------ writes
+
+    def _apply_puts(self, puts: Sequence[PutOp]) -> None:
+        by_persona: dict[str, list[PutOp]] = {}
+        for op in puts:
+            _check_put(op)
+            by_persona.setdefault(self.persona_for(op.namespace), []).append(op)
+        for persona, ops in by_persona.items():
+            self._write_persona(persona, ops)
+
+    def _write_persona(self, persona: str, ops: Sequence[PutOp]) -> None:
+        stream = self.stream(persona)
+        stream.refresh()
+        registry = json.loads(json.dumps(stream.state.extra.get(REGISTRY, {})))
+        now = naive(stream.clock())
+        adds = [op for op in ops if op.value is not None]
+        for op in ops:
+            if op.value is None:
+                registry.get(_ns_text(op.namespace), {}).pop(op.key, None)
+        registry = {ns: items for ns, items in registry.items() if items}
+        items = [self._memory(op, now) for op in adds]
+        extra = {**stream.state.extra}
+        if not items:
+            stream.set_extra(**{REGISTRY: registry})
+            return
+        # Node ids are known before the write: the stream numbers nodes in order.
+        first = len(stream) + 1
+        for i, op in enumerate(adds):
+            entries = registry.setdefault(_ns_text(op.namespace), {})
+            old = entries.get(op.key)
+            entries[op.key] = {
+                "node_id": f"node_{first + i}",
+                "value": op.value,
+                "created_at": old["created_at"] if old else now.isoformat(),
+                "updated_at": now.isoformat(),
+                "indexed": op.index is not False,
+            }
+        nodes = stream.add_many(items, state={"extra": {**extra, REGISTRY: registry}})
+        wrote = [n.node_id for n in nodes]
+        expected = [f"node_{first + i}" for i in range(len(adds))]
+        if wrote != expected:  # another process wrote this persona in between
+            for op, node_id in zip(adds, wrote, strict=True):
+                registry[_ns_text(op.namespace)][op.key]["node_id"] = node_id
+            stream.set_extra(**{REGISTRY: registry})
+
+    def _memory(self, op: PutOp, now: datetime) -> dict[str, Any]:
+        value = op.value or {}
+        kind = value.get(self.type_field)
+        item: dict[str, Any] = {
+            "type": kind if kind in ("event", "thought") else "event",
+            "description": self._text(value, op.index),
+            "created": now,
+        }
+        poignancy = value.get(self.poignancy_field)
+        if isinstance(poignancy, int | float) and not isinstance(poignancy, bool):
+            item["poignancy"] = poignancy
+        elif self.importance is None:
+            item["poignancy"] = self.default_poignancy
+        return item
+
+    def _text(self, value: Mapping[str, Any], index: Any) -> str:
+        fields = [self.text_field] if index in (None, False) else list(index)
+        texts = [value[f] for f in fields if isinstance(value.get(f), str) and value[f].strip()]
+        if texts:
+            return "\n".join(texts)
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+    # ------------------------------------------------------------------ search
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        value_filter, flt = _split_filter(op.filter)
+        prefix = op.namespace_prefix
+        chosen = [
+            (p, r) for p, r in self._all_records()
+            if r.namespace[: len(prefix)] == prefix and _matches(r.value, value_filter)
+        ]
+        if op.limit <= 0:
+            return []
+        if op.query is None:
+            kept = [r for p, r in chosen if self._passes(p, r, flt)]
+            kept.sort(key=lambda r: (r.updated_at, r.key), reverse=True)
+            return [r.item(search=True) for r in kept[op.offset : op.offset + op.limit]]
+        scored: list[tuple[float, _Record]] = []
+        personas = sorted({p for p, _ in chosen})
+        for persona in personas:
+            by_node = {r.node_id: r for p, r in chosen if p == persona and r.indexed}
+            if not by_node:
+                continue
+            report = self.retriever(persona).retrieve_with_report(
+                op.query, k=op.offset + op.limit, node_ids=list(by_node), **flt
+            )
+            scored += [(d.metadata["score"], by_node[d.id]) for d in report.documents]
+        if len(personas) > 1:
+            scored.sort(key=lambda s: s[0], reverse=True)
+        return [r.item(score, search=True) for score, r in scored[op.offset : op.offset + op.limit]]
+
+    def _passes(self, persona: str, record: _Record, flt: Mapping[str, Any]) -> bool:
+        return not flt or make_filter(**flt).passes(self.stream(persona).get(record.node_id))
+
+    # ------------------------------------------------------------------ namespaces
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = {r.namespace for _, r in self._all_records()}
+        for cond in op.match_conditions or ():
+            found = {ns for ns in found if _namespace_matches(cond, ns)}
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _ns_text(namespace: tuple[str, ...]) -> str:
+    return json.dumps(list(namespace), ensure_ascii=False)
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+def _check_put(op: PutOp) -> None:
+    if op.value is not None and not isinstance(op.value, Mapping):
+        msg = f"value: expected a dict for key {op.key!r}, got {type(op.value).__name__}"
+        raise ValidationError(msg, field="value")
+    try:
+        json.dumps(op.value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        msg = f"value: the value of key {op.key!r} is not JSON ({e}); store texts, numbers, lists"
+        raise ValidationError(msg, field="value") from None
+    if op.index not in (None, False) and (
+        isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)
+    ):
+        msg = f"index: expected False or a list of value field names, got {op.index!r}"
+        raise ValidationError(msg, field="index")
+
+
+def _split_filter(
+    given: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The value-field tests and the retrieval filters of a search's ``filter``."""
+    given = dict(given or {})
+    flt = {k: given.pop(k) for k in TIME_FILTERS if k in given}
+    make_filter(**flt)  # refuse bad values now, naming the field
+    _check_operators(given)
+    return given, flt
+
+
+def _check_operators(tests: Mapping[str, Any]) -> None:
+    for key, want in tests.items():
+        if str(key).startswith("$") and key not in _OPS:
+            msg = f"filter: unknown operator {key!r}; operators are {', '.join(_OPS)}"
+            raise ValidationError(msg, field="filter")
+        if isinstance(want, Mapping):
+            _check_operators(want)
+
+
+def _matches(value: Mapping[str, Any], tests: Mapping[str, Any]) -> bool:
+    return all(_compare(value.get(k), want) for k, want in tests.items())
+
+
+def _compare(have: Any, want: Any) -> bool:
+    if isinstance(want, Mapping) and any(str(k).startswith("$") for k in want):
+        for op, operand in want.items():
+            try:
+                if not _OPS[op](have, operand):
+                    return False
+            except (TypeError, ValueError):
+                return False
+        return True
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and _matches(have, want)
+    return have == want
+
+
+def _namespace_matches(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(cond.path)
+    if len(ns) < len(path):
+        return False
+    part = ns[: len(path)] if cond.match_type == "prefix" else ns[len(ns) - len(path) :]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True))

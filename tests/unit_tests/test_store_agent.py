@@ -1,0 +1,88 @@
+"""A LangGraph agent with GenerativeAgentsStore and LangMem's memory tools, on a scripted model.
+
+The model is LangChain's fake chat model playing a fixed script of tool calls; what the
+agent recalls comes from the store through LangMem's ``search_memory`` tool, ranked by the
+store, and the test checks the tool's output, not the script.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import langmem
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import create_react_agent
+
+from langchain_genmem import GenerativeAgentsStore, SimulationClock
+
+
+class ScriptedToolModel(GenericFakeChatModel):
+    """The fake chat model, able to be given tools (it plays its script whatever they are)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedToolModel:
+        return self
+
+
+def call(name: str, args: dict[str, Any], n: int) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{n}"}])
+
+
+# The issue asks for create_react_agent by name; LangGraph 1.x points to langchain's create_agent.
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_agent_remembers_in_one_thread_and_recalls_in_another(tmp_path):
+    clock = SimulationClock(datetime(2023, 2, 13, 9, 0))
+    store = GenerativeAgentsStore(
+        path=tmp_path / "m", embeddings=DeterministicFakeEmbedding(size=32), clock=clock
+    )
+    script = iter(
+        [
+            call("manage_memory", {"content": "用户喜欢饺子 the user loves dumplings"}, 1),
+            AIMessage("记住了 noted"),
+            call("manage_memory", {"content": "the user works at a bakery"}, 2),
+            AIMessage("noted"),
+            call("search_memory", {"query": "what food does the user like?"}, 3),
+            AIMessage("You love dumplings."),
+        ]
+    )
+    namespace = ("memories", "{user_id}")
+    tools = [
+        langmem.create_manage_memory_tool(namespace=namespace),
+        langmem.create_search_memory_tool(namespace=namespace),
+    ]
+    agent = create_react_agent(
+        ScriptedToolModel(messages=script), tools, store=store, checkpointer=InMemorySaver()
+    )
+
+    def turn(thread: str, text: str) -> list[Any]:
+        config = {"configurable": {"thread_id": thread, "user_id": "u1"}}
+        return agent.invoke({"messages": [("user", text)]}, config)["messages"]
+
+    turn("t1", "记住：我喜欢饺子")
+    clock.advance(hours=1)
+    turn("t1", "remember: I work at a bakery")
+    clock.advance(days=1)
+    recalled = turn("t2", "What food do I like?")
+
+    # thread t2 holds only its own turn; what it knows came from the store
+    assert [m.type for m in recalled] == ["human", "ai", "tool", "ai"]
+    tool = recalled[2]
+    assert isinstance(tool, ToolMessage) and tool.name == "search_memory"
+    found = json.loads(tool.content)
+    assert {f["value"]["content"] for f in found} == {
+        "用户喜欢饺子 the user loves dumplings",
+        "the user works at a bakery",
+    }
+    assert all(f["namespace"] == ["memories", "u1"] and f["score"] is not None for f in found)
+    scores = [f["score"] for f in found]
+    assert scores == sorted(scores, reverse=True)
+    # the items are memories of u1's persona, accessed by the recall
+    stream = store.stream("memories/u1")
+    assert len(stream) == 2
+    assert all(n.last_accessed == clock.now for n in stream.nodes())
+    store.close()
