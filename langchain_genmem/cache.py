@@ -1,8 +1,9 @@
 """The in-process columns of one persona's nodes that scoring runs on.
 
 The store is the source of truth; this cache only mirrors what was committed, row ``i`` being
-``node_{i+1}``. It holds what scoring reads as numpy columns (vectors, their norms, access
-and creation times, expirations, poignancies, type codes, the idle flag) so that a retrieval
+``node_{i+1}``. It holds what scoring reads as numpy columns (vectors, their norms, their int8
+codes for the fast first pass of :mod:`langchain_genmem.quantized`, access and creation
+times, expirations, poignancies, type codes, the idle flag) so that a retrieval
 is a handful of vectorised operations over every node, never a Python loop per memory.
 """
 
@@ -16,12 +17,14 @@ import numpy as np
 from langchain_genmem.backends.base import StoredNode
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.quantized import quantize
 from langchain_genmem.scoring import inverse_norms, minmax
 from langchain_genmem.timeutil import from_epoch, to_epoch
 
 TYPE_CODES = {"event": 0, "thought": 1, "chat": 2}
 _GROWTH = 1.5
 _FIRST = 1024
+_QUANTIZE_BLOCK = 8192  # rows quantised at once, so the float64 copies stay small
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class NodeCache:
         self.key_row: dict[str, int] = {}
         self._cap = 0
         self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.codes = np.zeros((0, 0), dtype=np.int8)
+        self.scale = np.zeros(0)
+        self.residual = np.zeros(0)
         self.norms = np.zeros(0)
         self.inv_norms = np.zeros(0)
         self.last_accessed = np.zeros(0)
@@ -99,6 +105,11 @@ class NodeCache:
         self.vectors[lo:hi] = block
         self.norms[lo:hi] = np.linalg.norm(block.astype(np.float64), axis=1)
         self.inv_norms[lo:hi] = inverse_norms(self.norms[lo:hi])
+        for start in range(lo, hi, _QUANTIZE_BLOCK):
+            end = min(hi, start + _QUANTIZE_BLOCK)
+            q = quantize(self.vectors[start:end])
+            self.codes[start:end], self.scale[start:end] = q.codes, q.scale
+            self.residual[start:end] = q.residual
         for row, s in enumerate(stored, start=lo):
             self._fill(row, s.node)
         self.n = hi
@@ -183,7 +194,12 @@ class NodeCache:
         if self.n:
             vectors[: self.n] = self.vectors[: self.n]
         self.vectors = vectors
-        for name in ("norms", "inv_norms", "last_accessed", "created", "expiration", "poignancy"):
+        codes = np.zeros((cap, self.dim or 0), dtype=np.int8)
+        if self.n:
+            codes[: self.n] = self.codes[: self.n]
+        self.codes = codes
+        for name in ("norms", "inv_norms", "scale", "residual", "last_accessed", "created",
+                     "expiration", "poignancy"):
             setattr(self, name, _grow(getattr(self, name), cap, self.n))
         self.type_code = _grow(self.type_code, cap, self.n)
         self.idle = _grow(self.idle, cap, self.n)

@@ -46,6 +46,7 @@ from langchain_genmem import validation
 from langchain_genmem.documents import memory_document
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.quantized import approximate_cosine
 from langchain_genmem.scoring import (
     DEFAULT_GAINS,
     RECENCY_MODES,
@@ -53,14 +54,15 @@ from langchain_genmem.scoring import (
     Ranking,
     RecencyMode,
     Weights,
-    cosine,
-    cosine_error,
     exact_cosine,
     rank,
     recency,
 )
 from langchain_genmem.store import MemoryStream
 from langchain_genmem.timeutil import to_epoch
+
+
+_FIRST_PASS: dict[str, bool | None] = {"auto": None, "int8": True, "float32": False}
 
 
 @dataclass
@@ -113,6 +115,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
         score_in: ``"process"`` (default: numpy over the stream's in-process cache) or
             ``"database"`` (one SQL query in PostgreSQL ranks every candidate, for callers
             that must not hold the vectors; same ids, order and scores).
+        first_pass: the approximate cosines every memory gets before the exact rescoring
+            (:mod:`langchain_genmem.quantized`): ``"auto"`` (int8 from 4,096 memories when
+            simsimd is installed, else float32), ``"int8"`` or ``"float32"``; the result is
+            the same exact top k either way, only the time differs.
 
     Invoke:
         .. code-block:: python
@@ -146,6 +152,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     include_expired: bool = False
     update_access: bool = True
     score_in: Literal["process", "database"] = "process"
+    first_pass: Literal["auto", "int8", "float32"] = "auto"
 
     def __init__(self, **data: Any) -> None:
         """Build the retriever; unknown or bad arguments raise, naming the field.
@@ -268,12 +275,15 @@ class GenerativeAgentsRetriever(BaseRetriever):
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
         vectors, norms = cache.vectors[:n], cache.norms[:n]
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
+        approx, error = approximate_cosine(
+            cache, n, query_vector, int8=_FIRST_PASS[self.first_pass]
+        )
         cands = Candidates(
             last_accessed=cache.last_accessed[pick],
             type_code=cands_static[0],
             node_count=cands_static[1],
             poignancy=cands_static[2],
-            cosine=cosine(vectors, cache.inv_norms[:n], query_vector)[pick],
+            cosine=approx[pick],
         )
 
         def exact(idx: np.ndarray) -> np.ndarray:
@@ -282,7 +292,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         state = stream._state
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         raw_recency = recency(cands, self.recency_mode, decay, now)
-        error = cosine_error(vectors.shape[1], vectors.dtype)
+        if isinstance(error, np.ndarray):
+            error = error[pick]
         ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:

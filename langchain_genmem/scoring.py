@@ -31,6 +31,8 @@ import numpy as np
 RecencyMode = Literal["hours", "rank", "reverie"]
 RECENCY_MODES: tuple[str, ...] = ("hours", "rank", "reverie")
 DEFAULT_GAINS = (0.5, 3.0, 2.0)
+# float64 rounding of a score, relative to the largest score
+SCORE_MARGIN = 1e-12
 
 
 @dataclass(frozen=True)
@@ -330,16 +332,24 @@ def rank(
     w: Weights,
     k: int,
     exact: Callable[[np.ndarray], np.ndarray],
-    error: float,
+    error: float | np.ndarray,
     importance: np.ndarray | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
-    ``c.cosine`` may be off by up to ``error`` (float32 arithmetic). The candidates that
+    ``c.cosine[i]`` may be off by up to ``error`` (one bound for all, float32 arithmetic, or
+    one per candidate, int8 codes: :mod:`langchain_genmem.quantized`). The candidates that
     could hold the minimum or maximum cosine are recomputed exactly first, so normalisation
     is exact; then every candidate whose score could reach the k-th best is recomputed
     exactly, and the top k is chosen among those. The result equals scoring everything in
-    float64, at the cost of one float32 pass and a few exact rows.
+    float64, at the cost of one approximate pass and a few exact rows.
+
+    Why it is exact: with ``a`` the approximations and ``e`` their bounds, the true minimum
+    is at most ``U = min(a + e)``, so only rows with ``a - e <= U`` can hold it (likewise
+    for the maximum). Once those are exact, a row's approximate score is off by at most
+    ``d = relevance weight * gain * e / span``; the true k-th best is at least the
+    approximate k-th best minus the largest ``d`` among the approximate top k, so a row
+    whose approximate score plus its ``d`` is below that cannot be in the top k.
 
     Args:
         c: the candidates, with approximate cosines.
@@ -354,18 +364,24 @@ def rank(
         The ranking.
     """
     cos = c.cosine.copy()
+    err = np.broadcast_to(np.asarray(error, dtype=np.float64), cos.shape).copy()
+    approximate = bool(cos.size) and bool(err.max() > 0)
     refined = np.zeros(cos.shape, dtype=bool)
-    if error > 0 and cos.size:
-        edges = (cos <= cos.min() + 2 * error) | (cos >= cos.max() - 2 * error)
+    if approximate:
+        low, high = cos - err, cos + err
+        edges = (low <= high.min()) | (high >= low.max())
         _refine(cos, refined, np.flatnonzero(edges), exact)
+        err[refined] = 0.0
     cands = replace(c, cosine=cos)
     scored = score(cands, raw_recency, w, importance)
     best = top_k(scored.score, cands, k)
     span = float(cos.max() - cos.min()) if cos.size else 0.0
-    if error == 0 or best.size == 0 or span == 0:
+    if not approximate or best.size == 0 or span == 0:
         return Ranking(best, scored, cos)
-    slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span
-    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
+    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score).max()))
+    slack = abs(w.relevance_w * w.gains[1]) * err / span + margin
+    floor = scored.score[best[-1]] - float(slack[best].max())
+    near = np.flatnonzero(scored.score + slack >= floor)
     fresh = _refine(cos, refined, near, exact)
     lo = float(cos.min())
     scored.relevance[fresh] = (cos[fresh] - lo) / span

@@ -390,7 +390,7 @@ class MemoryStream:
     @property
     def keyword_index(self) -> dict[str, dict[str, list[str]]]:
         """Keyword -> node ids (newest first) per type (a copy)."""
-        return {t: {k: list(v) for k, v in m.items()} for t, m in self._keywords.index.items()}
+        return self._keywords.newest_first()
 
     def vector(self, node_id: str) -> np.ndarray:
         """The stored vector of a node.
