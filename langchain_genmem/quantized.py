@@ -9,9 +9,12 @@ This module gives the approximations, by one of two passes chosen at run time:
   row ``v`` is kept as int8 codes ``c`` with a scale ``s`` (``v = s c + e``), the unit query
   ``q`` likewise (``q = t p + f``), and ``v.q`` is approximated by ``s t (c.p)``, the integer
   product computed exactly by simsimd's SIMD kernels (a quarter of float32's memory traffic,
-  one thread). The error is at most ``|v| |f| + |e| + |e| |f|`` (Cauchy-Schwarz on the three
-  cross terms), ``|e|`` stored per row and ``|f|`` known per query, so in cosine units
-  ``|f| + |e| (1 + |f|) / |v|`` plus a margin for float64 rounding.
+  one thread). Since ``v.q - s t (c.p) = v.f + e.q - e.f``, the error is at most
+  ``|v| |f| + |e| + |e| |f|`` (Cauchy-Schwarz), so in cosine units
+  ``|f| + (|e| / |v|) (1 + |f|)``; ``|f|`` is known per query and the largest ``|e| / |v|``
+  is kept by the cache, giving one bound for every row (plus a margin for float64
+  rounding). Rows whose int8 codes are poor (one huge entry) widen the bound for all: the
+  result stays exact, only more rows are rescored.
 - **float32** (without simsimd): the float32 matrix-vector product with BLAS held to one
   thread (threadpoolctl), since with another process busy on the second core a two-thread
   product costs a near-fixed 8 ms at any size; error bound
@@ -106,19 +109,20 @@ def quantize(block: np.ndarray) -> Codes:
 
 def approximate_cosine(
     cache: Any, n: int, query: np.ndarray, *, int8: bool | None = None
-) -> tuple[np.ndarray, np.ndarray | float]:
+) -> tuple[np.ndarray, float]:
     """Approximate cosines of the first ``n`` cached rows to ``query``, with their error bound.
 
     Args:
-        cache: a :class:`~langchain_genmem.cache.NodeCache` (vectors, norms, int8 codes).
+        cache: a :class:`~langchain_genmem.cache.NodeCache` (vectors, inverse norms, int8
+            codes, ``unit_scale`` and ``max_relative_residual``).
         n: how many rows.
         query: (d,) query vector.
         int8: force the int8 pass (True) or the float32 one (False); None chooses by size
             and by whether simsimd is installed.
 
     Returns:
-        ``(cosines, error)``: float64 cosines and a bound on each one's distance from
-        :func:`~langchain_genmem.scoring.exact_cosine`, per row or one for all rows.
+        ``(cosines, error)``: float64 cosines and a bound on any one's distance from
+        :func:`~langchain_genmem.scoring.exact_cosine`.
     """
     use_int8 = (n >= INT8_MIN_ROWS and _SIMSIMD is not None) if int8 is None else int8
     if use_int8 and _SIMSIMD is not None:
@@ -132,22 +136,15 @@ def approximate_cosine(
     return values, cosine_error(vectors.shape[1], vectors.dtype)
 
 
-def _int8_cosine(cache: Any, n: int, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _int8_cosine(cache: Any, n: int, query: np.ndarray) -> tuple[np.ndarray, float]:
     q_norm = float(np.linalg.norm(query))
     if n == 0 or q_norm == 0.0:
-        return np.zeros(n), np.zeros(n)
-    unit = query / q_norm
-    q = quantize(unit.reshape(1, -1))
-    if q.scale[0] == 0.0:  # pragma: no cover - a non-zero unit vector has a non-zero peak
-        return np.zeros(n), np.zeros(n)
+        return np.zeros(n), 0.0
+    q = quantize((query / q_norm).reshape(1, -1))
     dots = np.asarray(
         _SIMSIMD.cdist(cache.codes[:n], q.codes, metric="dot"), dtype=np.float64
     ).reshape(n)
-    inv_norms = cache.inv_norms[:n]
-    dots *= cache.scale[:n]
+    dots *= cache.unit_scale[:n]  # s / |v| per row
     dots *= float(q.scale[0])
-    dots *= inv_norms
     f = float(q.residual[0])
-    error = cache.residual[:n] * ((1.0 + f) * inv_norms)
-    error += np.where(inv_norms > 0, f + ROUNDING_MARGIN, 0.0)
-    return dots, error
+    return dots, f + cache.max_relative_residual * (1.0 + f) + ROUNDING_MARGIN

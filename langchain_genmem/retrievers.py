@@ -61,8 +61,15 @@ from langchain_genmem.scoring import (
 from langchain_genmem.store import MemoryStream
 from langchain_genmem.timeutil import to_epoch
 
-
 _FIRST_PASS: dict[str, bool | None] = {"auto": None, "int8": True, "float32": False}
+
+
+def _candidate_positions(ordered_rows: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
+    """Positions in ``rows`` (ascending) of the rows of ``ordered_rows`` that are in it."""
+    where = np.full(size, -1, dtype=np.int64)
+    where[rows] = np.arange(rows.size)
+    found = where[ordered_rows]
+    return found[found >= 0]
 
 
 @dataclass
@@ -291,9 +298,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
 
         state = stream._state
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
-        raw_recency = recency(cands, self.recency_mode, decay, now)
-        if isinstance(error, np.ndarray):
-            error = error[pick]
+        order = None
+        if self.recency_mode == "reverie":
+            order = _candidate_positions(cache.access_order(static), rows, cache.n)
+        raw_recency = recency(cands, self.recency_mode, decay, now, order)
         ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:

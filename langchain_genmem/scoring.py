@@ -205,7 +205,13 @@ def tie_order(c: Candidates) -> np.ndarray:
     return np.lexsort((-c.node_count, c.type_code, c.last_accessed))
 
 
-def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.ndarray:
+def recency(
+    c: Candidates,
+    mode: RecencyMode,
+    decay: float,
+    now: float,
+    order: np.ndarray | None = None,
+) -> np.ndarray:
     """Raw (not normalised) recency of each candidate.
 
     Args:
@@ -213,6 +219,8 @@ def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.nd
         mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
         decay: the decay factor.
         now: the current time, epoch seconds.
+        order: for ``"reverie"``, :func:`tie_order` when the caller keeps it already
+            (the stream's cache does, patched between retrievals).
 
     Returns:
         The recency values.
@@ -223,15 +231,30 @@ def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.nd
         hours *= np.log(decay) / 3600.0
         return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
     if mode == "reverie":
-        order = tie_order(c)
+        order = tie_order(c) if order is None else order
     elif mode == "rank":
         order = np.lexsort((-c.node_count, -c.last_accessed))
     else:
         msg = f"recency_mode: expected one of {RECENCY_MODES}, got {mode!r}"
         raise ValueError(msg)
     out = np.empty(n)
-    out[order] = np.power(decay, np.arange(1, n + 1, dtype=np.float64))
+    out[order] = _powers(decay, n)
     return out
+
+
+_POWERS: dict[float, np.ndarray] = {}
+
+
+def _powers(decay: float, n: int) -> np.ndarray:
+    """``decay ** [1..n]``, kept per decay (np.power is elementwise: a prefix is the same)."""
+    held = _POWERS.get(decay)
+    if held is None or held.shape[0] < n:
+        if len(_POWERS) > 8:
+            _POWERS.clear()
+        held = np.power(decay, np.arange(1, max(n, 1024) + 1, dtype=np.float64))
+        held.flags.writeable = False
+        _POWERS[decay] = held
+    return held[:n]
 
 
 def score(
@@ -298,15 +321,16 @@ def top_k(
     Returns:
         Candidate indices.
     """
-    pool = np.arange(scores.shape[0]) if among is None else among
-    n = pool.shape[0]
+    values = scores if among is None else scores[among]
+    n = values.shape[0]
     if k <= 0 or n == 0:
         return np.zeros(0, dtype=np.int64)
-    values = scores[pool]
     if k < n:
-        pick = pool[values >= np.partition(values, n - k)[n - k]]
+        pick = np.flatnonzero(values >= np.partition(values, n - k)[n - k])
     else:
-        pick = pool
+        pick = np.arange(n)
+    if among is not None:
+        pick = among[pick]
     keys = (-c.node_count[pick], c.type_code[pick], c.last_accessed[pick], -scores[pick])
     return pick[np.lexsort(keys)][:k]
 
@@ -332,24 +356,24 @@ def rank(
     w: Weights,
     k: int,
     exact: Callable[[np.ndarray], np.ndarray],
-    error: float | np.ndarray,
+    error: float,
     importance: np.ndarray | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
-    ``c.cosine[i]`` may be off by up to ``error`` (one bound for all, float32 arithmetic, or
-    one per candidate, int8 codes: :mod:`langchain_genmem.quantized`). The candidates that
+    ``c.cosine`` may be off by up to ``error`` (float32 arithmetic, or int8 codes:
+    :mod:`langchain_genmem.quantized`). The candidates that
     could hold the minimum or maximum cosine are recomputed exactly first, so normalisation
     is exact; then every candidate whose score could reach the k-th best is recomputed
     exactly, and the top k is chosen among those. The result equals scoring everything in
     float64, at the cost of one approximate pass and a few exact rows.
 
-    Why it is exact: with ``a`` the approximations and ``e`` their bounds, the true minimum
-    is at most ``U = min(a + e)``, so only rows with ``a - e <= U`` can hold it (likewise
-    for the maximum). Once those are exact, a row's approximate score is off by at most
+    Why it is exact: with ``a`` the approximations and ``e`` the bound, the true minimum is
+    at most ``min(a) + e``, so only rows with ``a <= min(a) + 2e`` can hold it (likewise for
+    the maximum). Once those are exact, a row's approximate score is off by at most
     ``d = relevance weight * gain * e / span``; the true k-th best is at least the
-    approximate k-th best minus the largest ``d`` among the approximate top k, so a row
-    whose approximate score plus its ``d`` is below that cannot be in the top k.
+    approximate k-th best minus ``d``, so a row whose approximate score is below that by
+    more than ``d`` cannot be in the top k (plus a margin for float64 rounding).
 
     Args:
         c: the candidates, with approximate cosines.
@@ -364,24 +388,19 @@ def rank(
         The ranking.
     """
     cos = c.cosine.copy()
-    err = np.broadcast_to(np.asarray(error, dtype=np.float64), cos.shape).copy()
-    approximate = bool(cos.size) and bool(err.max() > 0)
     refined = np.zeros(cos.shape, dtype=bool)
-    if approximate:
-        low, high = cos - err, cos + err
-        edges = (low <= high.min()) | (high >= low.max())
+    if error > 0 and cos.size:
+        edges = (cos <= cos.min() + 2 * error) | (cos >= cos.max() - 2 * error)
         _refine(cos, refined, np.flatnonzero(edges), exact)
-        err[refined] = 0.0
     cands = replace(c, cosine=cos)
     scored = score(cands, raw_recency, w, importance)
     best = top_k(scored.score, cands, k)
     span = float(cos.max() - cos.min()) if cos.size else 0.0
-    if not approximate or best.size == 0 or span == 0:
+    if error == 0 or best.size == 0 or span == 0:
         return Ranking(best, scored, cos)
-    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score).max()))
-    slack = abs(w.relevance_w * w.gains[1]) * err / span + margin
-    floor = scored.score[best[-1]] - float(slack[best].max())
-    near = np.flatnonzero(scored.score + slack >= floor)
+    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
+    slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span + margin
+    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
     fresh = _refine(cos, refined, near, exact)
     lo = float(cos.min())
     scored.relevance[fresh] = (cos[fresh] - lo) / span

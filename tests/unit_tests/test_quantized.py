@@ -35,8 +35,10 @@ def columns(vectors: np.ndarray) -> SimpleNamespace:
     """What approximate_cosine reads of a NodeCache."""
     q = quantize(vectors)
     norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-    return SimpleNamespace(vectors=vectors, norms=norms, inv_norms=inverse_norms(norms),
-                           codes=q.codes, scale=q.scale, residual=q.residual)
+    inv = inverse_norms(norms)
+    return SimpleNamespace(vectors=vectors, norms=norms, inv_norms=inv, codes=q.codes,
+                           unit_scale=q.scale * inv,
+                           max_relative_residual=float((q.residual * inv).max(initial=0.0)))
 
 
 def check_int8_rank(c, vectors, q, mode, w, k, exact_factory):
