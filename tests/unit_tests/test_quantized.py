@@ -20,8 +20,8 @@ from langchain_genmem.scoring import Weights, exact_cosine, inverse_norms, rank,
 from tests.unit_tests.test_scoring import (
     CASES,
     NOW,
+    assert_brute_force,
     batch_exact,
-    brute_force,
     exact_row,
     random_candidates,
     replace_cos,
@@ -50,15 +50,7 @@ def check_int8_rank(c, vectors, q, mode, w, k, exact_factory):
     raw = recency(cands, mode, 0.99, NOW)
     exact = exact_factory(vectors, cache.norms, q)
     ranked = rank(cands, raw, w, k, exact, error)
-    truth = exact(np.arange(len(c))).tolist()
-    best, master, r, v, imp = brute_force(c, truth, raw.tolist(), w, k)
-    assert ranked.best.tolist() == best
-    for i in best:
-        assert ranked.scored.score[i] == master[i]
-        assert ranked.scored.relevance[i] == v[i]
-        assert ranked.scored.recency[i] == r[i]
-        assert ranked.scored.importance[i] == imp[i]
-        assert ranked.cosine[i] == truth[i]
+    assert_brute_force(ranked, c, exact, raw, w, k)
     return ranked
 
 
