@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import Head, StoredNode
 from langchain_genmem.backends.locks import FolderLock, Lease, describe_holder, thread_lock
 from langchain_genmem.errors import (
@@ -110,6 +112,7 @@ class ChromaBackend:
         # per persona: the committed state last read or written, and its run of node commits
         self._known: dict[str, StreamState] = {}
         self._chain: dict[str, int] = {}
+        self._stamps: dict[str, str] = {}  # per persona: the access stamp this view matches
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -404,13 +407,101 @@ class ChromaBackend:
             raise ConcurrentWriterError(msg, persona=persona)
 
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
-        """Store last-access times (epoch seconds) of existing nodes."""
+        """Store last-access times (epoch seconds) of existing nodes.
+
+        A new random access stamp goes on the state record afterwards, so a snapshot taken
+        before these times is known to be stale.
+        """
         items = list(times.items())
         for chunk in _chunks(items, self.batch):
             self.nodes.update(
                 ids=[_node_id(persona, node_id) for node_id, _ in chunk],
                 metadatas=[{"last_accessed": float(t)} for _, t in chunk],
             )
+        if self.kind == "folder" and items:
+            stamp = uuid.uuid4().hex
+            self.states.update(ids=[_state_id(persona)], metadatas=[{"access_stamp": stamp}])
+            if self._stamps.get(persona) is not None:
+                self._stamps[persona] = stamp
+
+    # snapshots (embedded folders only)
+
+    def snapshot_key(self, persona: str) -> snapshot.Key | None:
+        """What a snapshot of the persona must match now (None: no snapshots here)."""
+        if self.kind != "folder":
+            return None
+        with self._reading(persona):
+            got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
+        if not got["ids"]:
+            return None
+        stamp = str(got["metadatas"][0].get("access_stamp") or "")
+        state = self.read_state(persona)
+        if state is None:
+            return None
+        return snapshot.Key(self.name, persona, state.rev, state.node_count,
+                            snapshot.state_hash(state.model_dump_json()), stamp)
+
+    def read_snapshot(self, persona: str) -> tuple[StreamState, list[StoredNode]] | None:
+        """The committed state and nodes from a matching snapshot, or None (open from Chroma).
+
+        Returns:
+            ``(state, nodes)`` when a snapshot matches the store exactly.
+        """
+        key = self.snapshot_key(persona)
+        if key is None or key.node_count == 0:
+            return None
+        got = snapshot.read(snapshot.path_of(self.where, self.name, persona), key)
+        if got is None:
+            return None
+        vectors, records = got
+        state = self._known[persona]
+        nodes = [StoredNode(_node_from(r["meta"], r["doc"]), vectors[i])
+                 for i, r in enumerate(records)]
+        self._stamps[persona] = key.access_stamp
+        return state, nodes
+
+    def begin_load(self, persona: str) -> snapshot.Key | None:
+        """The key to write a snapshot under once a full load that starts now is done."""
+        key = self.snapshot_key(persona)
+        self._stamps[persona] = "" if key is None else key.access_stamp
+        return key
+
+    def write_snapshot(
+        self,
+        persona: str,
+        key: snapshot.Key | None,
+        nodes: Sequence[Any],
+        vectors: np.ndarray,
+    ) -> bool:
+        """Save a snapshot of the nodes a stream holds, if they are still the store's.
+
+        Args:
+            persona: the persona.
+            key: the key the caller's view was read at (:meth:`begin_load`), or None to
+                take the store's key now (after this process's own writes and flushes).
+            nodes: the committed MemoryNodes, oldest first.
+            vectors: their float32 vectors.
+
+        Returns:
+            True when a snapshot was written.
+        """
+        now = self.snapshot_key(persona)
+        if now is None or now.node_count != len(nodes):
+            return False
+        if key is None:  # only times this process wrote or loaded: nobody else's
+            if self._stamps.get(persona) != now.access_stamp:
+                return False
+            key = now
+        elif key != now:
+            return False
+        records = [{"meta": _meta_of(persona, n), "doc": n.description} for n in nodes]
+        try:
+            snapshot.write(snapshot.path_of(self.where, self.name, persona), key,
+                           vectors, records)
+        except OSError as e:
+            snapshot.logger.warning("could not write the snapshot of %r: %s", persona, e)
+            return False
+        return True
 
     def drop(self, persona: str) -> None:
         """Delete every node and the state of a persona."""
