@@ -113,6 +113,9 @@ class ChromaBackend:
         self._known: dict[str, StreamState] = {}
         self._chain: dict[str, int] = {}
         self._stamps: dict[str, str] = {}  # per persona: the access stamp this view matches
+        # per persona: (committed count, whether a record sits right above it), as the last
+        # read_head saw; spares remove_uncommitted its lookup in the write that follows
+        self._above: dict[str, tuple[int, bool]] = {}
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -189,10 +192,11 @@ class ChromaBackend:
             return None
         meta = got["metadatas"][0]
         head = Head(rev=int(meta["rev"]), node_count=int(meta["node_count"]))
-        chain = self._read_chain(persona, head.node_count)
+        chain, above = self._read_chain(persona, head.node_count)
         self._chain[persona] = len(chain)
         if chain:
-            return Head(rev=int(chain[-1]["rev"]), node_count=int(chain[-1]["node_count"]))
+            head = Head(rev=int(chain[-1]["rev"]), node_count=int(chain[-1]["node_count"]))
+        self._above[persona] = (head.node_count, above)
         return head
 
     def read_state(self, persona: str) -> StreamState | None:
@@ -202,14 +206,19 @@ class ChromaBackend:
         if not got["ids"]:
             return None
         state = StreamState.model_validate_json(got["documents"][0])
-        chain = self._read_chain(persona, state.node_count)
+        chain, _ = self._read_chain(persona, state.node_count)
         for change in chain:
             state = _apply_change(state, change)
         self._known[persona], self._chain[persona] = state, len(chain)
         return state
 
-    def _read_chain(self, persona: str, node_count: int) -> list[dict[str, Any]]:
-        """The state changes of the run of self-committing node records above ``node_count``."""
+    def _read_chain(self, persona: str, node_count: int) -> tuple[list[dict[str, Any]], bool]:
+        """The state changes of the run of self-committing node records above ``node_count``.
+
+        Returns:
+            The changes, oldest first, and whether a record sits right above the run (a
+            crashed write's leftover).
+        """
         ids = [_node_id(persona, f"node_{node_count + i}") for i in range(1, CHAIN_MAX + 1)]
         with self._reading(persona):
             got = self.nodes.get(ids=ids, include=["metadatas"])
@@ -227,7 +236,7 @@ class ChromaBackend:
             if change.get("node_count") != number:
                 break
             chain.append(change)
-        return chain
+        return chain, node_count + len(chain) + 1 in by_number
 
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
         """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
@@ -286,7 +295,9 @@ class ChromaBackend:
         Leftovers always start at ``node_{node_count+1}``: a write stores its pages in
         ascending order from there, and leftovers are deleted highest first (here and when
         a failed write undoes itself). So one lookup of that id tells whether there are
-        any (about a millisecond); only then are they all looked up and deleted.
+        any (about a millisecond; none when the ``read_head`` of this write, inside the same
+        write right, already saw that id absent); only then are they all looked up and
+        deleted.
 
         Args:
             persona: the persona.
@@ -296,6 +307,8 @@ class ChromaBackend:
             How many records were removed.
         """
         where = {"$and": [{"persona": persona}, {"node_count": {"$gt": node_count}}]}
+        if self._above.pop(persona, None) == (node_count, False):
+            return 0  # the read_head of this write found nothing above the committed count
         with _wrapped(f"could not look for uncommitted records of {persona!r}"):
             probe = self.nodes.get(ids=[_node_id(persona, f"node_{node_count + 1}")], include=[])
             if not probe["ids"]:
