@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
+from busy_core import busy_core, load_average
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, scoring
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, quantized, scoring
 from langchain_genmem.backends.chroma import DEFAULT_CONFIGURATION
 
 K = 30
@@ -191,6 +192,22 @@ class Columns:
     type_code: np.ndarray
     poignancy: np.ndarray
     now: float
+    codes: np.ndarray | None = None
+    unit_scale: np.ndarray | None = None
+    max_relative_residual: float = 0.0
+
+    def quantize(self) -> None:
+        """int8 codes of every row, as NodeCache.append makes them (in blocks)."""
+        n = self.vectors.shape[0]
+        self.codes = np.empty(self.vectors.shape, dtype=np.int8)
+        self.unit_scale = np.empty(n)
+        for lo in range(0, n, 8192):
+            q = quantized.quantize(self.vectors[lo : lo + 8192])
+            inv = self.inv_norms[lo : lo + 8192]
+            self.codes[lo : lo + 8192] = q.codes
+            self.unit_scale[lo : lo + 8192] = q.scale * inv
+            self.max_relative_residual = max(self.max_relative_residual,
+                                             float((q.residual * inv).max()))
 
     @classmethod
     def of(cls, data: Data) -> Columns:
@@ -198,26 +215,54 @@ class Columns:
                                 for v in chunks(data.vectors)])
         epoch = np.array([c.timestamp() for c in data.created])
         code = {"event": 0, "thought": 1, "chat": 2}
-        return cls(data.vectors, norms, scoring.inverse_norms(norms), data.candidates, epoch,
-                   np.array([code[t] for t in data.types], dtype=np.int8),
-                   data.poignancy.astype(np.float64), data.now.timestamp())
+        col = cls(data.vectors, norms, scoring.inverse_norms(norms), data.candidates, epoch,
+                  np.array([code[t] for t in data.types], dtype=np.int8),
+                  data.poignancy.astype(np.float64), data.now.timestamp())
+        col.quantize()
+        return col
 
 
-def scoring_step(col: Columns, query: np.ndarray, mode: str) -> np.ndarray:
-    """The retriever's scoring calls: cosine over every row, then recency and rank."""
+def scoring_step(col: Columns, query: np.ndarray, mode: str,
+                 first_pass: str = "float32") -> scoring.Ranking:
+    """The retriever's scoring calls: the first pass over every row, then recency and rank."""
     rows = col.rows
+    approx, error = quantized.approximate_cosine(col, col.vectors.shape[0], query,
+                                                 int8=first_pass == "int8")
     cands = scoring.Candidates(
         last_accessed=col.last_accessed[rows], type_code=col.type_code[rows],
-        node_count=rows + 1, poignancy=col.poignancy[rows],
-        cosine=scoring.cosine(col.vectors, col.inv_norms, query)[rows],
+        node_count=rows + 1, poignancy=col.poignancy[rows], cosine=approx[rows],
     )
 
     def exact(idx: np.ndarray) -> np.ndarray:
         return scoring.exact_cosine(col.vectors[rows[idx]], col.norms[rows[idx]], query)
 
     raw = scoring.recency(cands, mode, DECAY, col.now)  # type: ignore[arg-type]
-    error = scoring.cosine_error(col.vectors.shape[1], col.vectors.dtype)
-    return scoring.rank(cands, raw, scoring.Weights(), K, exact, error).best
+    return scoring.rank(cands, raw, scoring.Weights(), K, exact, error)
+
+
+def float64_top(col: Columns, query: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """Brute force: every candidate's cosine in float64, scored, the top K ("hours")."""
+    rows = col.rows
+    cos = np.concatenate([scoring.exact_cosine(v, n, query) for v, n in
+                          zip(chunks(col.vectors[rows]), chunks(col.norms[rows]), strict=True)])
+    cands = scoring.Candidates(col.last_accessed[rows], col.type_code[rows], rows + 1,
+                               col.poignancy[rows], cos)
+    scored = scoring.score(cands, scoring.recency(cands, "hours", DECAY, col.now),
+                           scoring.Weights())
+    best = scoring.top_k(scored.score, cands, K)
+    return best.tolist(), scored.score[best]
+
+
+def same_as_float64(col: Columns, queries: Sequence[np.ndarray]) -> bool:
+    """Whether the int8 first pass gives float64's ids, order and scores (to 1e-9)."""
+    for q in queries:
+        ours = scoring_step(col, q, "hours", "int8")
+        ids, scores = float64_top(col, q)
+        if ours.best.tolist() != ids:
+            return False
+        if not np.allclose(ours.scored.score[ours.best], scores, rtol=0, atol=1e-9):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------- the original, in pure Python
@@ -329,11 +374,15 @@ def recall(truth: Sequence[str], got: Sequence[str]) -> float:
 @dataclass
 class Result:
     n: int
-    build_s: float = 0.0
-    invoke_ms: float = 0.0
-    invoke_reverie_ms: float = 0.0
+    data_s: float = 0.0
+    build_s: float = math.nan
+    invoke_ms: float = math.nan
+    invoke_busy_ms: float = math.nan
+    invoke_reverie_ms: float = math.nan
     scoring_ms: float = 0.0
+    topk_ms: float = 0.0
     matvec_ms: float = 0.0
+    exact: bool | None = None
     python_ms: float = math.nan
     python_note: str = ""
     tw_ms: float = math.nan
@@ -346,7 +395,28 @@ class Result:
 
 def run_size(n: int, args: argparse.Namespace) -> Result:
     res = Result(n)
+    started = time.perf_counter()
     data = make_data(n, args.dim, args.queries, args.seed)
+    col = Columns.of(data)
+    res.data_s = time.perf_counter() - started
+    qvec = [data.queries[j].astype(np.float64) for j in range(data.queries.shape[0])]
+    log(f"[{n}] synthetic data and int8 codes in {res.data_s:.1f} s; checking exactness")
+    res.exact = same_as_float64(col, qvec[: args.exact_queries])
+    log(f"[{n}] timing the scoring step")
+    q32 = [q.astype(np.float32) for q in qvec]
+    ms = median_ms({
+        "matvec": lambda i: data.vectors @ q32[i],
+        "scoring": lambda i: scoring_step(col, qvec[i], "hours"),
+        "topk": lambda i: scoring_step(col, qvec[i], "hours", "int8"),
+    }, len(qvec), args.repeats)
+    res.matvec_ms, res.scoring_ms, res.topk_ms = ms["matvec"], ms["scoring"], ms["topk"]
+    if n <= args.stream_max:
+        run_stream(data, col, res, args)
+    return res
+
+
+def run_stream(data: Data, col: Columns, res: Result, args: argparse.Namespace) -> None:
+    n = res.n
     queries = query_texts(data)
     qvec = [data.queries[j].astype(np.float64) for j in range(len(queries))]
     work = tempfile.mkdtemp(prefix="bench-retrieval-")
@@ -356,7 +426,6 @@ def run_size(n: int, args: argparse.Namespace) -> Result:
         exact_top = GenerativeAgentsRetriever(stream=stream, k=K, update_access=False)
         reverie_top = exact_top.model_copy(update={"recency_mode": "reverie"})
 
-        col = Columns.of(data)
         m = min(n, args.python_max)
         rows = python_rows(data, m)
         if m == n:  # same algorithm, same data: the pure-Python top 30 must be ours
@@ -374,22 +443,24 @@ def run_size(n: int, args: argparse.Namespace) -> Result:
             res.recall_ours = statistics.mean(map(recall, ours, theirs))
             res.recall_own = statistics.mean(map(recall, own, theirs))
 
-        log(f"[{n}] timing")
-        q32 = [q.astype(np.float32) for q in qvec]
+        log(f"[{n}] timing (load average {load_average()})")
         retriever = GenerativeAgentsRetriever(stream=stream, k=K)
         reverie = retriever.model_copy(update={"recency_mode": "reverie"})
         contenders = {
-            "matvec": lambda i: data.vectors @ q32[i],
-            "scoring": lambda i: scoring_step(col, qvec[i], "hours"),
             "invoke": lambda i: retriever.invoke(queries[i]),
             "reverie": lambda i: reverie.invoke(queries[i]),
         }
         if tw is not None:
             contenders["tw"] = lambda i: tw.invoke(queries[i])
         ms = median_ms(contenders, len(queries), args.repeats)
-        res.matvec_ms, res.scoring_ms = ms["matvec"], ms["scoring"]
         res.invoke_ms, res.invoke_reverie_ms = ms["invoke"], ms["reverie"]
         res.tw_ms = ms.get("tw", math.nan)
+        if args.busy_core:
+            with busy_core() as pid:
+                log(f"[{n}] timing with one core busy (pid {pid})")
+                time.sleep(0.5)
+                busy = median_ms({"invoke": contenders["invoke"]}, len(queries), args.repeats)
+            res.invoke_busy_ms = busy["invoke"]
         stream.close()
 
         log(f"[{n}] timing the pure-Python original on {m} memories")
@@ -400,7 +471,6 @@ def run_size(n: int, args: argparse.Namespace) -> Result:
             python_retrieve(rows, q, now)
         res.python_ms = 1e3 * (time.perf_counter() - start) / len(few) * n / m
         res.python_note = "" if m == n else f"extrapolated x{n / m:g} from {m}"
-        return res
     finally:
         from chromadb.api.client import SharedSystemClient
 
@@ -440,12 +510,17 @@ def ratio(a: float, b: float) -> float:
     return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
 
 
+def yes_no(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "NO")
+
+
 def report(results: list[Result], args: argparse.Namespace) -> None:
     print("# bench_retrieval")
     for line in machine():
         print(f"# {line}")
     print(f"# k={K}, dim={args.dim}, {args.queries} queries x {args.repeats} rounds, medians; "
-          f"pure Python on {args.python_queries} queries; TimeWeighted HNSW: {args.tw_hnsw}")
+          f"pure Python on {args.python_queries} queries; TimeWeighted HNSW: {args.tw_hnsw}; "
+          f"load average {load_average()} at the end")
     print()
     head = ("memories", "build s", "invoke ms", "reverie ms", "scoring ms", "V@q ms",
             "python ms", "TW ms", "TW build s")
@@ -462,26 +537,53 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in results:
-        agree = "-" if r.agree is None else ("yes" if r.agree else "NO")
         cells = (str(r.n), fmt(ratio(r.python_ms, r.invoke_ms), ".0f") + "x",
                  fmt(ratio(r.python_ms, r.invoke_reverie_ms), ".0f") + "x",
                  fmt(ratio(r.scoring_ms, r.matvec_ms)) + "x",
                  fmt(ratio(r.invoke_ms, r.tw_ms)) + "x", fmt(r.recall_ours),
-                 fmt(r.recall_own), agree)
+                 fmt(r.recall_own), yes_no(r.agree))
         print("| " + " | ".join(cells) + " |")
+    print()
+    print_targets(results, args)
     notes = [f"{r.n}: python {r.python_note}" for r in results if r.python_note]
     notes += [f"{r.n}: TimeWeighted skipped (--tw-max {args.tw_max})"
-              for r in results if r.n > args.tw_max]
+              for r in results if r.n > args.tw_max and r.n <= args.stream_max]
+    notes += [f"{r.n}: no Chroma stream (--stream-max {args.stream_max}): scoring step only; "
+              f"synthetic data and int8 codes built in {r.data_s:.0f} s"
+              for r in results if r.n > args.stream_max]
     print()
     print("targets at 100000: python/invoke >= 300x, scoring/V@q <= 2x")
     for note in notes:
         print(f"note {note}")
 
 
+def target_row(name: str, n: int, value: float, bound: float, unit: str = "x") -> str:
+    ok = "-" if math.isnan(value) else ("pass" if value <= bound else "FAIL")
+    return f"| {name} | {n} | {fmt(value)}{unit} | <= {bound:g}{unit} | {ok} |"
+
+
+def print_targets(results: list[Result], args: argparse.Namespace) -> None:
+    """Issue 13's retrieval targets, each with its figure and pass/fail."""
+    print("| target | memories | measured | target | pass |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        if args.busy_core and not math.isnan(r.invoke_ms):
+            print(target_row("invoke p50, one core busy / quiet", r.n,
+                             ratio(r.invoke_busy_ms, r.invoke_ms), 1.3))
+        if not math.isnan(r.invoke_reverie_ms):
+            print(target_row("reverie p50 / hours p50", r.n,
+                             ratio(r.invoke_reverie_ms, r.invoke_ms), 1.25))
+        print(target_row("exact top-30 p50 (int8 first pass)", r.n, r.topk_ms, 30.0, " ms"))
+        flag = "pass" if r.exact else "FAIL"
+        print(f"| top-30 identical to float64 (ids, order, scores to 1e-9) | {r.n} | "
+              f"{yes_no(r.exact)} on {args.exact_queries} queries | yes | {flag} |")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000",
-                        help="comma-separated memory counts (default: 10000,100000,1000000)")
+    parser.add_argument("--sizes", default="10000,20000,100000,1000000",
+                        help="comma-separated memory counts (default: 10000,20000,100000,"
+                        "1000000)")
     parser.add_argument("--queries", type=int, default=10, help="queries per size (default 10)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="rounds over the queries (default 5)")
@@ -497,11 +599,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tw-max", type=int, default=100_000,
                         help="largest size with the TimeWeighted baseline (default 100000: its "
                         "Chroma build at 1M adds about 15 minutes); 0 skips it")
+    parser.add_argument("--stream-max", type=int, default=100_000,
+                        help="largest size built as a Chroma-backed stream (invoke, reverie, "
+                        "python, TW); larger sizes time the scoring step on synthetic columns")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="also time invoke with a CPU-bound child process on one core")
+    parser.add_argument("--exact-queries", type=int, default=3,
+                        help="queries checked against float64 brute force (default 3)")
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="limit BLAS threads (threadpoolctl); default: leave as is")
     args = parser.parse_args(argv)
     args.queries = max(1, args.queries)
     args.python_queries = max(1, min(args.python_queries, args.queries))
+    args.exact_queries = max(1, min(args.exact_queries, args.queries))
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if args.blas_threads:

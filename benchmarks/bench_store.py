@@ -1,33 +1,44 @@
 """How long writing and reopening a memory stream takes, against bare Chroma.
 
-Adds N memories with precomputed vectors in one ``add_many`` call to an embedded (persistent)
-Chroma folder, then reopens the stream in a fresh ``MemoryStream``. Baselines, on the same
-data and client kind: a bare ``collection.add`` of the same records in Chroma's batch size
-(the floor any Chroma-backed store pays) and a bare paged ``collection.get`` of them.
+For each size N, on an embedded (persistent) Chroma folder, in one run:
+
+- ``ingest``: one ``add_many`` of N memories with precomputed vectors (memories/s);
+  baseline: a bare ``collection.add`` of the same records in Chroma's batch size;
+- ``reopen``: a fresh ``MemoryStream`` on the folder up to its first query answered
+  (``GenerativeAgentsRetriever(k=30).invoke``); baseline: a bare paged ``collection.get`` of
+  the records with their vectors, the floor of any Chroma-backed open without a snapshot;
+- ``single add``: ``add_event`` of one memory with a precomputed vector on the stream of N,
+  against a bare single-record ``collection.add`` on the bare collection of N, interleaved,
+  medians over ``--adds`` calls.
+
+It prints the figures, then issue 13's targets with their ratio and pass/fail.
 
 Usage:
-    python benchmarks/bench_store.py [--sizes 10000] [--dim 384]
+    python benchmarks/bench_store.py [--sizes 10000,100000] [--dim 384] [--busy-core]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import statistics
 import tempfile
 import time
 from datetime import datetime, timedelta
 
 import chromadb
 import numpy as np
+from busy_core import busy_core, load_average
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from langchain_genmem import MemoryStream
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 from langchain_genmem.backends.chroma import DEFAULT_CONFIGURATION, GET_PAGE
 
+START = datetime(2024, 1, 1)
 
-def items(n: int, dim: int) -> list[dict]:
-    rng = np.random.default_rng(0)
+
+def items(n: int, dim: int, rng: np.random.Generator) -> list[dict]:
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
-    start = datetime(2024, 1, 1)
     return [
         {
             "type": "event",
@@ -36,59 +47,120 @@ def items(n: int, dim: int) -> list[dict]:
             "predicate": "do",
             "object": f"thing {i % 97}",
             "poignancy": 1 + i % 10,
-            "created": start + timedelta(minutes=i),
+            "created": START + timedelta(minutes=i),
             "embedding": vectors[i],
         }
         for i in range(n)
     ]
 
 
-def bare_chroma(path: str, batch: list[dict]) -> tuple[float, float]:
+def bare_collection(path: str):
     client = chromadb.PersistentClient(path=path)
-    col = client.get_or_create_collection("bare", embedding_function=None,
-                                          configuration=DEFAULT_CONFIGURATION)
-    size = client.get_max_batch_size()
-    ids = [f"p::node_{i + 1}" for i in range(len(batch))]
-    t = time.perf_counter()
+    return client, client.get_or_create_collection("bare", embedding_function=None,
+                                                   configuration=DEFAULT_CONFIGURATION)
+
+
+def bare_add(col, batch: list[dict], size: int, first: int = 0) -> None:
     for lo in range(0, len(batch), size):
         part = batch[lo : lo + size]
-        col.add(ids=ids[lo : lo + size], embeddings=np.vstack([b["embedding"] for b in part]),
+        col.add(ids=[f"p::node_{first + lo + i + 1}" for i in range(len(part))],
+                embeddings=np.vstack([b["embedding"] for b in part]),
                 metadatas=[{"persona": "p", "poignancy": float(b["poignancy"])} for b in part],
                 documents=[b["description"] for b in part])
-    add = time.perf_counter() - t
-    t = time.perf_counter()
-    for lo in range(0, len(ids), GET_PAGE):
+
+
+def bare_get(col, n: int) -> None:
+    ids = [f"p::node_{i + 1}" for i in range(n)]
+    for lo in range(0, n, GET_PAGE):
         col.get(ids=ids[lo : lo + GET_PAGE], include=["embeddings", "metadatas", "documents"])
-    return add, time.perf_counter() - t
 
 
-def ours(path: str, batch: list[dict], dim: int) -> tuple[float, float]:
-    emb = DeterministicFakeEmbedding(size=dim)
-    stream = MemoryStream("p", path=path, embeddings=emb)
-    t = time.perf_counter()
-    stream.add_many(batch)
-    add = time.perf_counter() - t
-    t = time.perf_counter()
-    again = MemoryStream("p", path=path, embeddings=emb)
-    reopen = time.perf_counter() - t
-    assert len(again) == len(batch)
-    return add, reopen
+def run_size(n: int, args: argparse.Namespace) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    batch = items(n, args.dim, rng)
+    extra = items(args.adds + 1, args.dim, rng)
+    emb = DeterministicFakeEmbedding(size=args.dim)
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        stream = MemoryStream("p", path=a, embeddings=emb)
+        t = time.perf_counter()
+        stream.add_many(batch)
+        out["ingest_s"] = time.perf_counter() - t
+        stream.close()
+        chromadb.api.client.SharedSystemClient.clear_system_cache()
+
+        client, col = bare_collection(b)
+        t = time.perf_counter()
+        bare_add(col, batch, client.get_max_batch_size())
+        out["bare_add_s"] = time.perf_counter() - t
+        chromadb.api.client.SharedSystemClient.clear_system_cache()
+
+        t = time.perf_counter()
+        again = MemoryStream("p", path=a, embeddings=emb)
+        GenerativeAgentsRetriever(stream=again, k=30, update_access=False).invoke("first")
+        out["reopen_s"] = time.perf_counter() - t
+        assert len(again) == n
+        client, col = bare_collection(b)
+        t = time.perf_counter()
+        bare_get(col, n)
+        out["bare_get_s"] = time.perf_counter() - t
+
+        ours, bare = [], []
+        for i, item in enumerate(extra):
+            t = time.perf_counter()
+            again.add_event(**{k: v for k, v in item.items() if k != "type"})
+            ours.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            bare_add(col, [item], 1, first=n + i)
+            bare.append(time.perf_counter() - t)
+        out["add_ms"] = 1e3 * statistics.median(ours[1:])  # the first may fold the state
+        out["bare_single_ms"] = 1e3 * statistics.median(bare[1:])
+        again.close()
+        chromadb.api.client.SharedSystemClient.clear_system_cache()
+    return out
+
+
+def verdict(ok: bool) -> str:
+    return "pass" if ok else "FAIL"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000", help="comma-separated memory counts")
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated memory counts")
     parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--adds", type=int, default=40, help="single adds timed (default 40)")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="run with a CPU-bound child process on one core")
     args = parser.parse_args()
-    print(f"{'memories':>9} {'add_many s':>11} {'bare add s':>11} {'ratio':>6} "
-          f"{'reopen s':>9} {'bare get s':>11} {'ratio':>6}")
-    for n in (int(x) for x in args.sizes.split(",")):
-        batch = items(n, args.dim)
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-            add, reopen = ours(a, batch, args.dim)
-            bare_add, bare_get = bare_chroma(b, batch)
-        print(f"{n:>9} {add:>11.2f} {bare_add:>11.2f} {add / bare_add:>6.2f} "
-              f"{reopen:>9.2f} {bare_get:>11.2f} {reopen / bare_get:>6.2f}")
+    sizes = [int(x) for x in args.sizes.split(",")]
+    with contextlib.ExitStack() as stack:
+        if args.busy_core:
+            stack.enter_context(busy_core())
+        results = {n: run_size(n, args) for n in sizes}
+    print(f"# bench_store: dim {args.dim}, embedded Chroma folder, {args.adds} single adds; "
+          f"one core busy: {'yes' if args.busy_core else 'no'}; load average "
+          f"{load_average()} at the end")
+    print()
+    print("| memories | ingest s | memories/s | bare add s | reopen to 1st query s "
+          "| bare get s | add_event ms | bare single add ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n, r in results.items():
+        print(f"| {n} | {r['ingest_s']:.2f} | {n / r['ingest_s']:.0f} | {r['bare_add_s']:.2f} "
+              f"| {r['reopen_s']:.2f} | {r['bare_get_s']:.2f} | {r['add_ms']:.2f} "
+              f"| {r['bare_single_ms']:.2f} |")
+    print()
+    print("| target | memories | measured | target | pass |")
+    print("|---|---|---|---|---|")
+    for n, r in results.items():
+        add = r["add_ms"] / r["bare_single_ms"]
+        reopen = r["reopen_s"] / r["bare_get_s"]
+        rate = n / r["ingest_s"]
+        print(f"| add_event p50 / bare single add | {n} | {add:.2f}x | <= 1.5x "
+              f"| {verdict(add <= 1.5)} |")
+        print(f"| reopen to first query / bare paged get | {n} | {reopen:.2f}x | <= 0.5x "
+              f"| {verdict(reopen <= 0.5)} |")
+        print(f"| bulk ingest, precomputed vectors | {n} | {rate:.0f}/s | >= 5000/s "
+              f"| {verdict(rate >= 5000)} |")
 
 
 if __name__ == "__main__":

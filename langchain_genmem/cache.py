@@ -1,13 +1,15 @@
 """The in-process columns of one persona's nodes that scoring runs on.
 
 The store is the source of truth; this cache only mirrors what was committed, row ``i`` being
-``node_{i+1}``. It holds what scoring reads as numpy columns (vectors, their norms, access
-and creation times, expirations, poignancies, type codes, the idle flag) so that a retrieval
+``node_{i+1}``. It holds what scoring reads as numpy columns (vectors, their norms, their int8
+codes for the fast first pass of :mod:`langchain_genmem.quantized`, access and creation
+times, expirations, poignancies, type codes, the idle flag) so that a retrieval
 is a handful of vectorised operations over every node, never a Python loop per memory.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,12 +18,16 @@ import numpy as np
 from langchain_genmem.backends.base import StoredNode
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.quantized import quantize
 from langchain_genmem.scoring import inverse_norms, minmax
 from langchain_genmem.timeutil import from_epoch, to_epoch
 
 TYPE_CODES = {"event": 0, "thought": 1, "chat": 2}
 _GROWTH = 1.5
 _FIRST = 1024
+_QUANTIZE_BLOCK = 8192
+# Moved rows beyond which the access order is sorted afresh rather than patched.
+_RESORT_SHARE = 16  # rows quantised at once, so the float64 copies stay small
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,9 @@ class NodeCache:
         self.key_row: dict[str, int] = {}
         self._cap = 0
         self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.codes = np.zeros((0, 0), dtype=np.int8)
+        self.unit_scale = np.zeros(0)
+        self.max_relative_residual = 0.0
         self.norms = np.zeros(0)
         self.inv_norms = np.zeros(0)
         self.last_accessed = np.zeros(0)
@@ -75,6 +84,10 @@ class NodeCache:
         self.type_code = np.zeros(0, dtype=np.int8)
         self.idle = np.zeros(0, dtype=bool)
         self._candidates: StaticCandidates | None = None
+        self._order_lock = threading.Lock()
+        self._order: np.ndarray | None = None  # candidate rows in tie order
+        self._order_n = 0  # the cache size the order's candidates were taken at
+        self._moved: list[np.ndarray] = []  # rows whose access time changed since
 
     def append(self, stored: Sequence[StoredNode], *, total: int = 0) -> None:
         """Add committed nodes, oldest first; each must be the next node_count.
@@ -99,6 +112,14 @@ class NodeCache:
         self.vectors[lo:hi] = block
         self.norms[lo:hi] = np.linalg.norm(block.astype(np.float64), axis=1)
         self.inv_norms[lo:hi] = inverse_norms(self.norms[lo:hi])
+        for start in range(lo, hi, _QUANTIZE_BLOCK):
+            end = min(hi, start + _QUANTIZE_BLOCK)
+            q = quantize(self.vectors[start:end])
+            inv = self.inv_norms[start:end]
+            self.codes[start:end] = q.codes
+            self.unit_scale[start:end] = q.scale * inv
+            relative = float((q.residual * inv).max())
+            self.max_relative_residual = max(self.max_relative_residual, relative)
         for row, s in enumerate(stored, start=lo):
             self._fill(row, s.node)
         self.n = hi
@@ -136,7 +157,9 @@ class NodeCache:
             rows: row numbers.
             when: the access time.
         """
-        self.last_accessed[rows] = when
+        with self._order_lock:  # the access order sees a change whole or not at all
+            self.last_accessed[rows] = when
+            self._note_moved(np.asarray(rows, dtype=np.int64))
         moment = from_epoch(when)
         for row in rows.tolist():
             self.nodes[row].last_accessed = moment
@@ -147,11 +170,76 @@ class NodeCache:
         Args:
             times: ``{node_count: epoch seconds}``; nodes not held yet are skipped.
         """
-        for number, when in times.items():
-            row = number - 1
-            if row < self.n and when > self.last_accessed[row]:
-                self.last_accessed[row] = when
-                self.nodes[row].last_accessed = from_epoch(when)
+        moved = []
+        with self._order_lock:
+            for number, when in times.items():
+                row = number - 1
+                if row < self.n and when > self.last_accessed[row]:
+                    self.last_accessed[row] = when
+                    self.nodes[row].last_accessed = from_epoch(when)
+                    moved.append(row)
+            self._note_moved(np.asarray(moved, dtype=np.int64))
+
+    def access_order(self, static: StaticCandidates) -> np.ndarray:
+        """Every candidate row in the original's candidate order (see ``scoring.tie_order``).
+
+        The order is kept between retrievals and patched: rows whose access time changed
+        since (the k returned by the last retrieval, times loaded from other processes)
+        and rows added since are taken out and inserted again where they now belong, so a
+        ``"reverie"`` retrieval costs a few linear passes instead of a full sort. Many
+        changes at once are sorted afresh.
+
+        Args:
+            static: the candidates (``candidates()``) the order is for.
+
+        Returns:
+            The rows of ``static.rows``, ordered by last access ascending, then events
+            before thoughts, then newest first.
+        """
+        with self._order_lock:
+            if static.n < self._order_n:  # an older view than the order's: do not keep it
+                return static.rows[_tie_sort(self, static.rows)]
+            moved = np.concatenate(self._moved) if self._moved else np.zeros(0, np.int64)
+            added = static.rows[np.searchsorted(static.rows, self._order_n) :]
+            if self._order is None or moved.size + added.size > max(
+                1024, static.rows.size // _RESORT_SHARE
+            ):
+                self._order = static.rows[_tie_sort(self, static.rows)]
+            else:
+                self._order = self._patch(self._order, moved, added, static)
+            self._order_n, self._moved = static.n, []
+            return self._order
+
+    def _patch(
+        self, order: np.ndarray, moved: np.ndarray, added: np.ndarray, static: StaticCandidates
+    ) -> np.ndarray:
+        """``order`` with ``moved`` rows taken out and ``moved``/``added`` rows reinserted."""
+        moved = np.unique(moved)
+        if moved.size:
+            at = np.minimum(np.searchsorted(static.rows, moved), static.rows.size - 1)
+            moved = moved[static.rows[at] == moved]  # candidates only
+            out = np.zeros(self.n, dtype=bool)
+            out[moved] = True
+            order = order[~out[order]]
+        insert = np.concatenate([moved, added])
+        if insert.size == 0:
+            return order
+        insert = insert[_tie_sort(self, insert)]
+        la = self.last_accessed[order]
+        at = np.searchsorted(la, self.last_accessed[insert], side="left")
+        end = np.searchsorted(la, self.last_accessed[insert], side="right")
+        ties = np.flatnonzero(end > at)
+        if ties.size:  # equal access times: order by (type, newest first) within the run
+            within = _secondary_key(self, order)
+            mine = _secondary_key(self, insert)
+            for i in ties.tolist():
+                at[i] += np.searchsorted(within[at[i] : end[i]], mine[i], side="left")
+        return np.insert(order, at, insert)
+
+    def _note_moved(self, rows: np.ndarray) -> None:
+        """Remember rows whose access time changed (the caller holds ``_order_lock``)."""
+        if rows.size and self._order is not None:
+            self._moved.append(rows.copy())
 
     def vector_of_key(self, key: str) -> np.ndarray | None:
         """The stored vector of an embedding_key, or None.
@@ -183,11 +271,26 @@ class NodeCache:
         if self.n:
             vectors[: self.n] = self.vectors[: self.n]
         self.vectors = vectors
-        for name in ("norms", "inv_norms", "last_accessed", "created", "expiration", "poignancy"):
+        codes = np.zeros((cap, self.dim or 0), dtype=np.int8)
+        if self.n:
+            codes[: self.n] = self.codes[: self.n]
+        self.codes = codes
+        for name in ("norms", "inv_norms", "unit_scale", "last_accessed", "created",
+                     "expiration", "poignancy"):
             setattr(self, name, _grow(getattr(self, name), cap, self.n))
         self.type_code = _grow(self.type_code, cap, self.n)
         self.idle = _grow(self.idle, cap, self.n)
         self._cap = cap
+
+
+def _tie_sort(cache: NodeCache, rows: np.ndarray) -> np.ndarray:
+    """Positions sorting ``rows`` by last access ascending, events first, newest first."""
+    return np.lexsort((-rows, cache.type_code[rows], cache.last_accessed[rows]))
+
+
+def _secondary_key(cache: NodeCache, rows: np.ndarray) -> np.ndarray:
+    """One int64 per row ordering rows of equal access time: type, then newest first."""
+    return cache.type_code[rows].astype(np.int64) * (1 << 40) - rows
 
 
 def _grow(column: np.ndarray, cap: int, n: int) -> np.ndarray:

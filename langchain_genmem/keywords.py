@@ -78,7 +78,8 @@ class KeywordIndex:
     """Keyword -> node ids per node type (newest first), and keyword strengths.
 
     Attributes:
-        index: ``index[type][keyword]`` lists node ids, newest first.
+        index: ``index[type][keyword]`` lists node ids, oldest first (an append per node, so
+            indexing n nodes is linear; :meth:`newest_first` gives the original's order).
         strength: ``strength["event"|"thought"][keyword]`` counts writes of the keyword.
     """
 
@@ -106,7 +107,15 @@ class KeywordIndex:
         """
         by_kw = self.index[node.type]
         for kw in unique(k.lower() for k in node.keywords):
-            by_kw.setdefault(kw, []).insert(0, node.node_id)
+            by_kw.setdefault(kw, []).append(node.node_id)
+
+    def newest_first(self) -> dict[str, dict[str, list[str]]]:
+        """A copy of the index with each list newest first, as the original keeps it.
+
+        Returns:
+            ``{type: {keyword: node ids}}``.
+        """
+        return {t: {k: v[::-1] for k, v in m.items()} for t, m in self.index.items()}
 
     def strength_after(self, nodes: Iterable[MemoryNode]) -> dict[str, dict[str, int]]:
         """The strengths as they will be once ``nodes`` are added; the index is not touched.

@@ -31,6 +31,8 @@ import numpy as np
 RecencyMode = Literal["hours", "rank", "reverie"]
 RECENCY_MODES: tuple[str, ...] = ("hours", "rank", "reverie")
 DEFAULT_GAINS = (0.5, 3.0, 2.0)
+# float64 rounding of a score, relative to the largest score
+SCORE_MARGIN = 1e-12
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,13 @@ def tie_order(c: Candidates) -> np.ndarray:
     return np.lexsort((-c.node_count, c.type_code, c.last_accessed))
 
 
-def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.ndarray:
+def recency(
+    c: Candidates,
+    mode: RecencyMode,
+    decay: float,
+    now: float,
+    order: np.ndarray | None = None,
+) -> np.ndarray:
     """Raw (not normalised) recency of each candidate.
 
     Args:
@@ -211,6 +219,8 @@ def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.nd
         mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
         decay: the decay factor.
         now: the current time, epoch seconds.
+        order: for ``"reverie"``, :func:`tie_order` when the caller keeps it already
+            (the stream's cache does, patched between retrievals).
 
     Returns:
         The recency values.
@@ -221,15 +231,30 @@ def recency(c: Candidates, mode: RecencyMode, decay: float, now: float) -> np.nd
         hours *= np.log(decay) / 3600.0
         return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
     if mode == "reverie":
-        order = tie_order(c)
+        order = tie_order(c) if order is None else order
     elif mode == "rank":
         order = np.lexsort((-c.node_count, -c.last_accessed))
     else:
         msg = f"recency_mode: expected one of {RECENCY_MODES}, got {mode!r}"
         raise ValueError(msg)
     out = np.empty(n)
-    out[order] = np.power(decay, np.arange(1, n + 1, dtype=np.float64))
+    out[order] = _powers(decay, n)
     return out
+
+
+_POWERS: dict[float, np.ndarray] = {}
+
+
+def _powers(decay: float, n: int) -> np.ndarray:
+    """``decay ** [1..n]``, kept per decay (np.power is elementwise: a prefix is the same)."""
+    held = _POWERS.get(decay)
+    if held is None or held.shape[0] < n:
+        if len(_POWERS) > 8:
+            _POWERS.clear()
+        held = np.power(decay, np.arange(1, max(n, 1024) + 1, dtype=np.float64))
+        held.flags.writeable = False
+        _POWERS[decay] = held
+    return held[:n]
 
 
 def score(
@@ -296,15 +321,16 @@ def top_k(
     Returns:
         Candidate indices.
     """
-    pool = np.arange(scores.shape[0]) if among is None else among
-    n = pool.shape[0]
+    values = scores if among is None else scores[among]
+    n = values.shape[0]
     if k <= 0 or n == 0:
         return np.zeros(0, dtype=np.int64)
-    values = scores[pool]
     if k < n:
-        pick = pool[values >= np.partition(values, n - k)[n - k]]
+        pick = np.flatnonzero(values >= np.partition(values, n - k)[n - k])
     else:
-        pick = pool
+        pick = np.arange(n)
+    if among is not None:
+        pick = among[pick]
     keys = (-c.node_count[pick], c.type_code[pick], c.last_accessed[pick], -scores[pick])
     return pick[np.lexsort(keys)][:k]
 
@@ -335,11 +361,19 @@ def rank(
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
-    ``c.cosine`` may be off by up to ``error`` (float32 arithmetic). The candidates that
+    ``c.cosine`` may be off by up to ``error`` (float32 arithmetic, or int8 codes:
+    :mod:`langchain_genmem.quantized`). The candidates that
     could hold the minimum or maximum cosine are recomputed exactly first, so normalisation
     is exact; then every candidate whose score could reach the k-th best is recomputed
     exactly, and the top k is chosen among those. The result equals scoring everything in
-    float64, at the cost of one float32 pass and a few exact rows.
+    float64, at the cost of one approximate pass and a few exact rows.
+
+    Why it is exact: with ``a`` the approximations and ``e`` the bound, the true minimum is
+    at most ``min(a) + e``, so only rows with ``a <= min(a) + 2e`` can hold it (likewise for
+    the maximum). Once those are exact, a row's approximate score is off by at most
+    ``d = relevance weight * gain * e / span``; the true k-th best is at least the
+    approximate k-th best minus ``d``, so a row whose approximate score is below that by
+    more than ``d`` cannot be in the top k (plus a margin for float64 rounding).
 
     Args:
         c: the candidates, with approximate cosines.
@@ -364,7 +398,8 @@ def rank(
     span = float(cos.max() - cos.min()) if cos.size else 0.0
     if error == 0 or best.size == 0 or span == 0:
         return Ranking(best, scored, cos)
-    slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span
+    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
+    slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span + margin
     near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
     fresh = _refine(cos, refined, near, exact)
     lo = float(cos.min())

@@ -170,10 +170,37 @@ class MemoryStream:
     def _load(self) -> None:
         head = self.backend.read_head(self.persona)
         self._access_rev = 0 if head is None else head.access_rev
+        begin = getattr(self.backend, "begin_load", None)
+        if head is None:
+            if begin is not None:
+                begin(self.persona)  # a new persona: every access time will be this view's
+            return
+        read_snapshot = getattr(self.backend, "read_snapshot", None)
+        held = read_snapshot(self.persona) if read_snapshot is not None else None
+        if held is not None:  # it matched the store's revision, state and access times
+            state, stored = held
+            self._mirror(stored, state.node_count)
+            self._install([], state)
+            return
+        key = begin(self.persona) if begin is not None else None
         state = self.backend.read_state(self.persona)
         if state is None:
             return
         self._apply_state(state)
+        if key is not None and key.rev == state.rev:
+            self._save_snapshot(key)
+
+    def _save_snapshot(self, key: Any = None) -> None:
+        """Save the committed nodes beside an embedded folder for the next open (if unchanged)."""
+        save = getattr(self.backend, "write_snapshot", None)
+        if save is None:
+            return
+        with self._lock:
+            n = self._state.node_count
+            if self._cache.n != n:
+                return
+            nodes, vectors = list(self._cache.nodes[:n]), self._cache.vectors[:n]
+            save(self.persona, key, nodes, vectors)
 
     def _catch_up(self) -> bool:
         """Load what other writers committed since this stream last looked (under _lock)."""
@@ -390,7 +417,7 @@ class MemoryStream:
     @property
     def keyword_index(self) -> dict[str, dict[str, list[str]]]:
         """Keyword -> node ids (newest first) per type (a copy)."""
-        return {t: {k: list(v) for k, v in m.items()} for t, m in self._keywords.index.items()}
+        return self._keywords.newest_first()
 
     def vector(self, node_id: str) -> np.ndarray:
         """The stored vector of a node.
@@ -822,12 +849,19 @@ class MemoryStream:
             return len(pending)
 
     def close(self) -> None:
-        """Flush deferred access times and give back the write right of a folder.
+        """Flush deferred access times, save a snapshot for the next open, release the folder.
+
+        The snapshot (embedded folders only, :mod:`langchain_genmem.backends.snapshot`) is
+        saved only when the store holds exactly what this stream does.
 
         The stream stays readable; a later write takes the right again.
         """
         self.flush()
         _OPEN_STREAMS.discard(self)
+        try:
+            self._save_snapshot()
+        except GenMemError:
+            logger.warning("no snapshot of %r saved at close", self.persona, exc_info=True)
         release = getattr(self.backend, "close", None)
         if self._own_backend and release is not None:
             release()

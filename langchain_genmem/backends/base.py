@@ -1,10 +1,13 @@
 """The small storage interface every ``MemoryStream`` goes through.
 
-A backend stores, per persona, numbered nodes with one vector each and one state record.
-The state record is the commit point: a node ``node_N`` counts only when the committed
-``state.node_count >= N``. A write that fails before its state record is stored leaves
-nothing visible, so "either the memory is stored with its keywords and counters, or it is
-not stored at all" holds even across a crash.
+A backend stores, per persona, numbered nodes with one vector each and one state record. The
+state record is the commit point: a node ``node_N`` counts only when the committed
+``state.node_count >= N``. (Chroma lets a one-node commit carry its state change in the node
+record itself, one write instead of two; ``read_head``/``read_state`` then return the state
+record with those changes applied, so callers see one committed state either way.) A write
+that fails before its state record is stored leaves nothing visible, so "either the memory
+is stored with its keywords and counters, or it is not stored at all" holds even across a
+crash.
 
 Writers: every write of a persona (nodes, state, settings) runs inside
 ``backend.write_lock(persona)``. Inside it the stream catches up with what other writers

@@ -9,6 +9,15 @@ Layout (personas may share both collections; every read names its persona):
   whole, never merged with an older record of the same id.
 - ``<name>-state``: one record per persona, id ``"<persona>::state"``, a 1-d dummy vector,
   metadata ``{persona, rev, node_count}`` and the whole :class:`StreamState` as JSON document.
+- Single-memory commits (an agent's ``add_event`` every step): the node record itself is the
+  commit. It carries, under the metadata key ``commit``, the state change it makes (every
+  state field but ``kw_strength`` and ``extra``, and the keyword strengths it changed), so
+  one Chroma write stores the memory and commits it, and a crash leaves it whole or absent.
+  The committed state is the state record followed by the run of such records right above
+  its ``node_count`` (``node_{N+1}``, ``node_{N+2}``, ... each carrying ``commit`` for its
+  own number); at most :data:`CHAIN_MAX` of them, then a commit writes the state record
+  again. A record above the committed count without ``commit`` is a crashed write's
+  leftover (removed at the next write), never part of the run.
 - ``<name>-lease`` (server clients only): one write lease per persona being written.
 
 Writers (:meth:`ChromaBackend.write_lock`): threads of one process are serialised; on a
@@ -27,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import Head, StoredNode
 from langchain_genmem.backends.locks import FolderLock, Lease, describe_holder, thread_lock
 from langchain_genmem.errors import (
@@ -53,12 +64,16 @@ _DIM_ERROR = re.compile(r"dimension of (\d+), got (\d+)")
 # Chroma's ANN index is never used for ranking (scoring is exact, in numpy), so a light
 # graph keeps writes about four times faster. Pass ``configuration`` to change it.
 DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_neighbors": 8}}
+# Single-memory commits carried by their node records before the state record is rewritten
+# (every read of the head looks them up in one get of this many ids).
+CHAIN_MAX = 32
+COMMIT_KEY = "commit"
 FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
 LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
 # Every metadata key of a node record; each write names them all (None deletes a key).
 NODE_KEYS = ("persona", "node_id", "node_count", "type_count", "type", "depth", "created",
              "expiration", "last_accessed", "subject", "predicate", "object", "embedding_key",
-             "poignancy", "keywords", "filling")
+             "poignancy", "keywords", "filling", COMMIT_KEY)
 
 
 class ChromaBackend:
@@ -94,6 +109,13 @@ class ChromaBackend:
         self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
         self._leases: Any = None
         self._held = threading.local()  # the lease this thread holds, on a server
+        # per persona: the committed state last read or written, and its run of node commits
+        self._known: dict[str, StreamState] = {}
+        self._chain: dict[str, int] = {}
+        self._stamps: dict[str, str] = {}  # per persona: the access stamp this view matches
+        # per persona: (committed count, whether a record sits right above it), as the last
+        # read_head saw; spares remove_uncommitted its lookup in the write that follows
+        self._above: dict[str, tuple[int, bool]] = {}
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -169,7 +191,13 @@ class ChromaBackend:
         if not got["ids"]:
             return None
         meta = got["metadatas"][0]
-        return Head(rev=int(meta["rev"]), node_count=int(meta["node_count"]))
+        head = Head(rev=int(meta["rev"]), node_count=int(meta["node_count"]))
+        chain, above = self._read_chain(persona, head.node_count)
+        self._chain[persona] = len(chain)
+        if chain:
+            head = Head(rev=int(chain[-1]["rev"]), node_count=int(chain[-1]["node_count"]))
+        self._above[persona] = (head.node_count, above)
+        return head
 
     def read_state(self, persona: str) -> StreamState | None:
         """The persona's committed state, or None for a persona never written."""
@@ -177,7 +205,38 @@ class ChromaBackend:
             got = self.states.get(ids=[_state_id(persona)], include=["documents"])
         if not got["ids"]:
             return None
-        return StreamState.model_validate_json(got["documents"][0])
+        state = StreamState.model_validate_json(got["documents"][0])
+        chain, _ = self._read_chain(persona, state.node_count)
+        for change in chain:
+            state = _apply_change(state, change)
+        self._known[persona], self._chain[persona] = state, len(chain)
+        return state
+
+    def _read_chain(self, persona: str, node_count: int) -> tuple[list[dict[str, Any]], bool]:
+        """The state changes of the run of self-committing node records above ``node_count``.
+
+        Returns:
+            The changes, oldest first, and whether a record sits right above the run (a
+            crashed write's leftover).
+        """
+        ids = [_node_id(persona, f"node_{node_count + i}") for i in range(1, CHAIN_MAX + 1)]
+        with self._reading(persona):
+            got = self.nodes.get(ids=ids, include=["metadatas"])
+        by_number = {int(m["node_count"]): m for m in got["metadatas"]}
+        chain: list[dict[str, Any]] = []
+        for number in range(node_count + 1, node_count + CHAIN_MAX + 1):
+            meta = by_number.get(number)
+            if meta is None or meta.get(COMMIT_KEY) is None:
+                break
+            try:
+                change = json.loads(meta[COMMIT_KEY])
+            except ValueError as e:
+                msg = f"persona {persona!r}: node_{number} carries an unreadable commit: {e}"
+                raise StorageError(msg) from e
+            if change.get("node_count") != number:
+                break
+            chain.append(change)
+        return chain, node_count + len(chain) + 1 in by_number
 
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
         """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
@@ -236,7 +295,9 @@ class ChromaBackend:
         Leftovers always start at ``node_{node_count+1}``: a write stores its pages in
         ascending order from there, and leftovers are deleted highest first (here and when
         a failed write undoes itself). So one lookup of that id tells whether there are
-        any (about a millisecond); only then are they all looked up and deleted.
+        any (about a millisecond; none when the ``read_head`` of this write, inside the same
+        write right, already saw that id absent); only then are they all looked up and
+        deleted.
 
         Args:
             persona: the persona.
@@ -246,6 +307,8 @@ class ChromaBackend:
             How many records were removed.
         """
         where = {"$and": [{"persona": persona}, {"node_count": {"$gt": node_count}}]}
+        if self._above.pop(persona, None) == (node_count, False):
+            return 0  # the read_head of this write found nothing above the committed count
         with _wrapped(f"could not look for uncommitted records of {persona!r}"):
             probe = self.nodes.get(ids=[_node_id(persona, f"node_{node_count + 1}")], include=[])
             if not probe["ids"]:
@@ -260,30 +323,73 @@ class ChromaBackend:
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Store new nodes page by page, then the state that makes them visible.
 
-        On any failure the pages already written are deleted again and nothing is visible.
+        One new node that follows the state this backend last read or wrote is committed by
+        its own record (one Chroma write; see the module docstring), up to
+        :data:`CHAIN_MAX` in a row. On any failure the records already written are deleted
+        again and nothing is visible.
 
         Raises:
             EmbeddingDimensionError: a vector does not fit the collection.
             StorageError: Chroma failed; nothing was committed.
         """
+        change = self._single_change(persona, nodes, state)
         written: list[str] = []
         try:
+            if change is not None:
+                self._check_lease(persona)
             for chunk in _chunks(nodes, self.batch):
                 ids = [_node_id(persona, s.node.node_id) for s in chunk]
+                metas = [_meta_of(persona, s.node) for s in chunk]
+                if change is not None:
+                    metas[0][COMMIT_KEY] = json.dumps(change, ensure_ascii=False)
                 self.nodes.upsert(
                     ids=ids,
                     embeddings=np.vstack([s.vector for s in chunk]),
-                    metadatas=[_meta_of(persona, s.node) for s in chunk],
+                    metadatas=metas,
                     documents=[s.node.description for s in chunk],
                 )
                 written.extend(ids)
-            self.write_state(persona, state)
+            if change is None:
+                self.write_state(persona, state)
+            else:
+                self._check_lease(persona)  # stalled past the lease: undo, as write_state does
+                self._known[persona] = state
+                self._chain[persona] = self._chain.get(persona, 0) + 1
         except GenMemError:
             self._undo(written)
             raise
         except Exception as e:
             self._undo(written)
             raise _storage_error(e) from e
+
+    def _single_change(
+        self, persona: str, nodes: Sequence[StoredNode], state: StreamState
+    ) -> dict[str, Any] | None:
+        """The change a one-node commit carries, or None when the state record is needed."""
+        known = self._known.get(persona)
+        if (
+            len(nodes) != 1
+            or known is None
+            or known.rev != state.rev - 1
+            or known.node_count != state.node_count - 1
+            or nodes[0].node.node_count != state.node_count
+            or self._chain.get(persona, CHAIN_MAX) >= CHAIN_MAX - 1
+            or known.extra != state.extra
+        ):
+            return None
+        strengths: dict[str, dict[str, int]] = {}
+        for kind, counts in state.kw_strength.items():
+            before = known.kw_strength.get(kind, {})
+            if any(kw not in counts for kw in before):
+                return None  # a strength was removed: only the state record says that
+            changed = {kw: n for kw, n in counts.items() if before.get(kw) != n}
+            if changed:
+                strengths[kind] = changed
+        if any(kind not in state.kw_strength for kind in known.kw_strength):
+            return None
+        change = state.model_dump(mode="json", exclude={"kw_strength", "extra"})
+        change["kw_strength"] = strengths
+        return change
 
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes.
@@ -292,6 +398,18 @@ class ChromaBackend:
             ConcurrentWriterError: this write's server lease expired or was taken over
                 (the writer stalled longer than ``lease_ttl``); nothing is stored.
         """
+        self._check_lease(persona)
+        with _wrapped(f"could not store the state of {persona!r}"):
+            self.states.upsert(
+                ids=[_state_id(persona)],
+                embeddings=np.ones((1, 1), dtype=np.float32),
+                metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count}],
+                documents=[state.model_dump_json()],
+            )
+        self._known[persona], self._chain[persona] = state, 0
+
+    def _check_lease(self, persona: str) -> None:
+        """Refuse to commit when this write's server lease was lost."""
         lease = getattr(self._held, "lease", None)
         if lease is not None and not lease.still_held():
             msg = (
@@ -300,27 +418,110 @@ class ChromaBackend:
                 "have taken over); nothing was committed, retry the write"
             )
             raise ConcurrentWriterError(msg, persona=persona)
-        with _wrapped(f"could not store the state of {persona!r}"):
-            self.states.upsert(
-                ids=[_state_id(persona)],
-                embeddings=np.ones((1, 1), dtype=np.float32),
-                metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count}],
-                documents=[state.model_dump_json()],
-            )
 
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
-        """Store last-access times (epoch seconds) of existing nodes."""
+        """Store last-access times (epoch seconds) of existing nodes.
+
+        A new random access stamp goes on the state record afterwards, so a snapshot taken
+        before these times is known to be stale.
+        """
         items = list(times.items())
         for chunk in _chunks(items, self.batch):
             self.nodes.update(
                 ids=[_node_id(persona, node_id) for node_id, _ in chunk],
                 metadatas=[{"last_accessed": float(t)} for _, t in chunk],
             )
+        if self.kind == "folder" and items:
+            stamp = uuid.uuid4().hex
+            self.states.update(ids=[_state_id(persona)], metadatas=[{"access_stamp": stamp}])
+            if self._stamps.get(persona) is not None:
+                self._stamps[persona] = stamp
+
+    # snapshots (embedded folders only)
+
+    def snapshot_key(self, persona: str) -> snapshot.Key | None:
+        """What a snapshot of the persona must match now (None: no snapshots here)."""
+        if self.kind != "folder":
+            return None
+        with self._reading(persona):
+            got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
+        if not got["ids"]:
+            return None
+        stamp = str(got["metadatas"][0].get("access_stamp") or "")
+        state = self.read_state(persona)
+        if state is None:
+            return None
+        return snapshot.Key(self.name, persona, state.rev, state.node_count,
+                            snapshot.state_hash(state.model_dump_json()), stamp)
+
+    def read_snapshot(self, persona: str) -> tuple[StreamState, list[StoredNode]] | None:
+        """The committed state and nodes from a matching snapshot, or None (open from Chroma).
+
+        Returns:
+            ``(state, nodes)`` when a snapshot matches the store exactly.
+        """
+        key = self.snapshot_key(persona)
+        if key is None or key.node_count == 0:
+            return None
+        got = snapshot.read(snapshot.path_of(self.where, self.name, persona), key)
+        if got is None:
+            return None
+        vectors, records = got
+        state = self._known[persona]
+        nodes = [StoredNode(_node_from(r["meta"], r["doc"]), vectors[i])
+                 for i, r in enumerate(records)]
+        self._stamps[persona] = key.access_stamp
+        return state, nodes
+
+    def begin_load(self, persona: str) -> snapshot.Key | None:
+        """The key to write a snapshot under once a full load that starts now is done."""
+        key = self.snapshot_key(persona)
+        self._stamps[persona] = "" if key is None else key.access_stamp
+        return key
+
+    def write_snapshot(
+        self,
+        persona: str,
+        key: snapshot.Key | None,
+        nodes: Sequence[Any],
+        vectors: np.ndarray,
+    ) -> bool:
+        """Save a snapshot of the nodes a stream holds, if they are still the store's.
+
+        Args:
+            persona: the persona.
+            key: the key the caller's view was read at (:meth:`begin_load`), or None to
+                take the store's key now (after this process's own writes and flushes).
+            nodes: the committed MemoryNodes, oldest first.
+            vectors: their float32 vectors.
+
+        Returns:
+            True when a snapshot was written.
+        """
+        now = self.snapshot_key(persona)
+        if now is None or now.node_count != len(nodes):
+            return False
+        if key is None:  # only times this process wrote or loaded: nobody else's
+            if self._stamps.get(persona) != now.access_stamp:
+                return False
+            key = now
+        elif key != now:
+            return False
+        records = [{"meta": _meta_of(persona, n), "doc": n.description} for n in nodes]
+        try:
+            snapshot.write(snapshot.path_of(self.where, self.name, persona), key,
+                           vectors, records)
+        except OSError as e:
+            snapshot.logger.warning("could not write the snapshot of %r: %s", persona, e)
+            return False
+        return True
 
     def drop(self, persona: str) -> None:
         """Delete every node and the state of a persona."""
         self.nodes.delete(where={"persona": persona})
         self.states.delete(ids=[_state_id(persona)])
+        self._known.pop(persona, None)
+        self._chain.pop(persona, None)
 
     def _undo(self, ids: list[str]) -> None:
         try:
@@ -402,8 +603,18 @@ def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
         "keywords": json.dumps(node.keywords, ensure_ascii=False),
         "filling": json.dumps(node.filling, ensure_ascii=False),
         "expiration": None if node.expiration is None else to_epoch(node.expiration),
+        COMMIT_KEY: None,  # set by a single-memory commit; None removes an older one
     }
     return meta
+
+
+def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:
+    """The state after a single-memory commit carried by its node record."""
+    strengths = {kind: dict(counts) for kind, counts in state.kw_strength.items()}
+    for kind, counts in change.get("kw_strength", {}).items():
+        strengths.setdefault(kind, {}).update(counts)
+    fields = {k: v for k, v in change.items() if k != "kw_strength"}
+    return StreamState.model_validate({**state.model_dump(), **fields, "kw_strength": strengths})
 
 
 def _node_from(meta: Mapping[str, Any], document: str) -> MemoryNode:

@@ -20,7 +20,8 @@ SCRIPT = REPO / "benchmarks" / "bench_retrieval.py"
 @pytest.mark.slow
 def test_bench_retrieval_prints_its_tables() -> None:
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sizes", "2000", "--queries", "3", "--repeats", "1"],
+        [sys.executable, str(SCRIPT), "--sizes", "2000,5000", "--queries", "3", "--repeats", "1",
+         "--stream-max", "2000", "--busy-core"],
         capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -35,6 +36,38 @@ def test_bench_retrieval_prints_its_tables() -> None:
     assert row[0] == "2000"
     assert all(cell.endswith("x") for cell in row[1:5])  # every ratio was computed
     assert row[-1] == "yes"  # the pure-Python original picked our top 30
+    targets = lines.index("| target | memories | measured | target | pass |")
+    rows = [line for line in lines[targets + 2:] if line.startswith("| ")]
+    names = {line.split("|")[1].strip() for line in rows}
+    assert names == {"invoke p50, one core busy / quiet", "reverie p50 / hours p50",
+                     "exact top-30 p50 (int8 first pass)",
+                     "top-30 identical to float64 (ids, order, scores to 1e-9)"}
+    assert all(line.split("|")[-2].strip() in {"pass", "FAIL"} for line in rows)
+    exact = [line for line in rows if line.startswith("| top-30 identical")]
+    assert [line.split("|")[2].strip() for line in exact] == ["2000", "5000"]
+    assert all(line.split("|")[-2].strip() == "pass" for line in exact)  # exact, never timed
+    assert "5000: no Chroma stream (--stream-max 2000)" in out.stdout
+    spinner = next(line for line in out.stderr.splitlines() if "one core busy (pid " in line)
+    assert not pid_is_running(int(spinner.split("pid ")[1].split(")")[0]))
+
+
+@pytest.mark.slow
+def test_bench_store_prints_its_targets() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_store.py"), "--sizes", "500",
+         "--dim", "16", "--adds", "4"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| memories | ingest s"))
+    assert lines[head + 2].startswith("| 500 |")
+    targets = lines.index("| target | memories | measured | target | pass |")
+    rows = lines[targets + 2:targets + 5]
+    assert [r.split("|")[1].strip() for r in rows] == [
+        "add_event p50 / bare single add", "reopen to first query / bare paged get",
+        "bulk ingest, precomputed vectors"]
+    assert all(r.split("|")[-2].strip() in {"pass", "FAIL"} for r in rows)
 
 
 @pytest.mark.slow

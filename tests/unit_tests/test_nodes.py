@@ -66,3 +66,15 @@ def test_keyword_index_lookup_is_newest_first_and_case_blind():
     assert idx.lookup("event", ["CAFE"]) == ["node_2", "node_1"]
     assert idx.lookup("event", ["maria", "cafe", "咖啡"]) == ["node_3", "node_2", "node_1"]
     assert idx.strength["event"] == {"cafe": 2, "maria": 2, "咖啡": 1}
+
+
+def test_indexing_appends_so_opening_a_large_stream_is_linear():
+    """Each node is appended to its keyword lists (an insert at the front made opening n
+    memories sharing a keyword O(n^2)); the newest-first order is given on the way out."""
+    idx = KeywordIndex()
+    for i in range(1, 5):
+        idx.index_node(MemoryNode(**{**BASE, "node_id": f"node_{i}", "node_count": i,
+                                     "keywords": ["玛丽亚"]}))
+    assert idx.index["event"]["玛丽亚"] == ["node_1", "node_2", "node_3", "node_4"]
+    assert idx.newest_first()["event"]["玛丽亚"] == ["node_4", "node_3", "node_2", "node_1"]
+    assert idx.lookup("event", ["玛丽亚"]) == ["node_4", "node_3", "node_2", "node_1"]

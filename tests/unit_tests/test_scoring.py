@@ -321,6 +321,11 @@ def check_rank(c, vectors, q, mode, w, k, exact_factory):
     raw = recency(approx, mode, 0.99, NOW)
     exact = exact_factory(vectors, norms, q)
     ranked = rank(approx, raw, w, k, exact, cosine_error(vectors.shape[1], vectors.dtype))
+    assert_brute_force(ranked, c, exact, raw, w, k)
+
+
+def assert_brute_force(ranked, c, exact, raw, w, k):
+    """``ranked`` is brute-force float64 scoring's top k, to the bit."""
     truth = exact(np.arange(len(c))).tolist()
     best, master, r, v, imp = brute_force(c, truth, raw.tolist(), w, k)
     assert ranked.best.tolist() == best
