@@ -400,14 +400,21 @@ def rank(
         return Ranking(best, scored, cos)
     margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
     slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span + margin
-    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
-    fresh = _refine(cos, refined, near, exact)
     lo = float(cos.min())
-    scored.relevance[fresh] = (cos[fresh] - lo) / span
-    scored.score[fresh] = combine(
-        scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
-    )
-    return Ranking(top_k(scored.score, cands, k, among=near), scored, cos)
+
+    def rescore(idx: np.ndarray) -> None:
+        fresh = _refine(cos, refined, idx, exact)
+        scored.relevance[fresh] = (cos[fresh] - lo) / span
+        scored.score[fresh] = combine(
+            scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
+        )
+
+    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
+    rescore(near)
+    best = top_k(scored.score, cands, k, among=near)
+    # the lowest score is reported (min_score): rows that could hold it are made exact too
+    rescore(np.flatnonzero(scored.score <= scored.score.min() + slack))
+    return Ranking(best, scored, cos)
 
 
 def _refine(

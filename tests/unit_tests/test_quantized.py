@@ -16,7 +16,7 @@ import pytest
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 from langchain_genmem.quantized import approximate_cosine, int8_available, quantize
-from langchain_genmem.scoring import Weights, exact_cosine, inverse_norms, rank, recency
+from langchain_genmem.scoring import Weights, exact_cosine, inverse_norms, rank, recency, score
 from tests.unit_tests.test_scoring import (
     CASES,
     NOW,
@@ -51,6 +51,10 @@ def check_int8_rank(c, vectors, q, mode, w, k, exact_factory):
     exact = exact_factory(vectors, cache.norms, q)
     ranked = rank(cands, raw, w, k, exact, error)
     assert_brute_force(ranked, c, exact, raw, w, k)
+    truth = score(replace_cos(c, truth_all), raw, w)
+    # the report's min_score and max_score are exact too, not the int8 approximations
+    assert ranked.scored.score.min() == pytest.approx(truth.score.min(), abs=1e-9)
+    assert ranked.scored.score.max() == pytest.approx(truth.score.max(), abs=1e-9)
     return ranked
 
 
