@@ -123,7 +123,7 @@ def test_parsers_survive(reply: str):
         insights = parse_insights(reply)
         triple = parse_triple(reply, "Maria")
         triples = parse_triples(reply, 3, "Maria")
-    assert 1 <= rating <= 10
+    assert rating >= 1 and rating <= 10  # on the original 1..10 scale
     assert len(ratings) == 3
     assert all(r is None or 1 <= r <= 10 for r in ratings)
     assert all(_good_thought(q) for q in questions), questions
@@ -174,7 +174,7 @@ def _check_reflection(stream: MemoryStream, route: Callable[[str], str]) -> dict
         assert _good_thought(node.description), node.description
         assert node.filling, "a thought cites its evidence"
         assert set(node.filling) <= before, "evidence must be memories that existed"
-        assert 1 <= node.poignancy <= 10
+        assert node.poignancy >= 1 and node.poignancy <= 10
         assert all(_clean(x) for x in (node.subject, node.predicate, node.object))
     return out
 
