@@ -426,19 +426,22 @@ class GenerativeAgentsRetriever(BaseRetriever):
         rows, importance = static.rows, static.importance
         cands_static = (static.type_code, static.node_count, static.poignancy)
         skipped = {"skipped_idle": static.idle, "skipped_expired": 0, "skipped_filtered": 0}
+
+        def narrow(keep: np.ndarray, reason: str) -> None:
+            """Keep the rows ``keep`` marks; count the others as skipped for ``reason``."""
+            nonlocal rows, importance, cands_static
+            if keep.all():
+                return
+            skipped[reason] = int(rows.size - keep.sum())
+            rows, importance = rows[keep], None
+            cands_static = tuple(col[keep] for col in cands_static)
+
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
-            alive = cache.expiration[rows] > now
-            if not alive.all():
-                skipped["skipped_expired"] = int(rows.size - alive.sum())
-                rows, importance = rows[alive], None
-                cands_static = tuple(col[alive] for col in cands_static)
+            narrow(cache.expiration[rows] > now, "skipped_expired")
         if flt.active:
             type_code, node_count, poignancy = cands_static
-            keep = flt.mask(cache.created[rows], type_code, poignancy, node_count)
-            if not keep.all():
-                skipped["skipped_filtered"] = int(rows.size - keep.sum())
-                rows, importance = rows[keep], None
-                cands_static = tuple(col[keep] for col in cands_static)
+            narrow(flt.mask(cache.created[rows], type_code, poignancy, node_count),
+                   "skipped_filtered")
         return rows, importance, cands_static, skipped
 
     def effective_weights(self) -> Weights:
