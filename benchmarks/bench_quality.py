@@ -49,6 +49,8 @@ SETS: tuple[tuple[str, Callable[[Example], bool]], ...] = (
     ("zh -> en", lambda e: e.group == "cross-lingual"),
     ("all", lambda e: True),
 )
+# Set by the benchmark itself: k is max(KS), access updates stay off, one stream per persona.
+FIXED = ("stream", "k", "update_access")
 SMOKE_PER_PERSONA = 4
 # --smoke skips the English Maria Lopez (the slowest to embed); these two still cover both
 # loading paths (saved vectors re-embedded; no embeddings.json) and both languages.
@@ -76,9 +78,15 @@ def configurations(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     configs = dict(CONFIGURATIONS)
     for spec in args.config:
         name, sep, kwargs = spec.partition("=")
-        value = json.loads(kwargs) if sep else None
+        try:
+            value = json.loads(kwargs) if sep else None
+        except json.JSONDecodeError:
+            value = None
         if not name or not isinstance(value, dict):
             raise SystemExit(f"--config {spec!r}: expected NAME={{JSON object}}")
+        fixed = [f for f in FIXED if f in value]
+        if fixed:
+            raise SystemExit(f"--config {spec!r}: {fixed[0]!r} is set by the benchmark")
         configs[name] = value
     if args.only:
         missing = [n for n in args.only if n not in configs]
