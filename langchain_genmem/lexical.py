@@ -62,7 +62,7 @@ a matching term never lowers a score. N, df and avgdl are those of the index whe
 query runs, so scores after adds equal those of an index built from scratch.
 """
 
-_PAGE = 4096  # rows tokenised and indexed per batch when catching up with a cache
+_PAGE = 32768  # rows tokenised and indexed per batch when catching up with a cache
 _FIRST = 4  # first capacity of a term's postings
 
 

@@ -47,7 +47,7 @@ CHINESE_STOP_WORDS: frozenset[str] = frozenset(
 
 # A Han run (CJK unified ideographs, extension A, compatibility ideographs) or a run of
 # other word characters (letters, digits, marks; "_" is a separator).
-_WORD = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)|[^\W_]+")
+_WORD = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)|([^\W_]+)")
 _LATIN = re.compile(r"[a-z0-9]+")
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -67,12 +67,11 @@ def tokens(text: str) -> list[str]:
     """
     text = unicodedata.normalize("NFKC", text).casefold()
     out: list[str] = []
-    for match in _WORD.finditer(text):
-        han = match.group(1)
-        if han is not None:
+    for han, word in _WORD.findall(text):
+        if han:
             out.extend(w for w in rjieba.cut(han) if w not in CHINESE_STOP_WORDS)
         else:
-            term = _term(match.group(0))
+            term = _term(word)
             if term:
                 out.append(term)
     return out
