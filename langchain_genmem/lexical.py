@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -125,9 +125,17 @@ class LexicalIndex:
     Attributes:
         k1: BM25 ``k1`` (default :data:`BM25_K1`).
         b: BM25 ``b`` (default :data:`BM25_B`).
+        tokenizer: text -> terms, for memories and queries alike (default
+            :func:`~langchain_genmem.tokens.tokens`; e.g. ``partial(tokens, stem=False)``).
     """
 
-    def __init__(self, *, k1: float = BM25_K1, b: float = BM25_B) -> None:
+    def __init__(
+        self,
+        *,
+        k1: float = BM25_K1,
+        b: float = BM25_B,
+        tokenizer: Callable[[str], list[str]] = tokens,
+    ) -> None:
         if not (math.isfinite(k1) and k1 >= 0):
             msg = f"k1: expected a finite number >= 0, got {k1!r}"
             raise ValidationError(msg, field="k1")
@@ -136,6 +144,7 @@ class LexicalIndex:
             raise ValidationError(msg, field="b")
         self.k1 = float(k1)
         self.b = float(b)
+        self.tokenizer = tokenizer
         self._lock = threading.RLock()
         self._clear()
 
@@ -200,7 +209,7 @@ class LexicalIndex:
             lo = self._n
             self._reserve(lo + len(nodes))
             self._fingerprint[lo : lo + len(nodes)] = [hash(t) for t in texts]
-            self._index(lo, [tokens(t) for t in texts])
+            self._index(lo, [self.tokenizer(t) for t in texts])
             self._n = lo + len(nodes)
 
     def reindex(self, cache: NodeRows, rows: Iterable[int]) -> int:
@@ -237,8 +246,19 @@ class LexicalIndex:
             self._total -= float(self._doclen[wanted].sum())
             self._fingerprint[wanted] = [hash(t) for t in texts]
             for row, text in zip(wanted, texts, strict=True):
-                self._index(row, [tokens(text)])
+                self._index(row, [self.tokenizer(text)])
             return len(wanted)
+
+    def terms(self, query: str) -> list[str]:
+        """The distinct terms a query is scored with, in order (for display and debugging).
+
+        Args:
+            query: the query text.
+
+        Returns:
+            Its terms, each once; some may occur in no memory.
+        """
+        return unique(self.tokenizer(query))
 
     def scores(self, query: str, rows: np.ndarray | Sequence[int]) -> np.ndarray:
         """Exact BM25 of ``query`` for every row of ``rows``, in their order.
@@ -255,7 +275,7 @@ class LexicalIndex:
             ValidationError: a row is not indexed (``sync`` the index first).
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        terms = unique(tokens(query))
+        terms = self.terms(query)
         with self._lock:
             n = self._n
             if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= n):

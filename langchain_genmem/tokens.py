@@ -52,11 +52,12 @@ _LATIN = re.compile(r"[a-z0-9]+")
 _STEMMER = Stemmer.Stemmer("english")
 
 
-def tokens(text: str) -> list[str]:
+def tokens(text: str, *, stem: bool = True) -> list[str]:
     """The terms of ``text`` in order, as the lexical index sees them.
 
     Args:
         text: any text (English, Chinese, mixed, empty).
+        stem: stem Latin-script words (the index's default); False keeps them whole.
 
     Returns:
         The terms, repeats kept; empty for a text of only stop words or punctuation.
@@ -71,7 +72,7 @@ def tokens(text: str) -> list[str]:
         if han:
             out.extend(w for w in rjieba.cut(han) if w not in CHINESE_STOP_WORDS)
         else:
-            term = _term(word)
+            term = _term(word) if stem else _unstemmed(word)
             if term:
                 out.append(term)
     return out
@@ -85,3 +86,8 @@ def _term(word: str) -> str:
     if _LATIN.fullmatch(word):
         return _STEMMER.stemWord(word)
     return word
+
+
+def _unstemmed(word: str) -> str:
+    """A non-Han word as a term without stemming: "" for a stop word."""
+    return "" if word in ENGLISH_STOP_WORDS else word

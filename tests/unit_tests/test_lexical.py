@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,10 @@ def test_tokens_drop_stop_words_and_punctuation():
     assert tokens("idle_reactor") == ["idl", "reactor"]
 
 
+def test_tokens_without_stemming():
+    assert tokens("Maria STUDIES at Hobbs", stem=False) == ["maria", "studies", "hobbs"]
+
+
 def test_tokens_segment_chinese_words():
     assert tokens("玛丽亚正在学习物理") == ["玛丽亚", "正在", "学习", "物理"]
 
@@ -141,6 +146,20 @@ def test_scores_equal_the_formula(corpus, query):
     got = index.scores(query, rows)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, expected(cache, query), rtol=1e-12, atol=0)
+
+
+def test_an_index_with_another_tokenizer():
+    whole = partial(tokens, stem=False)
+    cache = FakeCache(ALL)
+    index = LexicalIndex(tokenizer=whole)
+    index.sync(cache)
+    assert index.terms("Maria studies 学习 studies") == ["maria", "studies", "学习"]
+    want = reference_bm25([whole(indexed_text(x)) for x in cache.nodes], whole("studying physics"))
+    np.testing.assert_allclose(index.scores("studying physics", np.arange(cache.n)), want,
+                               rtol=1e-12, atol=0)
+    assert index.scores("studies", [1])[0] == 0.0  # row 1 says "studying": no stem, no match
+    stemmed, _ = index_of(ALL)
+    assert stemmed.scores("studies", [1])[0] > 0
 
 
 def test_scores_follow_the_given_rows():
