@@ -36,9 +36,10 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
-    yourselves""".split()
+    yourselves s t d ll m re ve""".split()
 )
-"""English function words dropped from documents and queries (compared before stemming)."""
+"""English function words dropped from documents and queries (compared before stemming);
+with the pieces an apostrophe leaves (``Valentine's``, ``don't``, ``we'll``)."""
 
 CHINESE_STOP_WORDS: frozenset[str] = frozenset(
     "的 地 得 了 着 过 吗 呢 吧 啊 呀 和 与 及 或 而 在 是 也 都 就 把 被 这 那 之 于 个".split()

@@ -125,6 +125,7 @@ def test_tokens_drop_stop_words_and_punctuation():
     assert tokens("the of and, ... !!! ——的了") == []
     assert tokens("") == []
     assert tokens("idle_reactor") == ["idl", "reactor"]
+    assert tokens("Valentine's party, don't we'll") == ["valentin", "parti", "don"]
 
 
 def test_tokens_without_stemming():
