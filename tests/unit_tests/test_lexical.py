@@ -322,3 +322,31 @@ def test_scores_survive_a_restart_of_a_real_stream(tmp_path: Path):
         np.testing.assert_allclose(fresh.scores(query, rows), scores, rtol=1e-12, atol=0)
     assert before["学习物理"][1] > 0 and before["喜欢物理"][-1] > 0
     reopened.close()
+
+
+def test_queries_while_another_thread_adds():
+    import threading
+
+    cache = FakeCache(ALL[:3])
+    index = LexicalIndex()
+    index.sync(cache)
+    errors: list[BaseException] = []
+
+    def query() -> None:
+        try:
+            for _ in range(200):
+                n = len(index)
+                got = index.scores("Maria 在 Hobbs Cafe 学习物理", np.arange(n))
+                assert got.shape == (n,) and np.isfinite(got).all()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    reader = threading.Thread(target=query)
+    reader.start()
+    for text in ALL[3:] * 20:
+        cache.append(text)
+        index.sync(cache)
+    reader.join()
+    assert errors == []
+    np.testing.assert_allclose(index.scores("Hobbs 学习", np.arange(cache.n)),
+                               expected(cache, "Hobbs 学习"), rtol=1e-12)
