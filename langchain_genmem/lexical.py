@@ -37,7 +37,9 @@ from langchain_genmem.keywords import unique
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.tokens import tokens
 
-__all__ = ["BM25_B", "BM25_K1", "LexicalIndex", "bm25_idf", "indexed_text", "tokens"]
+__all__ = [
+    "BM25_B", "BM25_K1", "BM25_VARIANT", "LexicalIndex", "bm25_idf", "indexed_text", "tokens",
+]
 
 BM25_K1 = 1.2
 """Term-frequency saturation ``k1`` of BM25 (Lucene's and Elasticsearch's default)."""
