@@ -11,17 +11,14 @@ score, and filters narrowing the candidates in the retriever.
 
 from __future__ import annotations
 
-from datetime import datetime
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, scoring
+from langchain_genmem import GenerativeAgentsRetriever, scoring
 from langchain_genmem.quantized import approximate_cosine, int8_available
 from langchain_genmem.scoring import Weights, rank, recency, score, top_k
 from langchain_genmem.timeutil import to_epoch
-from tests.unit_tests.test_quantized import columns
+from tests.unit_tests.test_quantized import columns, repeated_stream
 from tests.unit_tests.test_scoring import (
     HOUR,
     NOW,
@@ -152,17 +149,8 @@ def test_rank_leaves_the_callers_arrays_alone_unless_told():
 @pytest.mark.parametrize("first_pass", ["int8", "float32"])
 def test_filtered_retrieval_equals_brute_force_over_the_kept_memories(first_pass):
     """Filters narrow the candidates: the ranking is float64's over the kept memories only."""
-    rng = np.random.default_rng(9)
-    base = rng.standard_normal((30, 24)).astype(np.float32)
-    when = datetime(2024, 5, 1, 12)
-    stream = MemoryStream("p", clock=lambda: when)
-    stream.add_many([
-        {"type": "event" if i % 5 else "thought", "description": f"过滤 {i}",
-         "poignancy": int(rng.integers(1, 4)), "embedding": base[i % 30] + 1e-6 * (i % 2)}
-        for i in range(5000)
-    ])
-    query = base[4].astype(np.float64)
-    stream._embeddings = SimpleNamespace(embed_query=lambda _: query.tolist())
+    stream, query = repeated_stream(9, 5000, (30, 24), 1e-6, 4, query_row=4)
+    when = stream.clock()
     retriever = GenerativeAgentsRetriever(stream=stream, k=40, update_access=False,
                                           first_pass=first_pass, min_poignancy=2)
     report = retriever.retrieve_with_report("q")
