@@ -364,7 +364,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         if self.recency_mode == "reverie":
             order = _candidate_positions(cache.access_order(static), rows, cache.n)
         raw_recency = recency(cands, self.recency_mode, decay, now, order)
-        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance)
+        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
+                      overwrite=True)  # both arrays are this call's own
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)

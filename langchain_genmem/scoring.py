@@ -170,22 +170,28 @@ def _divide(dots: np.ndarray, norms: np.ndarray) -> np.ndarray:
     return out
 
 
-def minmax(values: np.ndarray) -> np.ndarray:
+def minmax(
+    values: np.ndarray,
+    bounds: tuple[float, float] | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """Min-max normalise to [0, 1]; all 0.5 when the values are equal (the original's rule).
 
     Args:
         values: the raw values.
+        bounds: ``(values.min(), values.max())`` when the caller has them already.
+        out: a float64 array to write into (``values`` itself to normalise in place).
 
     Returns:
         The normalised values.
     """
     if values.size == 0:
         return values.astype(np.float64)
-    lo = float(values.min())
-    span = float(values.max()) - lo
+    lo, hi = (float(values.min()), float(values.max())) if bounds is None else bounds
+    span = hi - lo
     if span == 0:
         return np.full(values.shape, 0.5)
-    out = np.subtract(values, lo, dtype=np.float64)
+    out = np.subtract(values, lo, out=out, dtype=np.float64)
     out /= span  # the original's "* (1 - 0) / span + 0": multiplying by 1, adding 0 are exact
     return out
 
@@ -227,7 +233,9 @@ def recency(
     """
     n = len(c)
     if mode == "hours":
-        hours = np.maximum(now - c.last_accessed, 0.0)
+        hours = np.subtract(now, c.last_accessed)  # one array, updated in place
+        if hours.size and hours.min() < 0:  # accesses after now count as now
+            np.maximum(hours, 0.0, out=hours)
         hours *= np.log(decay) / 3600.0
         return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
     if mode == "reverie":
@@ -292,15 +300,18 @@ def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarr
         The scores.
     """
     total = _term(r, w.recency_w, w.gains[0])
-    total += _term(v, w.relevance_w, w.gains[1])
-    total += _term(i, w.importance_w, w.gains[2])
+    scratch = np.empty_like(total)  # one temporary for the other two terms
+    total += _term(v, w.relevance_w, w.gains[1], scratch)
+    total += _term(i, w.importance_w, w.gains[2], scratch)
     return total
 
 
-def _term(values: np.ndarray, weight: float, gain: float) -> np.ndarray:
+def _term(
+    values: np.ndarray, weight: float, gain: float, out: np.ndarray | None = None
+) -> np.ndarray:
     if weight == 1.0:  # (x * 1.0) * g == x * g exactly: skip a pass
-        return values * gain
-    out = values * weight
+        return np.multiply(values, gain, out=out)
+    out = np.multiply(values, weight, out=out)
     out *= gain
     return out
 
@@ -325,14 +336,32 @@ def top_k(
     n = values.shape[0]
     if k <= 0 or n == 0:
         return np.zeros(0, dtype=np.int64)
-    if k < n:
-        pick = np.flatnonzero(values >= np.partition(values, n - k)[n - k])
-    else:
-        pick = np.arange(n)
+    pick = _at_least_kth(values, k) if k < n else np.arange(n)
     if among is not None:
         pick = among[pick]
     keys = (-c.node_count[pick], c.type_code[pick], c.last_accessed[pick], -scores[pick])
     return pick[np.lexsort(keys)][:k]
+
+
+# top_k: from this many rows per block, the k-th best is bounded by block maxima first
+_BLOCK_ROWS = 64
+
+
+def _at_least_kth(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the values at least the k-th largest (0 < k < len), in index order.
+
+    The k-th largest of ``m >= k`` block maxima is at most the k-th largest value (k blocks
+    each hold a value at least that large), so only the rows reaching it are partitioned:
+    one pass over the values instead of a partition of a copy of all of them.
+    """
+    n = values.shape[0]
+    blocks = 8 * k
+    if n < _BLOCK_ROWS * blocks:
+        return np.flatnonzero(values >= np.partition(values, n - k)[n - k])
+    maxima = values[: n - n % blocks].reshape(blocks, -1).max(axis=1)
+    pick = np.flatnonzero(values >= np.partition(maxima, blocks - k)[blocks - k])
+    held = values[pick]
+    return pick[held >= np.partition(held, held.shape[0] - k)[held.shape[0] - k]]
 
 
 @dataclass(frozen=True)
@@ -358,6 +387,8 @@ def rank(
     exact: Callable[[np.ndarray], np.ndarray],
     error: float,
     importance: np.ndarray | None = None,
+    *,
+    overwrite: bool = False,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
@@ -383,24 +414,30 @@ def rank(
         exact: exact cosines of the given candidate indices.
         error: bound on each approximate cosine's error (0 when already exact).
         importance: ``minmax(c.poignancy)`` when the caller already has it.
+        overwrite: ``c.cosine`` and ``raw_recency`` are the caller's scratch: the ranking
+            takes them over (refined and normalised in place) instead of copying them.
 
     Returns:
         The ranking.
     """
-    cos = c.cosine.copy()
+    cos = c.cosine if overwrite else c.cosine.copy()
     refined = np.zeros(cos.shape, dtype=bool)
     if error > 0 and cos.size:
-        edges = (cos <= cos.min() + 2 * error) | (cos >= cos.max() - 2 * error)
-        _refine(cos, refined, np.flatnonzero(edges), exact)
+        lo, hi = float(cos.min()), float(cos.max())
+        edges = np.flatnonzero((cos <= lo + 2 * error) | (cos >= hi - 2 * error))
+        _refine(cos, refined, edges, exact)
     cands = replace(c, cosine=cos)
-    scored = score(cands, raw_recency, w, importance)
+    bounds = (float(cos.min()), float(cos.max())) if cos.size else (0.0, 0.0)
+    r = minmax(raw_recency, out=raw_recency if overwrite else None)
+    v = minmax(cos, bounds)
+    i = minmax(c.poignancy) if importance is None else importance
+    scored = Scored(recency=r, relevance=v, importance=i, score=combine(r, v, i, w))
     best = top_k(scored.score, cands, k)
-    span = float(cos.max() - cos.min()) if cos.size else 0.0
+    lo, span = bounds[0], bounds[1] - bounds[0]
     if error == 0 or best.size == 0 or span == 0:
         return Ranking(best, scored, cos)
     margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
     slack = 2 * abs(w.relevance_w * w.gains[1]) * error / span + margin
-    lo = float(cos.min())
 
     def rescore(idx: np.ndarray) -> None:
         fresh = _refine(cos, refined, idx, exact)
