@@ -19,7 +19,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.chroma import ChromaBackend
-from langchain_genmem.cache import LazyNodes
+from langchain_genmem.cache import LazyNodes, from_epochs
+from langchain_genmem.timeutil import from_epoch
 from tests.support.writers import run_python
 
 PERSONA = "玛丽亚 Lopez"
@@ -249,3 +250,14 @@ def test_write_and_read_round_trip_with_spare_rows(tmp_path):
         snapshot.write(path, other, snapshot.Content(rows={"v": np.zeros((3, 3))}))
     assert snapshot.read(path, key) is not None  # the failed write replaced nothing
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_from_epochs_equals_from_epoch_value_by_value():
+    rng = np.random.default_rng(3)
+    seconds = np.concatenate([
+        rng.uniform(-2e9, 4e9, 2000),  # before 1970 too
+        np.floor(rng.uniform(0, 2e9, 500)) + 0.5e-6,  # exact half microseconds
+        np.floor(rng.uniform(-1e9, 0, 500)) - 1.5e-6,
+        [0.0, -0.0, 1e-7, -1e-7, T0.timestamp()],
+    ])
+    assert from_epochs(seconds) == [from_epoch(float(x)) for x in seconds]
