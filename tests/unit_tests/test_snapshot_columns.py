@@ -8,6 +8,8 @@ never trust a snapshot the store has moved past, whoever moved it, or a damaged 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -261,3 +263,33 @@ def test_from_epochs_equals_from_epoch_value_by_value():
         [0.0, -0.0, 1e-7, -1e-7, T0.timestamp()],
     ])
     assert from_epochs(seconds) == [from_epoch(float(x)) for x in seconds]
+
+
+def test_threads_asking_for_the_same_nodes_get_the_same_objects(closed):
+    again = open_stream(closed)
+    ids = [f"node_{i}" for i in range(1, len(again) + 1)]
+
+    def ask(seed: int, seen: list) -> None:
+        if seed % 2:
+            order = np.random.default_rng(seed).permutation(len(ids))
+            got = {int(i): again.get(ids[i]) for i in order}
+            seen.append([got[row] for row in range(len(ids))])
+        else:
+            seen.append(again.nodes()[::-1])
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave as often as they can
+    try:
+        for _ in range(8):
+            again._cache.nodes._held = [None] * len(ids)  # every node to be made again
+            seen: list[list] = []
+            threads = [threading.Thread(target=ask, args=(s, seen)) for s in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(seen) == 8
+            for row in range(len(ids)):
+                assert len({id(got[row]) for got in seen}) == 1
+    finally:
+        sys.setswitchinterval(switch)
