@@ -293,3 +293,18 @@ def test_threads_asking_for_the_same_nodes_get_the_same_objects(closed):
                 assert len({id(got[row]) for got in seen}) == 1
     finally:
         sys.setswitchinterval(switch)
+
+
+def test_an_intact_snapshot_that_does_not_fit_the_cache_is_not_used(closed, caplog):
+    expected = from_chroma(closed)
+    again = open_stream(closed)
+    key = again.backend.snapshot_key(PERSONA)
+    content = again._cache.snapshot_content(len(again))
+    del content.rows["codes"]  # well formed and checksummed, but short of a column
+    content.meta["keywords"] = {}
+    snapshot.write(snapshot_file(closed), key, content)
+    assert snapshot.read(snapshot_file(closed), key) is not None
+    reopened = open_stream(closed)
+    assert view(reopened) == expected
+    assert "does not fit" in caplog.text
+    assert "codes" in snapshot.read(snapshot_file(closed), key).rows  # written again, whole
