@@ -5,6 +5,11 @@ The store is the source of truth; this cache only mirrors what was committed, ro
 codes for the fast first pass of :mod:`langchain_genmem.quantized`, access and creation
 times, expirations, poignancies, type codes, the idle flag) so that a retrieval
 is a handful of vectorised operations over every node, never a Python loop per memory.
+
+A stream opened from a snapshot (:mod:`langchain_genmem.backends.snapshot`) loads these
+columns whole (:meth:`NodeCache.load`) and makes each row's ``MemoryNode`` only when it is
+first asked for (:class:`LazyNodes`); a new per-row column goes in :data:`ROW_COLUMNS`, so
+that it grows with the others and is saved in and read from snapshots.
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ class NodeCache:
     Attributes:
         n: number of rows (committed nodes).
         dim: vector size, once a vector is held.
-        nodes: the MemoryNode of each row.
+        nodes: the MemoryNode of each row (made on first access for rows loaded from a
+            snapshot, see :class:`LazyNodes`).
         key_row: a row holding the vector of each embedding_key (the newest such node).
     """
 
@@ -170,23 +176,21 @@ class NodeCache:
         self.nodes.load(texts)
         self.n = n
 
-    def snapshot_content(self, n: int) -> snapshot.Content:
-        """The first ``n`` rows as a snapshot's content (see :meth:`load`).
+    def snapshot_content(self) -> snapshot.Content:
+        """Every row as a snapshot's content (see :meth:`load`).
 
         Nodes not made yet are not made: their texts come from the snapshot they came from.
 
-        Args:
-            n: the committed node count (at most ``self.n``).
-
         Returns:
-            The columns, the nodes' texts and the values that go with them.
+            The columns (views, not copies), the nodes' texts and the values that go with them.
         """
+        n = self.n
         texts, offsets = self.nodes.texts(n)
         return snapshot.Content(
             rows={name: getattr(self, name)[:n] for name in ROW_COLUMNS},
             arrays={"texts": np.frombuffer(texts, dtype=np.uint8), "text_offsets": offsets},
             meta={"n": n, "dim": self.dim, "max_relative_residual": self.max_relative_residual,
-                  "key_row": {k: r for k, r in self.key_row.items() if r < n}},
+                  "key_row": self.key_row},
         )
 
     def candidates(self) -> StaticCandidates:

@@ -214,7 +214,7 @@ class MemoryStream:
             n = self._state.node_count
             if self._cache.n != n or n == 0:
                 return
-            content = self._cache.snapshot_content(n)
+            content = self._cache.snapshot_content()
             content.meta["keywords"] = snapshot.index_to_json(self._keywords.index)
             save(self.persona, key, content)
 
