@@ -5,26 +5,39 @@ For each size N, on an embedded (persistent) Chroma folder, in one run:
 - ``ingest``: one ``add_many`` of N memories with precomputed vectors (memories/s);
   baseline: a bare ``collection.add`` of the same records in Chroma's batch size;
 - ``reopen``: a fresh ``MemoryStream`` on the folder up to its first query answered
-  (``GenerativeAgentsRetriever(k=30).invoke``); baseline: a bare paged ``collection.get`` of
-  the records with their vectors, the floor of any Chroma-backed open without a snapshot;
+  (``GenerativeAgentsRetriever(k=30).invoke``), the first open after the writer closed it;
+  baseline: a bare paged ``collection.get`` of the records with their vectors, the floor of
+  any Chroma-backed open without a snapshot. Then the same reopen in a fresh child process
+  (``fresh process s``: with the interpreter's and Chroma's start-up in a new process, not
+  in the ratio), which reports its peak resident memory (``VmHWM``: the child's own, where
+  ``ru_maxrss`` would also count the parent's at the fork);
 - ``single add``: ``add_event`` of one memory with a precomputed vector on the stream of N,
   against a bare single-record ``collection.add`` on the bare collection of N, interleaved,
   medians over ``--adds`` calls.
 
 It prints the figures, then issue 13's targets with their ratio and pass/fail.
 
+``--reopen-only`` times the reopen (and the bare ``get``) alone; with ``--folder DIR`` the two
+stores of each size are kept in ``DIR`` and built only when missing, so a later run times the
+reopen again without rebuilding (then no longer the folder's first open).
+
 Usage:
     python benchmarks/bench_store.py [--sizes 10000,100000] [--dim 384] [--busy-core]
+    python benchmarks/bench_store.py --reopen-only --folder DIR [--sizes 100000]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import chromadb
 import numpy as np
@@ -35,6 +48,21 @@ from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 from langchain_genmem.backends.chroma import DEFAULT_CONFIGURATION, GET_PAGE
 
 START = datetime(2024, 1, 1)
+# A fresh process: open the stream, answer its first query, report the time and peak RSS.
+REOPEN_CHILD = """
+import json, resource, sys, time
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+t = time.perf_counter()
+emb = DeterministicFakeEmbedding(size=int(sys.argv[2]))
+s = MemoryStream("p", path=sys.argv[1], embeddings=emb)
+GenerativeAgentsRetriever(stream=s, k=30, update_access=False).invoke("first")
+took = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+with open("/proc/self/status") as f:
+    peak = next((int(x.split()[1]) / 1024 for x in f if x.startswith("VmHWM:")), peak)
+print(json.dumps({"fresh_s": took, "peak_mb": peak}))
+"""
 
 
 def items(n: int, dim: int, rng: np.random.Generator) -> list[dict]:
@@ -75,49 +103,83 @@ def bare_get(col, n: int) -> None:
         col.get(ids=ids[lo : lo + GET_PAGE], include=["embeddings", "metadatas", "documents"])
 
 
-def run_size(n: int, args: argparse.Namespace) -> dict[str, float]:
+def build(a: str, b: str, batch: list[dict], args: argparse.Namespace) -> dict[str, float]:
+    """Write the stream (folder ``a``) and the bare collection (folder ``b``), timed."""
+    out: dict[str, float] = {}
+    stream = MemoryStream("p", path=a, embeddings=DeterministicFakeEmbedding(size=args.dim))
+    t = time.perf_counter()
+    stream.add_many(batch)
+    out["ingest_s"] = time.perf_counter() - t
+    stream.close()
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+
+    client, col = bare_collection(b)
+    t = time.perf_counter()
+    bare_add(col, batch, client.get_max_batch_size())
+    out["bare_add_s"] = time.perf_counter() - t
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    return out
+
+
+def reopen_child(a: str, dim: int) -> dict[str, float]:
+    """A fresh process reopening the stream to its first query: its time and peak RSS (MB)."""
+    done = subprocess.run([sys.executable, "-c", REOPEN_CHILD, a, str(dim)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def run_size(n: int, args: argparse.Namespace, a: str, b: str) -> dict[str, float]:
     rng = np.random.default_rng(0)
     batch = items(n, args.dim, rng)
     extra = items(args.adds + 1, args.dim, rng)
     emb = DeterministicFakeEmbedding(size=args.dim)
     out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        stream = MemoryStream("p", path=a, embeddings=emb)
-        t = time.perf_counter()
-        stream.add_many(batch)
-        out["ingest_s"] = time.perf_counter() - t
-        stream.close()
-        chromadb.api.client.SharedSystemClient.clear_system_cache()
-
-        client, col = bare_collection(b)
-        t = time.perf_counter()
-        bare_add(col, batch, client.get_max_batch_size())
-        out["bare_add_s"] = time.perf_counter() - t
-        chromadb.api.client.SharedSystemClient.clear_system_cache()
-
-        t = time.perf_counter()
-        again = MemoryStream("p", path=a, embeddings=emb)
-        GenerativeAgentsRetriever(stream=again, k=30, update_access=False).invoke("first")
-        out["reopen_s"] = time.perf_counter() - t
-        assert len(again) == n
-        client, col = bare_collection(b)
-        t = time.perf_counter()
-        bare_get(col, n)
-        out["bare_get_s"] = time.perf_counter() - t
-
-        ours, bare = [], []
-        for i, item in enumerate(extra):
-            t = time.perf_counter()
-            again.add_event(**{k: v for k, v in item.items() if k != "type"})
-            ours.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            bare_add(col, [item], 1, first=n + i)
-            bare.append(time.perf_counter() - t)
-        out["add_ms"] = 1e3 * statistics.median(ours[1:])  # the first may fold the state
-        out["bare_single_ms"] = 1e3 * statistics.median(bare[1:])
+    if not args.reopen_only or not (Path(a) / "chroma.sqlite3").exists():
+        out.update(build(a, b, batch, args))
+    del batch
+    t = time.perf_counter()
+    again = MemoryStream("p", path=a, embeddings=emb)
+    GenerativeAgentsRetriever(stream=again, k=30, update_access=False).invoke("first")
+    out["reopen_s"] = time.perf_counter() - t
+    assert len(again) == n
+    client, col = bare_collection(b)
+    t = time.perf_counter()
+    bare_get(col, n)
+    out["bare_get_s"] = time.perf_counter() - t
+    out.update(reopen_child(a, args.dim))
+    if args.reopen_only:
         again.close()
         chromadb.api.client.SharedSystemClient.clear_system_cache()
+        return out
+
+    ours, bare = [], []
+    for i, item in enumerate(extra):
+        t = time.perf_counter()
+        again.add_event(**{k: v for k, v in item.items() if k != "type"})
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        bare_add(col, [item], 1, first=n + i)
+        bare.append(time.perf_counter() - t)
+    out["add_ms"] = 1e3 * statistics.median(ours[1:])  # the first may fold the state
+    out["bare_single_ms"] = 1e3 * statistics.median(bare[1:])
+    again.close()
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
     return out
+
+
+def run_sizes(sizes: list[int], args: argparse.Namespace) -> dict[int, dict[str, float]]:
+    """Each size in its own pair of folders: kept in ``--folder`` or temporary."""
+    results = {}
+    for n in sizes:
+        with contextlib.ExitStack() as stack:
+            if args.folder is not None:
+                root = args.folder / f"n{n}-d{args.dim}"
+                a, b = str(root / "stream"), str(root / "bare")
+            else:
+                a = stack.enter_context(tempfile.TemporaryDirectory())
+                b = stack.enter_context(tempfile.TemporaryDirectory())
+            results[n] = run_size(n, args, a, b)
+    return results
 
 
 def verdict(ok: bool) -> str:
@@ -131,36 +193,69 @@ def main() -> None:
     parser.add_argument("--adds", type=int, default=40, help="single adds timed (default 40)")
     parser.add_argument("--busy-core", action="store_true",
                         help="run with a CPU-bound child process on one core")
+    parser.add_argument("--reopen-only", action="store_true",
+                        help="time only the reopen and the bare get (see --folder)")
+    parser.add_argument("--folder", type=Path, default=None,
+                        help="with --reopen-only: keep the built stores here, reuse them")
     args = parser.parse_args()
+    if args.folder is not None and not args.reopen_only:
+        parser.error("--folder keeps stores for --reopen-only runs (single adds change them)")
     sizes = [int(x) for x in args.sizes.split(",")]
     with contextlib.ExitStack() as stack:
         if args.busy_core:
             stack.enter_context(busy_core())
-        results = {n: run_size(n, args) for n in sizes}
+        results = run_sizes(sizes, args)
+    if args.reopen_only:
+        print_reopen(results, args)
+        return
     print(f"# bench_store: dim {args.dim}, embedded Chroma folder, {args.adds} single adds; "
           f"one core busy: {'yes' if args.busy_core else 'no'}; load average "
           f"{load_average()} at the end")
     print()
     print("| memories | ingest s | memories/s | bare add s | reopen to 1st query s "
-          "| bare get s | add_event ms | bare single add ms |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| fresh process s | bare get s | reopen peak RSS MB | add_event ms "
+          "| bare single add ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n, r in results.items():
         print(f"| {n} | {r['ingest_s']:.2f} | {n / r['ingest_s']:.0f} | {r['bare_add_s']:.2f} "
-              f"| {r['reopen_s']:.2f} | {r['bare_get_s']:.2f} | {r['add_ms']:.2f} "
-              f"| {r['bare_single_ms']:.2f} |")
-    print()
-    print("| target | memories | measured | target | pass |")
-    print("|---|---|---|---|---|")
+              f"| {r['reopen_s']:.2f} | {r['fresh_s']:.2f} | {r['bare_get_s']:.2f} "
+              f"| {r['peak_mb']:.0f} | {r['add_ms']:.2f} | {r['bare_single_ms']:.2f} |")
+    print_targets_header()
     for n, r in results.items():
         add = r["add_ms"] / r["bare_single_ms"]
-        reopen = r["reopen_s"] / r["bare_get_s"]
         rate = n / r["ingest_s"]
         print(f"| add_event p50 / bare single add | {n} | {add:.2f}x | <= 1.5x "
               f"| {verdict(add <= 1.5)} |")
-        print(f"| reopen to first query / bare paged get | {n} | {reopen:.2f}x | <= 0.5x "
-              f"| {verdict(reopen <= 0.5)} |")
+        print(reopen_target(n, r))
         print(f"| bulk ingest, precomputed vectors | {n} | {rate:.0f}/s | >= 5000/s "
               f"| {verdict(rate >= 5000)} |")
+
+
+def print_reopen(results: dict[int, dict[str, float]], args: argparse.Namespace) -> None:
+    print(f"# bench_store --reopen-only: dim {args.dim}, embedded Chroma folder; one core busy: "
+          f"{'yes' if args.busy_core else 'no'}; load average {load_average()} at the end")
+    print()
+    print("| memories | reopen to 1st query s | fresh process s | bare get s "
+          "| reopen peak RSS MB |")
+    print("|---|---|---|---|---|")
+    for n, r in results.items():
+        print(f"| {n} | {r['reopen_s']:.2f} | {r['fresh_s']:.2f} | {r['bare_get_s']:.2f} "
+              f"| {r['peak_mb']:.0f} |")
+    print_targets_header()
+    for n, r in results.items():
+        print(reopen_target(n, r))
+
+
+def print_targets_header() -> None:
+    print()
+    print("| target | memories | measured | target | pass |")
+    print("|---|---|---|---|---|")
+
+
+def reopen_target(n: int, r: dict[str, float]) -> str:
+    reopen = r["reopen_s"] / r["bare_get_s"]
+    return (f"| reopen to first query / bare paged get | {n} | {reopen:.2f}x | <= 0.5x "
+            f"| {verdict(reopen <= 0.5)} |")
 
 
 if __name__ == "__main__":

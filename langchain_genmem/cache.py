@@ -5,16 +5,25 @@ The store is the source of truth; this cache only mirrors what was committed, ro
 codes for the fast first pass of :mod:`langchain_genmem.quantized`, access and creation
 times, expirations, poignancies, type codes, the idle flag) so that a retrieval
 is a handful of vectorised operations over every node, never a Python loop per memory.
+
+A stream opened from a snapshot (:mod:`langchain_genmem.backends.snapshot`) loads these
+columns whole (:meth:`NodeCache.load`) and makes each row's ``MemoryNode`` only when it is
+first asked for (:class:`LazyNodes`); a new per-row column goes in :data:`ROW_COLUMNS`, so
+that it grows with the others and is saved in and read from snapshots.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import overload
 
 import numpy as np
 
+from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import StoredNode
 from langchain_genmem.errors import EmbeddingDimensionError
 from langchain_genmem.nodes import MemoryNode
@@ -23,7 +32,23 @@ from langchain_genmem.scoring import inverse_norms, minmax
 from langchain_genmem.timeutil import from_epoch, to_epoch
 
 TYPE_CODES = {"event": 0, "thought": 1, "chat": 2}
-_GROWTH = 1.5
+TYPE_NAMES = tuple(TYPE_CODES)
+# Nodes made from a snapshot are copies of this one with every field replaced (a copy with
+# ``update`` is several times quicker than ``model_construct`` and validates nothing either).
+_TEMPLATE = MemoryNode.model_construct(
+    node_id="node_1", node_count=1, type_count=1, type="event", depth=0,
+    created=from_epoch(0.0), expiration=None, last_accessed=from_epoch(0.0), subject="",
+    predicate="", object="", description="-", embedding_key="-", poignancy=0.0, keywords=[],
+    filling=None,
+)
+# Every per-row column: grown together, saved in and loaded from a snapshot together.
+ROW_COLUMNS: dict[str, type] = {
+    "vectors": np.float32, "codes": np.int8, "norms": np.float64, "inv_norms": np.float64,
+    "unit_scale": np.float64, "last_accessed": np.float64, "created": np.float64,
+    "expiration": np.float64, "poignancy": np.float64, "type_code": np.int8, "idle": bool,
+    "type_count": np.int64, "depth": np.int64,
+}
+GROWTH = 1.5  # how much room the columns make when they grow
 _FIRST = 1024
 _QUANTIZE_BLOCK = 8192
 # Moved rows beyond which the access order is sorted afresh rather than patched.
@@ -61,28 +86,23 @@ class NodeCache:
     Attributes:
         n: number of rows (committed nodes).
         dim: vector size, once a vector is held.
-        nodes: the MemoryNode of each row.
+        nodes: the MemoryNode of each row (made on first access for rows loaded from a
+            snapshot, see :class:`LazyNodes`).
         key_row: a row holding the vector of each embedding_key (the newest such node).
     """
 
     def __init__(self) -> None:
         self.n = 0
         self.dim: int | None = None
-        self.nodes: list[MemoryNode] = []
+        self.nodes = LazyNodes(self)
         self.key_row: dict[str, int] = {}
         self._cap = 0
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.codes = np.zeros((0, 0), dtype=np.int8)
-        self.unit_scale = np.zeros(0)
         self.max_relative_residual = 0.0
-        self.norms = np.zeros(0)
-        self.inv_norms = np.zeros(0)
-        self.last_accessed = np.zeros(0)
-        self.created = np.zeros(0)
-        self.expiration = np.zeros(0)
-        self.poignancy = np.zeros(0)
-        self.type_code = np.zeros(0, dtype=np.int8)
-        self.idle = np.zeros(0, dtype=bool)
+        for name, dtype in ROW_COLUMNS.items():
+            if name not in ("vectors", "codes"):
+                setattr(self, name, np.zeros(0, dtype=dtype))
         self._candidates: StaticCandidates | None = None
         self._order_lock = threading.Lock()
         self._order: np.ndarray | None = None  # candidate rows in tie order
@@ -124,6 +144,55 @@ class NodeCache:
             self._fill(row, s.node)
         self.n = hi
 
+    def load(self, content: snapshot.Content) -> None:
+        """Take a snapshot's columns as they are (an empty cache only); nodes come lazily.
+
+        Args:
+            content: from :func:`langchain_genmem.backends.snapshot.read` with the columns
+                :meth:`snapshot_content` gave.
+
+        Raises:
+            ValueError: the cache is not empty, or the content lacks a column or its texts.
+        """
+        if self.n:
+            raise ValueError("a snapshot loads into an empty cache only")
+        rows = content.rows
+        missing = [name for name in ROW_COLUMNS if name not in rows]
+        if missing or "texts" not in content.arrays:
+            raise ValueError(f"snapshot lacks {missing or ['texts']}")
+        n = int(content.meta["n"])
+        texts = _Texts(content.arrays["texts"].tobytes(), content.arrays["text_offsets"], n)
+        for name, dtype in ROW_COLUMNS.items():
+            if rows[name].dtype != np.dtype(dtype):
+                raise ValueError(f"snapshot column {name} is {rows[name].dtype}")
+        if rows["vectors"].ndim != 2 or rows["vectors"].shape[1] != content.meta["dim"]:
+            raise ValueError("snapshot vectors do not have the snapshot's dimension")
+        self.dim = content.meta["dim"]
+        self.max_relative_residual = float(content.meta["max_relative_residual"])
+        for name in ROW_COLUMNS:
+            setattr(self, name, rows[name])
+        self._cap = rows["norms"].shape[0]
+        self.key_row = {k: int(r) for k, r in content.meta["key_row"].items()}
+        self.nodes.load(texts)
+        self.n = n
+
+    def snapshot_content(self) -> snapshot.Content:
+        """Every row as a snapshot's content (see :meth:`load`).
+
+        Nodes not made yet are not made: their texts come from the snapshot they came from.
+
+        Returns:
+            The columns (views, not copies), the nodes' texts and the values that go with them.
+        """
+        n = self.n
+        texts, offsets = self.nodes.texts(n)
+        return snapshot.Content(
+            rows={name: getattr(self, name)[:n] for name in ROW_COLUMNS},
+            arrays={"texts": np.frombuffer(texts, dtype=np.uint8), "text_offsets": offsets},
+            meta={"n": n, "dim": self.dim, "max_relative_residual": self.max_relative_residual,
+                  "key_row": self.key_row},
+        )
+
     def candidates(self) -> StaticCandidates:
         """The original's candidates and their columns that change only when nodes are added.
 
@@ -160,9 +229,7 @@ class NodeCache:
         with self._order_lock:  # the access order sees a change whole or not at all
             self.last_accessed[rows] = when
             self._note_moved(np.asarray(rows, dtype=np.int64))
-        moment = from_epoch(when)
-        for row in rows.tolist():
-            self.nodes[row].last_accessed = moment
+        self.nodes.set_accessed(rows.tolist(), from_epoch(when))
 
     def merge_access(self, times: Mapping[int, float]) -> None:
         """Take access times stored elsewhere where they are later than the ones held.
@@ -176,7 +243,7 @@ class NodeCache:
                 row = number - 1
                 if row < self.n and when > self.last_accessed[row]:
                     self.last_accessed[row] = when
-                    self.nodes[row].last_accessed = from_epoch(when)
+                    self.nodes.set_accessed([row], from_epoch(when))
                     moved.append(row)
             self._note_moved(np.asarray(moved, dtype=np.int64))
 
@@ -262,25 +329,192 @@ class NodeCache:
         self.poignancy[row] = node.poignancy
         self.type_code[row] = TYPE_CODES[node.type]
         self.idle[row] = "idle" in node.embedding_key
+        self.type_count[row] = node.type_count
+        self.depth[row] = node.depth
 
     def _reserve(self, size: int) -> None:
         if size <= self._cap:
             return
-        cap = max(size, int(self._cap * _GROWTH), _FIRST)
-        vectors = np.zeros((cap, self.dim or 0), dtype=np.float32)
-        if self.n:
-            vectors[: self.n] = self.vectors[: self.n]
-        self.vectors = vectors
-        codes = np.zeros((cap, self.dim or 0), dtype=np.int8)
-        if self.n:
-            codes[: self.n] = self.codes[: self.n]
-        self.codes = codes
-        for name in ("norms", "inv_norms", "unit_scale", "last_accessed", "created",
-                     "expiration", "poignancy"):
-            setattr(self, name, _grow(getattr(self, name), cap, self.n))
-        self.type_code = _grow(self.type_code, cap, self.n)
-        self.idle = _grow(self.idle, cap, self.n)
+        cap = max(size, int(self._cap * GROWTH), _FIRST)
+        for name in ROW_COLUMNS:
+            setattr(self, name, _grow(getattr(self, name), cap, self.n, self.dim or 0))
         self._cap = cap
+
+
+class LazyNodes(Sequence[MemoryNode]):
+    """The MemoryNode of each row of a cache, made when first asked for.
+
+    Rows appended by :meth:`NodeCache.append` hold their node at once. Rows loaded from a
+    snapshot (:meth:`NodeCache.load`) hold none until asked: the node is then made from the
+    cache's columns and the snapshot's texts, equal to the one a load from the store gives,
+    and kept, so each row always answers with the same object.
+    """
+
+    def __init__(self, cache: NodeCache) -> None:
+        self._cache = cache
+        self._held: list[MemoryNode | None] = []
+        self._texts: _Texts | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryNode: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[MemoryNode]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryNode | list[MemoryNode]:
+        if isinstance(index, slice):
+            rows = range(*index.indices(len(self._held)))
+            self._make([r for r in rows if self._held[r] is None])
+            return [self._held[r] for r in rows]  # type: ignore[misc]
+        node = self._held[index]
+        if node is None:
+            self._make([index % len(self._held)])
+            node = self._held[index]
+        return node  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[MemoryNode]:
+        return iter(self[:])
+
+    def append(self, node: MemoryNode) -> None:
+        """Hold the node of the next row.
+
+        Args:
+            node: the node.
+        """
+        self._held.append(node)
+
+    def load(self, texts: _Texts) -> None:
+        """Stand for the rows of a snapshot (an empty list only).
+
+        Args:
+            texts: the snapshot's texts of rows ``0 .. texts.n - 1``.
+        """
+        self._texts = texts
+        self._held = [None] * texts.n
+
+    def set_accessed(self, rows: Sequence[int], moment: datetime) -> None:
+        """Set ``last_accessed`` of the rows' nodes made so far (the rest read the column).
+
+        Args:
+            rows: row numbers.
+            moment: the access time.
+        """
+        with self._lock:
+            for row in rows:
+                node = self._held[row]
+                if node is not None:
+                    node.last_accessed = moment
+
+    def texts(self, n: int) -> tuple[bytes, np.ndarray]:
+        """The JSON array of the first ``n`` rows' texts and where each row starts in it.
+
+        Rows of the snapshot are taken as they were read, the others from their nodes.
+
+        Args:
+            n: how many rows.
+
+        Returns:
+            The UTF-8 text and ``n + 1`` offsets (row i ends one byte before ``i + 1``).
+        """
+        loaded = 0 if self._texts is None else min(n, self._texts.n)
+        out = bytearray(self._texts.blob[: self._texts.offsets[loaded] - 1] if loaded else b"[")
+        starts = [self._texts.offsets[:loaded]] if loaded else []
+        new: list[int] = []
+        for row in range(loaded, n):
+            if row:
+                out += b","
+            new.append(len(out))
+            out += _row_text(self._held[row])  # type: ignore[arg-type]
+        out += b"]"
+        new.append(len(out))
+        return bytes(out), np.concatenate([*starts, np.asarray(new, dtype=np.int64)])
+
+    def _make(self, rows: list[int]) -> None:
+        """Make the nodes of rows holding none (under the lock: one object per row)."""
+        if not rows or self._texts is None:
+            return
+        with self._lock:
+            rows = [r for r in rows if self._held[r] is None]
+            if not rows:
+                return
+            parsed = self._texts.parse(rows)
+            c, at = self._cache, np.asarray(rows, dtype=np.int64)
+            expires = c.expiration[at]
+            columns = zip(
+                rows, parsed, c.type_count[at].tolist(), c.type_code[at].tolist(),
+                c.depth[at].tolist(), c.poignancy[at].tolist(), from_epochs(c.created[at]),
+                from_epochs(c.last_accessed[at]),
+                from_epochs(np.where(np.isfinite(expires), expires, 0.0)),
+                np.isfinite(expires).tolist(), strict=True,
+            )
+            for row, texts, type_count, code, depth, poignancy, created, accessed, ends, finite \
+                    in columns:
+                subject, predicate, obj, description, key, keywords, filling = texts
+                self._held[row] = _TEMPLATE.model_copy(update={  # every field: no validation
+                    "node_id": f"node_{row + 1}",
+                    "node_count": row + 1,
+                    "type_count": type_count,
+                    "type": TYPE_NAMES[code],
+                    "depth": depth,
+                    "created": created,
+                    "expiration": ends if finite else None,
+                    "last_accessed": accessed,
+                    "subject": subject,
+                    "predicate": predicate,
+                    "object": obj,
+                    "description": description,
+                    "embedding_key": key,
+                    "poignancy": poignancy,
+                    "keywords": keywords,
+                    "filling": filling,
+                })
+
+
+def from_epochs(seconds: np.ndarray) -> list[datetime]:
+    """:func:`~langchain_genmem.timeutil.from_epoch` of each value, in one numpy pass.
+
+    Args:
+        seconds: epoch seconds (finite, within the years 1 to 9999).
+
+    Returns:
+        Naive datetimes rounded to the microsecond, half to even, as ``from_epoch`` does.
+    """
+    micros = np.round(np.asarray(seconds, dtype=np.float64) * 1e6).astype(np.int64)
+    return micros.astype("datetime64[us]").tolist()
+
+
+class _Texts:
+    """A snapshot's texts of its rows, as one JSON array.
+
+    Row i is ``[subject, predicate, object, description, embedding_key, keywords, filling]``.
+    """
+
+    def __init__(self, blob: bytes, offsets: np.ndarray, n: int) -> None:
+        if offsets.shape != (n + 1,) or (n and offsets[n] != len(blob)):
+            raise ValueError("snapshot texts do not match its rows")
+        self.blob, self.offsets, self.n = blob, offsets, n
+
+    def parse(self, rows: list[int]) -> list[list]:
+        """The parsed texts of rows (the whole array at once when many are asked)."""
+        if len(rows) > self.n // 8:
+            every = json.loads(self.blob.decode("utf-8", "surrogatepass"))
+            return [every[r] for r in rows]
+        out = []
+        for r in rows:
+            raw = self.blob[self.offsets[r] : self.offsets[r + 1] - 1]
+            out.append(json.loads(raw.decode("utf-8", "surrogatepass")))
+        return out
+
+
+def _row_text(node: MemoryNode) -> bytes:
+    """A node's texts as one snapshot row (see :class:`_Texts`)."""
+    fields = [node.subject, node.predicate, node.object, node.description, node.embedding_key,
+              node.keywords, node.filling]
+    return json.dumps(fields, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def _tie_sort(cache: NodeCache, rows: np.ndarray) -> np.ndarray:
@@ -293,7 +527,8 @@ def _secondary_key(cache: NodeCache, rows: np.ndarray) -> np.ndarray:
     return cache.type_code[rows].astype(np.int64) * (1 << 40) - rows
 
 
-def _grow(column: np.ndarray, cap: int, n: int) -> np.ndarray:
-    out = np.zeros(cap, dtype=column.dtype)
-    out[:n] = column[:n]
+def _grow(column: np.ndarray, cap: int, n: int, dim: int) -> np.ndarray:
+    out = np.zeros((cap, dim) if column.ndim == 2 else cap, dtype=column.dtype)
+    if n:
+        out[:n] = column[:n]
     return out

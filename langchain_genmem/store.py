@@ -55,9 +55,10 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem import validation
+from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.backends.chroma import ChromaBackend
-from langchain_genmem.cache import NodeCache
+from langchain_genmem.cache import GROWTH, NodeCache
 from langchain_genmem.errors import (
     ConcurrentWriterError,
     EmbeddingDimensionError,
@@ -175,12 +176,7 @@ class MemoryStream:
             if begin is not None:
                 begin(self.persona)  # a new persona: every access time will be this view's
             return
-        read_snapshot = getattr(self.backend, "read_snapshot", None)
-        held = read_snapshot(self.persona) if read_snapshot is not None else None
-        if held is not None:  # it matched the store's revision, state and access times
-            state, stored = held
-            self._mirror(stored, state.node_count)
-            self._install([], state)
+        if self._load_snapshot():
             return
         key = begin(self.persona) if begin is not None else None
         state = self.backend.read_state(self.persona)
@@ -190,6 +186,25 @@ class MemoryStream:
         if key is not None and key.rev == state.rev:
             self._save_snapshot(key)
 
+    def _load_snapshot(self) -> bool:
+        """Open from a snapshot that matches the store (embedded folders); False if none."""
+        read_snapshot = getattr(self.backend, "read_snapshot", None)
+        held = read_snapshot(self.persona, GROWTH) if read_snapshot is not None else None
+        if held is None:
+            return False
+        state, content = held  # it matched the store's revision, state and access times
+        try:
+            self._cache.load(content)
+            index = snapshot.index_from_json(content.meta["keywords"])
+        except (KeyError, TypeError, ValueError) as e:
+            logger.warning("snapshot of %r does not fit (%s): opening from the store",
+                           self.persona, e)
+            self._cache = NodeCache()
+            return False
+        self._keywords.index = {t: index.get(t, {}) for t in NODE_TYPES}
+        self._install([], state)
+        return True
+
     def _save_snapshot(self, key: Any = None) -> None:
         """Save the committed nodes beside an embedded folder for the next open (if unchanged)."""
         save = getattr(self.backend, "write_snapshot", None)
@@ -197,10 +212,11 @@ class MemoryStream:
             return
         with self._lock:
             n = self._state.node_count
-            if self._cache.n != n:
+            if self._cache.n != n or n == 0:
                 return
-            nodes, vectors = list(self._cache.nodes[:n]), self._cache.vectors[:n]
-            save(self.persona, key, nodes, vectors)
+            content = self._cache.snapshot_content()
+            content.meta["keywords"] = snapshot.index_to_json(self._keywords.index)
+            save(self.persona, key, content)
 
     def _catch_up(self) -> bool:
         """Load what other writers committed since this stream last looked (under _lock)."""

@@ -454,24 +454,28 @@ class ChromaBackend:
         return snapshot.Key(self.name, persona, state.rev, state.node_count,
                             snapshot.state_hash(state.model_dump_json()), stamp)
 
-    def read_snapshot(self, persona: str) -> tuple[StreamState, list[StoredNode]] | None:
-        """The committed state and nodes from a matching snapshot, or None (open from Chroma).
+    def read_snapshot(
+        self, persona: str, growth: float = 1.0
+    ) -> tuple[StreamState, snapshot.Content] | None:
+        """The committed state and the cache's content from a matching snapshot, or None.
+
+        Args:
+            persona: the persona.
+            growth: row arrays come back with room for ``growth`` times the node count.
 
         Returns:
-            ``(state, nodes)`` when a snapshot matches the store exactly.
+            ``(state, content)`` when a snapshot matches the store exactly (see
+            :mod:`~langchain_genmem.backends.snapshot`); None means: open from Chroma.
         """
         key = self.snapshot_key(persona)
         if key is None or key.node_count == 0:
             return None
-        got = snapshot.read(snapshot.path_of(self.where, self.name, persona), key)
+        spare = int(key.node_count * max(0.0, growth - 1.0))
+        got = snapshot.read(snapshot.path_of(self.where, self.name, persona), key, spare)
         if got is None:
             return None
-        vectors, records = got
-        state = self._known[persona]
-        nodes = [StoredNode(_node_from(r["meta"], r["doc"]), vectors[i])
-                 for i, r in enumerate(records)]
         self._stamps[persona] = key.access_stamp
-        return state, nodes
+        return self._known[persona], got
 
     def begin_load(self, persona: str) -> snapshot.Key | None:
         """The key to write a snapshot under once a full load that starts now is done."""
@@ -480,37 +484,32 @@ class ChromaBackend:
         return key
 
     def write_snapshot(
-        self,
-        persona: str,
-        key: snapshot.Key | None,
-        nodes: Sequence[Any],
-        vectors: np.ndarray,
+        self, persona: str, key: snapshot.Key | None, content: snapshot.Content
     ) -> bool:
-        """Save a snapshot of the nodes a stream holds, if they are still the store's.
+        """Save a snapshot of what a stream holds, if it is still the store's.
 
         Args:
             persona: the persona.
             key: the key the caller's view was read at (:meth:`begin_load`), or None to
-                take the store's key now (after this process's own writes and flushes).
-            nodes: the committed MemoryNodes, oldest first.
-            vectors: their float32 vectors.
+                take the store's key now (after this process's own writes and flushes); a
+                snapshot already taken at that key is kept as it is.
+            content: the stream cache's content (``meta["n"]`` nodes).
 
         Returns:
             True when a snapshot was written.
         """
         now = self.snapshot_key(persona)
-        if now is None or now.node_count != len(nodes):
+        if now is None or now.node_count != content.meta["n"]:
             return False
+        path = snapshot.path_of(self.where, self.name, persona)
         if key is None:  # only times this process wrote or loaded: nobody else's
-            if self._stamps.get(persona) != now.access_stamp:
+            if self._stamps.get(persona) != now.access_stamp or snapshot.matches(path, now):
                 return False
             key = now
         elif key != now:
             return False
-        records = [{"meta": _meta_of(persona, n), "doc": n.description} for n in nodes]
         try:
-            snapshot.write(snapshot.path_of(self.where, self.name, persona), key,
-                           vectors, records)
+            snapshot.write(path, key, content)
         except OSError as e:
             snapshot.logger.warning("could not write the snapshot of %r: %s", persona, e)
             return False

@@ -73,6 +73,28 @@ def test_bench_store_prints_its_targets() -> None:
 
 
 @pytest.mark.slow
+def test_bench_store_reopen_only_reuses_its_folder(tmp_path: Path) -> None:
+    def run() -> list[str]:
+        out = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "bench_store.py"), "--sizes", "300",
+             "--dim", "16", "--reopen-only", "--folder", str(tmp_path)],
+            capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.splitlines()
+
+    first = run()
+    assert sorted(p.name for p in (tmp_path / "n300-d16").iterdir()) == ["bare", "stream"]
+    lines = run()  # a second build would add 300 more memories: the script checks there are 300
+    for out in (first, lines):
+        head = next(i for i, line in enumerate(out) if line.startswith("| memories | reopen"))
+        assert out[head + 2].startswith("| 300 |")
+        row = next(line for line in out if line.startswith("| reopen to first query"))
+        assert row.split("|")[-2].strip() in {"pass", "FAIL"}
+    assert not any(line.startswith("| add_event") for line in lines)
+
+
+@pytest.mark.slow
 def test_bench_service_prints_its_tables() -> None:
     script = REPO / "benchmarks" / "bench_service.py"
     out = subprocess.run(
