@@ -3,8 +3,14 @@
 Layout (personas may share both collections; every read names its persona):
 
 - ``<name>``: one record per node, id ``"<persona>::node_N"``, the node's vector as its
-  embedding, the description as its document, the other fields as metadata (datetimes as
-  float epochs, keywords and filling as JSON text, ``expiration`` absent when None).
+  embedding and five metadata keys (record format 2): ``persona`` and ``node_count`` (what
+  the ``where`` filters of this module select on), ``last_accessed`` (rewritten alone by
+  :meth:`ChromaBackend.write_access`), ``expiration`` (absent when None) and ``node``, every
+  other field of the node and its description packed as one JSON object (datetimes as
+  float epochs; ``embedding_key`` left out when it is the description). No Chroma document:
+  Chroma's full-text index of documents and a key per field made bulk writes about twice as
+  slow. Format-1 records (written before: each field its own key, keywords and filling as
+  JSON text, the description as the document) are read as well; see :func:`_node_from`.
   Every write of a record names every key (None removes one), so a record is replaced
   whole, never merged with an older record of the same id.
 - ``<name>-state``: one record per persona, id ``"<persona>::state"``, a 1-d dummy vector,
@@ -70,10 +76,12 @@ CHAIN_MAX = 32
 COMMIT_KEY = "commit"
 FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
 LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
+FORMAT_KEY = "node"  # format 2: the node's fields as one JSON object
 # Every metadata key of a node record; each write names them all (None deletes a key).
-NODE_KEYS = ("persona", "node_id", "node_count", "type_count", "type", "depth", "created",
-             "expiration", "last_accessed", "subject", "predicate", "object", "embedding_key",
-             "poignancy", "keywords", "filling", COMMIT_KEY)
+NODE_KEYS = ("persona", "node_count", "last_accessed", "expiration", FORMAT_KEY, COMMIT_KEY)
+# The fields packed under FORMAT_KEY, in order (embedding_key only when not the description).
+PACKED_FIELDS = ("node_id", "type_count", "type", "depth", "created", "subject", "predicate",
+                 "object", "description", "embedding_key", "poignancy", "keywords", "filling")
 
 
 class ChromaBackend:
@@ -346,7 +354,6 @@ class ChromaBackend:
                     ids=ids,
                     embeddings=np.vstack([s.vector for s in chunk]),
                     metadatas=metas,
-                    documents=[s.node.description for s in chunk],
                 )
                 written.extend(ids)
             if change is None:
@@ -586,26 +593,31 @@ def _storage_error(e: Exception) -> Exception:
 
 
 def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "persona": persona,
+    """The metadata of a node's record, in record format 2 (see the module docstring)."""
+    packed: dict[str, Any] = {
         "node_id": node.node_id,
-        "node_count": node.node_count,
         "type_count": node.type_count,
         "type": node.type,
         "depth": node.depth,
         "created": to_epoch(node.created),
-        "last_accessed": to_epoch(node.last_accessed),
         "subject": node.subject,
         "predicate": node.predicate,
         "object": node.object,
-        "embedding_key": node.embedding_key,
+        "description": node.description,
         "poignancy": float(node.poignancy),
-        "keywords": json.dumps(node.keywords, ensure_ascii=False),
-        "filling": json.dumps(node.filling, ensure_ascii=False),
+        "keywords": node.keywords,
+        "filling": node.filling,
+    }
+    if node.embedding_key != node.description:
+        packed["embedding_key"] = node.embedding_key
+    return {
+        "persona": persona,
+        "node_count": node.node_count,
+        "last_accessed": to_epoch(node.last_accessed),
         "expiration": None if node.expiration is None else to_epoch(node.expiration),
+        FORMAT_KEY: json.dumps(packed, ensure_ascii=False, separators=(",", ":")),
         COMMIT_KEY: None,  # set by a single-memory commit; None removes an older one
     }
-    return meta
 
 
 def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:
@@ -617,23 +629,45 @@ def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:
     return StreamState.model_validate({**state.model_dump(), **fields, "kw_strength": strengths})
 
 
-def _node_from(meta: Mapping[str, Any], document: str) -> MemoryNode:
+def _node_from(meta: Mapping[str, Any], document: str | None) -> MemoryNode:
+    """The node of a stored record, of either record format.
+
+    Args:
+        meta: the record's metadata.
+        document: the record's Chroma document (the description in format 1; None or
+            anything in format 2, which keeps the description in ``meta``).
+
+    Returns:
+        The node, exactly as it was written.
+    """
+    packed = meta.get(FORMAT_KEY)
+    fields = _format_1_fields(meta, document) if packed is None else json.loads(packed)
     expiration = meta.get("expiration")
     return MemoryNode.model_construct(
-        node_id=meta["node_id"],
+        node_id=fields["node_id"],
         node_count=int(meta["node_count"]),
-        type_count=int(meta["type_count"]),
-        type=meta["type"],
-        depth=int(meta["depth"]),
-        created=from_epoch(meta["created"]),
+        type_count=int(fields["type_count"]),
+        type=fields["type"],
+        depth=int(fields["depth"]),
+        created=from_epoch(fields["created"]),
         expiration=None if expiration is None else from_epoch(expiration),
         last_accessed=from_epoch(meta["last_accessed"]),
-        subject=meta["subject"],
-        predicate=meta["predicate"],
-        object=meta["object"],
-        description=document,
-        embedding_key=meta["embedding_key"],
-        poignancy=float(meta["poignancy"]),
-        keywords=json.loads(meta["keywords"]),
-        filling=json.loads(meta["filling"]),
+        subject=fields["subject"],
+        predicate=fields["predicate"],
+        object=fields["object"],
+        description=fields["description"],
+        embedding_key=fields.get("embedding_key", fields["description"]),
+        poignancy=float(fields["poignancy"]),
+        keywords=fields["keywords"],
+        filling=fields["filling"],
     )
+
+
+def _format_1_fields(meta: Mapping[str, Any], document: str | None) -> dict[str, Any]:
+    """The packed fields of a format-1 record: one key per field, the description as document."""
+    fields = {name: meta[name] for name in PACKED_FIELDS if name not in ("description",
+                                                                         "keywords", "filling")}
+    fields["description"] = document
+    fields["keywords"] = json.loads(meta["keywords"])
+    fields["filling"] = json.loads(meta["filling"])
+    return fields
