@@ -331,6 +331,10 @@ class ChromaBackend:
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Store new nodes page by page, then the state that makes them visible.
 
+        The records' ids are free: :meth:`remove_uncommitted` ran in the same write right, so
+        the keys a node has no value for are left out rather than named with None (Chroma
+        spends a delete on each, a sixth of a bulk write).
+
         One new node that follows the state this backend last read or wrote is committed by
         its own record (one Chroma write; see the module docstring), up to
         :data:`CHAIN_MAX` in a row. On any failure the records already written are deleted
@@ -347,7 +351,7 @@ class ChromaBackend:
                 self._check_lease(persona)
             for chunk in _chunks(nodes, self.batch):
                 ids = [_node_id(persona, s.node.node_id) for s in chunk]
-                metas = [_meta_of(persona, s.node) for s in chunk]
+                metas = [_fresh_meta(persona, s.node) for s in chunk]
                 if change is not None:
                     metas[0][COMMIT_KEY] = json.dumps(change, ensure_ascii=False)
                 self.nodes.upsert(
@@ -618,6 +622,11 @@ def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
         FORMAT_KEY: json.dumps(packed, ensure_ascii=False, separators=(",", ":")),
         COMMIT_KEY: None,  # set by a single-memory commit; None removes an older one
     }
+
+
+def _fresh_meta(persona: str, node: MemoryNode) -> dict[str, Any]:
+    """:func:`_meta_of` without its None values, for a record id known to be free."""
+    return {k: v for k, v in _meta_of(persona, node).items() if v is not None}
 
 
 def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:

@@ -167,3 +167,18 @@ def test_a_format_2_store_reopens_with_expiration_honoured(tmp_path):
     docs = GenerativeAgentsRetriever(stream=later, k=5, update_access=False).invoke("x")
     assert [d.metadata["node_id"] for d in docs] == ["node_2"]
     chromadb.api.client.SharedSystemClient.clear_system_cache()
+
+
+class _BadScorer:
+    """A custom importance scorer returning something that is no poignancy."""
+
+    def score_many(self, persona, items):
+        return [float("nan")] * len(items)
+
+
+def test_a_scorer_returning_no_number_is_refused_and_nothing_is_stored():
+    stream = MemoryStream(PERSONA, embeddings=EMB, clock=lambda: T0, importance=_BadScorer())
+    stream.add_event("有分数 scored", poignancy=2)
+    with pytest.raises(ValueError, match="poignancy"):
+        stream.add_event("没有分数 unscored")
+    assert len(stream) == 1 and stream.state.node_count == 1
