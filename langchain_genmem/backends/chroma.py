@@ -24,7 +24,14 @@ Layout (personas may share both collections; every read names its persona):
   own number); at most :data:`CHAIN_MAX` of them, then a commit writes the state record
   again. A record above the committed count without ``commit`` is a crashed write's
   leftover (removed at the next write), never part of the run.
-- ``<name>-lease`` (server clients only): one write lease per persona being written.
+- ``<name>-lease`` (server clients only): one write lease per persona being written, and
+  a fence record per lease ever taken over from a holder that lost it. Records written
+  under a lease carry its token (metadata ``lease``). A single-memory commit there counts
+  only once its writer is done with the lease: a reader trusts a run record only when the
+  lease no longer holds its token and no fence names it (one more get, for runs only).
+  So a record whose writer lost the lease mid-write (and deletes it again, only its own:
+  deletes are conditional on the token) is never seen by a reader, and a writer that
+  finished its write and gave the lease back is seen by everyone.
 
 Writers (:meth:`ChromaBackend.write_lock`): threads of one process are serialised; on a
 Chroma server (``HttpClient``) writers in many processes are serialised by a lease
@@ -52,7 +59,14 @@ import numpy as np
 
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import Head, StoredNode
-from langchain_genmem.backends.locks import FolderLock, Lease, describe_holder, thread_lock
+from langchain_genmem.backends.locks import (
+    FolderLock,
+    Lease,
+    describe_holder,
+    fence_id,
+    lease_id,
+    thread_lock,
+)
 from langchain_genmem.errors import (
     ConcurrentWriterError,
     EmbeddingDimensionError,
@@ -74,6 +88,7 @@ DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_ne
 # (every read of the head looks them up in one get of this many ids).
 CHAIN_MAX = 32
 COMMIT_KEY = "commit"
+LEASE_KEY = "lease"  # on a server: the token of the write lease a record was written under
 FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
 LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
 FORMAT_KEY = "node"  # format 2: the node's fields as one JSON object
@@ -244,7 +259,31 @@ class ChromaBackend:
             if change.get("node_count") != number:
                 break
             chain.append(change)
+        if chain and self.kind == "server":
+            tokens = [by_number[node_count + i + 1].get(LEASE_KEY) for i in range(len(chain))]
+            chain = chain[: self._finished_writes(persona, tokens)]
         return chain, node_count + len(chain) + 1 in by_number
+
+    def _finished_writes(self, persona: str, tokens: Sequence[str | None]) -> int:
+        """How many of a run's records, in order, come from writes that kept their lease.
+
+        A record written under a lease counts once the lease no longer holds its token (its
+        writer checked the lease after writing it, then gave it back) and no fence names
+        the token (nobody took the lease over from that writer, who deletes it again).
+        """
+        wanted = [t for t in dict.fromkeys(tokens) if t is not None]
+        if not wanted:
+            return len(tokens)
+        with self._reading(persona):
+            got = self._lease_collection().get(
+                ids=[lease_id(persona), *(fence_id(persona, t) for t in wanted)],
+                include=["metadatas"],
+            )
+        unfinished = {m.get("fenced") or m.get("token") for m in got["metadatas"]}
+        for i, token in enumerate(tokens):
+            if token is not None and token in unfinished:
+                return i
+        return len(tokens)
 
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
         """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
@@ -345,6 +384,8 @@ class ChromaBackend:
             StorageError: Chroma failed; nothing was committed.
         """
         change = self._single_change(persona, nodes, state)
+        lease = getattr(self._held, "lease", None)
+        token = None if lease is None else lease.token
         written: list[str] = []
         try:
             if change is not None:
@@ -352,6 +393,9 @@ class ChromaBackend:
             for chunk in _chunks(nodes, self.batch):
                 ids = [_node_id(persona, s.node.node_id) for s in chunk]
                 metas = [_fresh_meta(persona, s.node) for s in chunk]
+                if token is not None:
+                    for meta in metas:
+                        meta[LEASE_KEY] = token
                 if change is not None:
                     metas[0][COMMIT_KEY] = json.dumps(change, ensure_ascii=False)
                 self.nodes.upsert(
@@ -367,10 +411,10 @@ class ChromaBackend:
                 self._known[persona] = state
                 self._chain[persona] = self._chain.get(persona, 0) + 1
         except GenMemError:
-            self._undo(written)
+            self._undo(written, token)
             raise
         except Exception as e:
-            self._undo(written)
+            self._undo(written, token)
             raise _storage_error(e) from e
 
     def _single_change(
@@ -534,20 +578,28 @@ class ChromaBackend:
         self._known.pop(persona, None)
         self._chain.pop(persona, None)
 
-    def _undo(self, ids: list[str]) -> None:
+    def _undo(self, ids: list[str], token: str | None = None) -> None:
+        """Delete this write's records again (best effort: the next write removes the rest).
+
+        Under a server lease only the records still carrying this write's token go: a
+        writer that took the lease over may have written its own under the same ids.
+        """
         try:
-            self._delete_highest_first(ids[::-1])
+            self._delete_highest_first(ids[::-1], token)
         except Exception:  # noqa: BLE001 - best effort: the next write removes what is left
             return
 
-    def _delete_highest_first(self, ids: Sequence[str]) -> None:
+    def _delete_highest_first(self, ids: Sequence[str], token: str | None = None) -> None:
         """Delete records, given highest node number first, in pages.
 
         A crash in between leaves a run starting right above the committed count (see
         :meth:`remove_uncommitted`).
         """
         for chunk in _chunks(ids, self.batch):
-            self.nodes.delete(ids=list(chunk))
+            if token is None:
+                self.nodes.delete(ids=list(chunk))
+            else:
+                self.nodes.delete(ids=list(chunk), where={LEASE_KEY: token})
 
 
 def _client_kind(client: Any) -> tuple[str, str]:

@@ -16,6 +16,9 @@ holds it (host, pid, since when):
   holder's lease. A lease whose holder died expires after ``ttl`` seconds and is taken over.
   A holder that stalls longer than ``ttl`` (its heartbeat silent) may lose the lease; its
   backend then refuses to store the state record, so the stalled write commits nothing.
+  Taking over an expired lease first leaves a *fence* record naming the lost holder's
+  token (:func:`fence_id`), so readers can tell a record written under a lease that was
+  later lost from one whose holder finished (see ``ChromaBackend``'s single-memory commits).
   Expiry times are the writers' wall clocks: hosts sharing a server need synchronised clocks.
 
 Both also serialise the threads of one process with an in-process lock.
@@ -71,6 +74,16 @@ def holder_record() -> dict[str, Any]:
         "pid": os.getpid(),
         "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def lease_id(persona: str) -> str:
+    """The id of a persona's lease record in the lease collection."""
+    return f"{persona}::lease"
+
+
+def fence_id(persona: str, token: str) -> str:
+    """The id of the record saying the lease with ``token`` was taken over (lost)."""
+    return f"{persona}::fenced::{token}"
 
 
 def describe_holder(record: dict[str, Any] | None) -> str:
@@ -210,7 +223,7 @@ class Lease:
         self.persona = persona
         self.timeout = timeout
         self.ttl = ttl
-        self.id = f"{persona}::lease"
+        self.id = lease_id(persona)
         self.token = uuid.uuid4().hex
         self.expires = 0.0
         self.lost = False
@@ -249,6 +262,7 @@ class Lease:
         current = self._add_and_read()  # uncontended: two calls
         while current is None or current.get("token") != self.token:
             if current is not None and float(current.get("expires", 0)) < time.time():
+                self._fence(current["token"])
                 self.collection.delete(ids=[self.id], where={"token": current["token"]})
             elif current is not None and time.monotonic() >= deadline:
                 raise self._refusal(describe_holder(current))
@@ -257,6 +271,12 @@ class Lease:
             current = self._current()
             if current is None:
                 current = self._add_and_read()
+
+    def _fence(self, lost: str) -> None:
+        """Record that the holder ``lost`` lost its lease, before taking it over."""
+        self.collection.add(ids=[fence_id(self.persona, lost)],
+                            embeddings=np.ones((1, 1), dtype=np.float32),
+                            metadatas=[{"fenced": lost, "by": self.token, "at": time.time()}])
 
     def _add_and_read(self) -> dict[str, Any] | None:
         """Add our lease if none exists (Chroma keeps the first of simultaneous adds)."""
