@@ -99,6 +99,12 @@ PACKED_FIELDS = ("node_id", "type_count", "type", "depth", "created", "subject",
                  "object", "description", "embedding_key", "poignancy", "keywords", "filling")
 
 
+# Per place (as thread_lock keys it): the backend of this process that wrote the persona's
+# state record last, and the hold of the folder it wrote under. While both still hold, no
+# other writer can have changed that record, so its backend skips reading it back.
+_LAST_WRITER: dict[tuple[str, ...], tuple[int, int | None]] = {}
+
+
 class ChromaBackend:
     """Nodes and states of any number of personas in two Chroma collections.
 
@@ -139,6 +145,8 @@ class ChromaBackend:
         # per persona: (committed count, whether a record sits right above it), as the last
         # read_head saw; spares remove_uncommitted its lookup in the write that follows
         self._above: dict[str, tuple[int, bool]] = {}
+        # per persona: (rev, node_count) of the state record this backend wrote last
+        self._record: dict[str, tuple[int, int]] = {}
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -208,19 +216,56 @@ class ChromaBackend:
     # reading
 
     def read_head(self, persona: str) -> Head | None:
-        """The persona's revision and node count, or None for a persona never written."""
-        with self._reading(persona):
-            got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
-        if not got["ids"]:
-            return None
-        meta = got["metadatas"][0]
-        head = Head(rev=int(meta["rev"]), node_count=int(meta["node_count"]))
+        """The persona's revision and node count, or None for a persona never written.
+
+        The state record is read back unless this backend wrote it last and nobody else can
+        have written since (:meth:`_own_record`); the run of single-memory commits above
+        it is always looked up (one get).
+        """
+        own = self._own_record(persona)
+        if own is None:
+            with self._reading(persona):
+                got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
+            if not got["ids"]:
+                return None
+            meta = got["metadatas"][0]
+            own = (int(meta["rev"]), int(meta["node_count"]))
+        head = Head(rev=own[0], node_count=own[1])
         chain, above = self._read_chain(persona, head.node_count)
         self._chain[persona] = len(chain)
         if chain:
             head = Head(rev=int(chain[-1]["rev"]), node_count=int(chain[-1]["node_count"]))
         self._above[persona] = (head.node_count, above)
         return head
+
+    def _place(self, persona: str) -> tuple[str, ...]:
+        return ("chroma", self.kind, self.where, self.name, persona)
+
+    def _folder_hold(self) -> int | None:
+        return None if self._folder is None else self._folder.hold()
+
+    def _own_record(self, persona: str) -> tuple[int, int] | None:
+        """(rev, node_count) of the state record when this backend wrote it last.
+
+        Only where no other process can write (an embedded folder this process has held
+        throughout since, or an in-memory client), and no other backend of this process
+        wrote the persona since. None: read it.
+        """
+        if self.kind == "server" or persona not in self._record:
+            return None
+        if _LAST_WRITER.get(self._place(persona)) != (id(self), self._folder_hold()):
+            return None
+        return self._record.get(persona)
+
+    def _wrote_record(self, persona: str, state: StreamState | None) -> None:
+        """Note who wrote the persona's state record last (None: unknown, read it back)."""
+        place = self._place(persona)
+        if state is None or self.kind == "server":
+            _LAST_WRITER.pop(place, None)
+            self._record.pop(persona, None)
+            return
+        self._record[persona] = (state.rev, state.node_count)
+        _LAST_WRITER[place] = (id(self), self._folder_hold())
 
     def read_state(self, persona: str) -> StreamState | None:
         """The persona's committed state, or None for a persona never written."""
@@ -411,9 +456,11 @@ class ChromaBackend:
                 self._known[persona] = state
                 self._chain[persona] = self._chain.get(persona, 0) + 1
         except GenMemError:
+            self._wrote_record(persona, None)
             self._undo(written, token)
             raise
         except Exception as e:
+            self._wrote_record(persona, None)
             self._undo(written, token)
             raise _storage_error(e) from e
 
@@ -454,6 +501,7 @@ class ChromaBackend:
                 (the writer stalled longer than ``lease_ttl``); nothing is stored.
         """
         self._check_lease(persona)
+        self._wrote_record(persona, None)  # until the write is known to have happened
         with _wrapped(f"could not store the state of {persona!r}"):
             self.states.upsert(
                 ids=[_state_id(persona)],
@@ -462,6 +510,7 @@ class ChromaBackend:
                 documents=[state.model_dump_json()],
             )
         self._known[persona], self._chain[persona] = state, 0
+        self._wrote_record(persona, state)
 
     def _check_lease(self, persona: str) -> None:
         """Refuse to commit when this write's server lease was lost."""
@@ -575,6 +624,7 @@ class ChromaBackend:
         """Delete every node and the state of a persona."""
         self.nodes.delete(where={"persona": persona})
         self.states.delete(ids=[_state_id(persona)])
+        self._wrote_record(persona, None)
         self._known.pop(persona, None)
         self._chain.pop(persona, None)
 

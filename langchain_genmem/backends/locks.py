@@ -105,6 +105,8 @@ class FolderLock:
     # forked child, which inherits the parent's descriptor and flock, never counts as holder.
     _HELD: dict[tuple[str, int], tuple[int, int]] = {}
     _GUARD = threading.Lock()
+    _TAKES = 0  # flocks taken by this process so far: numbers each continuous hold
+    _HOLDS: dict[tuple[str, int], int] = {}  # (lock file, pid) -> the number of its hold
 
     def __init__(self, folder: str | os.PathLike[str], timeout: float) -> None:
         self.folder = Path(folder).resolve()
@@ -134,6 +136,8 @@ class FolderLock:
             fd, count = self._HELD.get(key, (-1, 0))
             if count == 0:
                 fd = self._take(persona)
+                FolderLock._TAKES += 1
+                self._HOLDS[key] = FolderLock._TAKES
             self._HELD[key] = (fd, count + 1)
             self._owner = os.getpid()
 
@@ -149,7 +153,15 @@ class FolderLock:
                 self._HELD[key] = (fd, count - 1)
                 return
             del self._HELD[key]
+            self._HOLDS.pop(key, None)
             os.close(fd)  # closing the descriptor drops the flock
+
+    def hold(self) -> int | None:
+        """A number for this process's current continuous hold of the folder, or None.
+
+        While it stays the same, no other process can have written the folder.
+        """
+        return self._HOLDS.get((self.path, os.getpid()))
 
     def last_writer(self) -> dict[str, Any] | None:
         """The last other process that took the folder, as its lock file records it.
