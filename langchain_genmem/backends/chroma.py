@@ -4,8 +4,9 @@ Layout (personas may share both collections; every read names its persona):
 
 - ``<name>``: one record per node, id ``"<persona>::node_N"``, the node's vector as its
   embedding and five metadata keys (record format 2): ``persona`` and ``node_count`` (what
-  the ``where`` filters of this module select on), ``last_accessed`` (rewritten alone by
-  :meth:`ChromaBackend.write_access`), ``expiration`` (absent when None) and ``node``, every
+  the ``where`` filters of this module select on), ``last_accessed`` (absent while it is
+  ``created``, as for every new memory; set alone by :meth:`ChromaBackend.write_access`),
+  ``expiration`` (absent when None) and ``node``, every
   other field of the node and its description packed as one JSON object (datetimes as
   float epochs; ``embedding_key`` left out when it is the description). No Chroma document:
   Chroma's full-text index of documents and a key per field made bulk writes about twice as
@@ -716,10 +717,11 @@ def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
     }
     if node.embedding_key != node.description:
         packed["embedding_key"] = node.embedding_key
+    accessed = to_epoch(node.last_accessed)
     return {
         "persona": persona,
         "node_count": node.node_count,
-        "last_accessed": to_epoch(node.last_accessed),
+        "last_accessed": None if accessed == packed["created"] else accessed,
         "expiration": None if node.expiration is None else to_epoch(node.expiration),
         FORMAT_KEY: json.dumps(packed, ensure_ascii=False, separators=(",", ":")),
         COMMIT_KEY: None,  # set by a single-memory commit; None removes an older one
@@ -753,7 +755,7 @@ def _node_from(meta: Mapping[str, Any], document: str | None) -> MemoryNode:
     """
     packed = meta.get(FORMAT_KEY)
     fields = _format_1_fields(meta, document) if packed is None else json.loads(packed)
-    expiration = meta.get("expiration")
+    expiration, accessed = meta.get("expiration"), meta.get("last_accessed")
     return MemoryNode.model_construct(
         node_id=fields["node_id"],
         node_count=int(meta["node_count"]),
@@ -762,7 +764,7 @@ def _node_from(meta: Mapping[str, Any], document: str | None) -> MemoryNode:
         depth=int(fields["depth"]),
         created=from_epoch(fields["created"]),
         expiration=None if expiration is None else from_epoch(expiration),
-        last_accessed=from_epoch(meta["last_accessed"]),
+        last_accessed=from_epoch(accessed if accessed is not None else fields["created"]),
         subject=fields["subject"],
         predicate=fields["predicate"],
         object=fields["object"],

@@ -27,6 +27,7 @@ from langchain_genmem.backends.chroma import (
     _meta_of,
     _node_from,
 )
+from langchain_genmem.timeutil import to_epoch
 
 LEGACY = Path(__file__).resolve().parents[2] / "data" / "chroma_format_1"
 PERSONA = "玛丽亚 Lopez"
@@ -84,9 +85,15 @@ def test_records_round_trip_through_chroma_with_no_document(tmp_path):
     for node, record_id in zip(NODES, ids, strict=True):
         meta, document = by_id[record_id]
         assert document is None
-        assert set(meta) == {"persona", "node_count", "last_accessed", FORMAT_KEY} | (
-            {"expiration"} if node.expiration else set())
+        assert set(meta) == {"persona", "node_count", FORMAT_KEY} | (
+            {"expiration"} if node.expiration else set()) | (
+            {"last_accessed"} if node.last_accessed != node.created else set())
         assert _node_from(meta, document).model_dump() == node.model_dump()
+    later = T0 + timedelta(days=1, microseconds=3)
+    backend.write_access(PERSONA, {"node_2": to_epoch(later)})  # sets the absent key alone
+    meta = backend.nodes.get(ids=[ids[1]], include=["metadatas"])["metadatas"][0]
+    assert _node_from(meta, None).model_dump() == {**NODES[1].model_dump(),
+                                                   "last_accessed": later}
     chromadb.api.client.SharedSystemClient.clear_system_cache()
 
 
