@@ -3,17 +3,19 @@
 Layout (personas may share both collections; every read names its persona):
 
 - ``<name>``: one record per node, id ``"<persona>::node_N"``, the node's vector as its
-  embedding and five metadata keys (record format 2): ``persona`` and ``node_count`` (what
-  the ``where`` filters of this module select on), ``last_accessed`` (absent while it is
-  ``created``, as for every new memory; set alone by :meth:`ChromaBackend.write_access`),
-  ``expiration`` (absent when None) and ``node``, every
-  other field of the node and its description packed as one JSON object (datetimes as
-  float epochs; ``embedding_key`` left out when it is the description). No Chroma document:
-  Chroma's full-text index of documents and a key per field made bulk writes about twice as
-  slow. Format-1 records (written before: each field its own key, keywords and filling as
-  JSON text, the description as the document) are read as well; see :func:`_node_from`.
-  Every write of a record names every key (None removes one), so a record is replaced
-  whole, never merged with an older record of the same id.
+  embedding and at most five metadata keys (record format 2): ``persona`` and
+  ``node_count`` (what the ``where`` filters of this module select on), ``last_accessed``
+  (absent while it is ``created``, as for every new memory; set alone by
+  :meth:`ChromaBackend.write_access`), ``expiration`` (absent when None) and ``node``:
+  every other field and the description packed as one JSON object (datetimes as float
+  epochs; ``embedding_key`` left out when it is the description). No Chroma document.
+  Measured here, a key per field and Chroma's full-text index of documents made bulk
+  writes about twice as slow. Format-1 records (written before: a key per field, keywords
+  and filling as JSON text, the description as the document) are read as well, so older
+  stores open as they were and take format-2 records beside their own
+  (:func:`_node_from`). :func:`_meta_of` names every key (None for an absent one), so a
+  write over an existing record replaces it whole; :meth:`ChromaBackend.commit` writes only
+  ids that no record holds (leftovers are removed first) and leaves the None keys out.
 - ``<name>-state``: one record per persona, id ``"<persona>::state"``, a 1-d dummy vector,
   metadata ``{persona, rev, node_count}`` and the whole :class:`StreamState` as JSON document.
 - Single-memory commits (an agent's ``add_event`` every step): the node record itself is the
@@ -219,18 +221,22 @@ class ChromaBackend:
     def read_head(self, persona: str) -> Head | None:
         """The persona's revision and node count, or None for a persona never written.
 
-        The state record is read back unless this backend wrote it last and nobody else can
-        have written since (:meth:`_own_record`); the run of single-memory commits above
-        it is always looked up (one get).
+        The state record and the run of single-memory commits above it are read back,
+        unless this backend wrote them last and nobody else can have written since
+        (:meth:`_own_record`): then only the id above them is looked up (a crashed write's
+        leftover would start there).
         """
         own = self._own_record(persona)
+        known = self._known.get(persona)
+        if own is not None and known is not None:  # the run above it is this backend's too
+            return self._own_head(persona, known)
         if own is None:
             with self._reading(persona):
                 got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
             if not got["ids"]:
                 return None
             meta = got["metadatas"][0]
-            own = (int(meta["rev"]), int(meta["node_count"]))
+            own = self._record[persona] = (int(meta["rev"]), int(meta["node_count"]))
         head = Head(rev=own[0], node_count=own[1])
         chain, above = self._read_chain(persona, head.node_count)
         self._chain[persona] = len(chain)
@@ -239,6 +245,14 @@ class ChromaBackend:
         self._above[persona] = (head.node_count, above)
         return head
 
+    def _own_head(self, persona: str, known: StreamState) -> Head:
+        """The head this backend committed last, and whether a record sits right above it."""
+        above = _node_id(persona, f"node_{known.node_count + 1}")
+        with self._reading(persona):
+            probe = self.nodes.get(ids=[above], include=[])
+        self._above[persona] = (known.node_count, bool(probe["ids"]))
+        return Head(rev=known.rev, node_count=known.node_count)
+
     def _place(self, persona: str) -> tuple[str, ...]:
         return ("chroma", self.kind, self.where, self.name, persona)
 
@@ -246,7 +260,7 @@ class ChromaBackend:
         return None if self._folder is None else self._folder.hold()
 
     def _own_record(self, persona: str) -> tuple[int, int] | None:
-        """(rev, node_count) of the state record when this backend wrote it last.
+        """(rev, node_count) of the state record when this backend made the last write.
 
         Only where no other process can write (an embedded folder this process has held
         throughout since, or an in-memory client), and no other backend of this process
@@ -258,15 +272,15 @@ class ChromaBackend:
             return None
         return self._record.get(persona)
 
-    def _wrote_record(self, persona: str, state: StreamState | None) -> None:
-        """Note who wrote the persona's state record last (None: unknown, read it back)."""
-        place = self._place(persona)
-        if state is None or self.kind == "server":
-            _LAST_WRITER.pop(place, None)
-            self._record.pop(persona, None)
-            return
-        self._record[persona] = (state.rev, state.node_count)
-        _LAST_WRITER[place] = (id(self), self._folder_hold())
+    def _wrote(self, persona: str) -> None:
+        """Note that this backend made the persona's last write (a commit or a state)."""
+        if self.kind != "server":
+            _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
+
+    def _forget(self, persona: str) -> None:
+        """Read the persona back at the next look: a write failed or went elsewhere."""
+        _LAST_WRITER.pop(self._place(persona), None)
+        self._record.pop(persona, None)
 
     def read_state(self, persona: str) -> StreamState | None:
         """The persona's committed state, or None for a persona never written."""
@@ -275,6 +289,7 @@ class ChromaBackend:
         if not got["ids"]:
             return None
         state = StreamState.model_validate_json(got["documents"][0])
+        self._record[persona] = (state.rev, state.node_count)
         chain, _ = self._read_chain(persona, state.node_count)
         for change in chain:
             state = _apply_change(state, change)
@@ -456,12 +471,13 @@ class ChromaBackend:
                 self._check_lease(persona)  # stalled past the lease: undo, as write_state does
                 self._known[persona] = state
                 self._chain[persona] = self._chain.get(persona, 0) + 1
+                self._wrote(persona)
         except GenMemError:
-            self._wrote_record(persona, None)
+            self._forget(persona)
             self._undo(written, token)
             raise
         except Exception as e:
-            self._wrote_record(persona, None)
+            self._forget(persona)
             self._undo(written, token)
             raise _storage_error(e) from e
 
@@ -502,7 +518,7 @@ class ChromaBackend:
                 (the writer stalled longer than ``lease_ttl``); nothing is stored.
         """
         self._check_lease(persona)
-        self._wrote_record(persona, None)  # until the write is known to have happened
+        self._forget(persona)  # until the write is known to have happened
         with _wrapped(f"could not store the state of {persona!r}"):
             self.states.upsert(
                 ids=[_state_id(persona)],
@@ -511,7 +527,8 @@ class ChromaBackend:
                 documents=[state.model_dump_json()],
             )
         self._known[persona], self._chain[persona] = state, 0
-        self._wrote_record(persona, state)
+        self._record[persona] = (state.rev, state.node_count)
+        self._wrote(persona)
 
     def _check_lease(self, persona: str) -> None:
         """Refuse to commit when this write's server lease was lost."""
@@ -625,7 +642,7 @@ class ChromaBackend:
         """Delete every node and the state of a persona."""
         self.nodes.delete(where={"persona": persona})
         self.states.delete(ids=[_state_id(persona)])
-        self._wrote_record(persona, None)
+        self._forget(persona)
         self._known.pop(persona, None)
         self._chain.pop(persona, None)
 

@@ -87,3 +87,15 @@ def test_another_writer_in_the_process_makes_the_record_read_again():
     assert [n.node_id for n in a.nodes()] == ["node_4", "node_3", "node_2", "node_1"]
     assert a.state.node_count == 4 and MemoryStream(
         PERSONA, backend=ChromaBackend(client, "reads-two"), embeddings=EMB).state == a.state
+
+
+def test_single_adds_of_two_writers_in_turn_number_after_each_other():
+    client = chromadb.EphemeralClient()
+    a, b = (MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-turns"), embeddings=EMB,
+                         clock=lambda: T0) for _ in range(2))
+    for i in range(6):  # each add by one writer is a run record the other must see
+        add(a if i % 2 == 0 else b, i)
+    a.refresh()
+    assert [n.node_id for n in a.nodes()][0] == "node_6" and a.state == b.state
+    fresh = MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-turns"), embeddings=EMB)
+    assert [n.description for n in fresh.nodes()] == [f"玛丽亚 读书 {i}" for i in range(5, -1, -1)]
