@@ -102,9 +102,9 @@ PACKED_FIELDS = ("node_id", "type_count", "type", "depth", "created", "subject",
                  "object", "description", "embedding_key", "poignancy", "keywords", "filling")
 
 
-# Per place (as thread_lock keys it): the backend of this process that wrote the persona's
-# state record last, and the hold of the folder it wrote under. While both still hold, no
-# other writer can have changed that record, so its backend skips reading it back.
+# Per place (as thread_lock keys it): the backend of this process that made the persona's
+# last write, and the hold of the folder it wrote under. While both still hold, no other
+# writer can have changed the persona, so that backend skips reading its head back.
 _LAST_WRITER: dict[tuple[str, ...], tuple[int, int | None]] = {}
 
 
@@ -148,7 +148,7 @@ class ChromaBackend:
         # per persona: (committed count, whether a record sits right above it), as the last
         # read_head saw; spares remove_uncommitted its lookup in the write that follows
         self._above: dict[str, tuple[int, bool]] = {}
-        # per persona: (rev, node_count) of the state record this backend wrote last
+        # per persona: (rev, node_count) of the state record as this backend last read or wrote it
         self._record: dict[str, tuple[int, int]] = {}
         try:
             self.nodes = client.get_or_create_collection(
