@@ -2,8 +2,9 @@
 
 For each size N, on an embedded (persistent) Chroma folder, in one run:
 
-- ``ingest``: one ``add_many`` of N memories with precomputed vectors (memories/s);
-  baseline: a bare ``collection.add`` of the same records in Chroma's batch size;
+- ``ingest``: one ``add_many`` of N memories with precomputed vectors (memories/s, and per
+  second of this process's CPU time, which a busy machine distorts less); baseline: a bare
+  ``collection.add`` of the same records in Chroma's batch size;
 - ``reopen``: a fresh ``MemoryStream`` on the folder up to its first query answered
   (``GenerativeAgentsRetriever(k=30).invoke``), the first open after the writer closed it;
   baseline: a bare paged ``collection.get`` of the records with their vectors, the floor of
@@ -12,8 +13,9 @@ For each size N, on an embedded (persistent) Chroma folder, in one run:
   in the ratio), which reports its peak resident memory (``VmHWM``: the child's own, where
   ``ru_maxrss`` would also count the parent's at the fork);
 - ``single add``: ``add_event`` of one memory with a precomputed vector on the stream of N,
-  against a bare single-record ``collection.add`` on the bare collection of N, interleaved,
-  medians over ``--adds`` calls.
+  against a bare single-record ``collection.add`` on the bare collection of N, interleaved
+  (in alternating order, so a drift of the machine's load falls on both), medians over
+  ``--adds`` calls of each.
 
 It prints the figures, then issue 13's targets with their ratio and pass/fail.
 
@@ -22,7 +24,8 @@ stores of each size are kept in ``DIR`` and built only when missing, so a later 
 reopen again without rebuilding (then no longer the folder's first open).
 
 Usage:
-    python benchmarks/bench_store.py [--sizes 10000,100000] [--dim 384] [--busy-core]
+    python benchmarks/bench_store.py [--sizes 10000,100000] [--dim 384] [--adds 200]
+        [--busy-core]
     python benchmarks/bench_store.py --reopen-only --folder DIR [--sizes 100000]
 """
 
@@ -107,9 +110,10 @@ def build(a: str, b: str, batch: list[dict], args: argparse.Namespace) -> dict[s
     """Write the stream (folder ``a``) and the bare collection (folder ``b``), timed."""
     out: dict[str, float] = {}
     stream = MemoryStream("p", path=a, embeddings=DeterministicFakeEmbedding(size=args.dim))
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     stream.add_many(batch)
     out["ingest_s"] = time.perf_counter() - t
+    out["ingest_cpu_s"] = time.process_time() - cpu
     stream.close()
     chromadb.api.client.SharedSystemClient.clear_system_cache()
 
@@ -152,16 +156,7 @@ def run_size(n: int, args: argparse.Namespace, a: str, b: str) -> dict[str, floa
         chromadb.api.client.SharedSystemClient.clear_system_cache()
         return out
 
-    ours, bare = [], []
-    for i, item in enumerate(extra):
-        t = time.perf_counter()
-        again.add_event(**{k: v for k, v in item.items() if k != "type"})
-        ours.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        bare_add(col, [item], 1, first=n + i)
-        bare.append(time.perf_counter() - t)
-    out["add_ms"] = 1e3 * statistics.median(ours[1:])  # the first may fold the state
-    out["bare_single_ms"] = 1e3 * statistics.median(bare[1:])
+    out["add_ms"], out["bare_single_ms"] = single_adds(again, col, extra, n)
     again.close()
     chromadb.api.client.SharedSystemClient.clear_system_cache()
     return out
@@ -182,6 +177,32 @@ def run_sizes(sizes: list[int], args: argparse.Namespace) -> dict[int, dict[str,
     return results
 
 
+def single_adds(stream: MemoryStream, col, extra: list[dict], n: int) -> tuple[float, float]:
+    """Median ms of ``add_event`` and of a bare single-record add, interleaved.
+
+    The order alternates (ours first, then bare first) so a change of the machine's load
+    during the run weighs on both; the first add of the stream (which may rewrite the state
+    record after a bulk write) is left out.
+    """
+    ours, bare = [], []
+
+    def add_ours(i: int, item: dict) -> None:
+        t = time.perf_counter()
+        stream.add_event(**{k: v for k, v in item.items() if k != "type"})
+        ours.append(time.perf_counter() - t)
+
+    def add_bare(i: int, item: dict) -> None:
+        t = time.perf_counter()
+        bare_add(col, [item], 1, first=n + i)
+        bare.append(time.perf_counter() - t)
+
+    for i, item in enumerate(extra):
+        pair = (add_ours, add_bare) if i % 2 == 0 else (add_bare, add_ours)
+        for step in pair:
+            step(i, item)
+    return 1e3 * statistics.median(ours[1:]), 1e3 * statistics.median(bare[1:])
+
+
 def verdict(ok: bool) -> str:
     return "pass" if ok else "FAIL"
 
@@ -190,7 +211,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated memory counts")
     parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--adds", type=int, default=40, help="single adds timed (default 40)")
+    parser.add_argument("--adds", type=int, default=200, help="single adds timed (default 200)")
     parser.add_argument("--busy-core", action="store_true",
                         help="run with a CPU-bound child process on one core")
     parser.add_argument("--reopen-only", action="store_true",
@@ -212,12 +233,13 @@ def main() -> None:
           f"one core busy: {'yes' if args.busy_core else 'no'}; load average "
           f"{load_average()} at the end")
     print()
-    print("| memories | ingest s | memories/s | bare add s | reopen to 1st query s "
+    print("| memories | ingest s | memories/s | per CPU s | bare add s | reopen to 1st query s "
           "| fresh process s | bare get s | reopen peak RSS MB | add_event ms "
           "| bare single add ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, r in results.items():
-        print(f"| {n} | {r['ingest_s']:.2f} | {n / r['ingest_s']:.0f} | {r['bare_add_s']:.2f} "
+        print(f"| {n} | {r['ingest_s']:.2f} | {n / r['ingest_s']:.0f} "
+              f"| {n / r['ingest_cpu_s']:.0f} | {r['bare_add_s']:.2f} "
               f"| {r['reopen_s']:.2f} | {r['fresh_s']:.2f} | {r['bare_get_s']:.2f} "
               f"| {r['peak_mb']:.0f} | {r['add_ms']:.2f} | {r['bare_single_ms']:.2f} |")
     print_targets_header()

@@ -3,10 +3,19 @@
 Layout (personas may share both collections; every read names its persona):
 
 - ``<name>``: one record per node, id ``"<persona>::node_N"``, the node's vector as its
-  embedding, the description as its document, the other fields as metadata (datetimes as
-  float epochs, keywords and filling as JSON text, ``expiration`` absent when None).
-  Every write of a record names every key (None removes one), so a record is replaced
-  whole, never merged with an older record of the same id.
+  embedding and at most five metadata keys (record format 2): ``persona`` and
+  ``node_count`` (what the ``where`` filters of this module select on), ``last_accessed``
+  (absent while it is ``created``, as for every new memory; set alone by
+  :meth:`ChromaBackend.write_access`), ``expiration`` (absent when None) and ``node``:
+  every other field and the description packed as one JSON object (datetimes as float
+  epochs; ``embedding_key`` left out when it is the description). No Chroma document.
+  Measured here, a key per field and Chroma's full-text index of documents made bulk
+  writes about twice as slow. Format-1 records (written before: a key per field, keywords
+  and filling as JSON text, the description as the document) are read as well, so older
+  stores open as they were and take format-2 records beside their own
+  (:func:`_node_from`). :func:`_meta_of` names every key (None for an absent one), so a
+  write over an existing record replaces it whole; :meth:`ChromaBackend.commit` writes only
+  ids that no record holds (leftovers are removed first) and leaves the None keys out.
 - ``<name>-state``: one record per persona, id ``"<persona>::state"``, a 1-d dummy vector,
   metadata ``{persona, rev, node_count}`` and the whole :class:`StreamState` as JSON document.
 - Single-memory commits (an agent's ``add_event`` every step): the node record itself is the
@@ -18,7 +27,14 @@ Layout (personas may share both collections; every read names its persona):
   own number); at most :data:`CHAIN_MAX` of them, then a commit writes the state record
   again. A record above the committed count without ``commit`` is a crashed write's
   leftover (removed at the next write), never part of the run.
-- ``<name>-lease`` (server clients only): one write lease per persona being written.
+- ``<name>-lease`` (server clients only): one write lease per persona being written, and
+  a fence record per lease ever taken over from a holder that lost it. Records written
+  under a lease carry its token (metadata ``lease``). A single-memory commit there counts
+  only once its writer is done with the lease: a reader trusts a run record only when the
+  lease no longer holds its token and no fence names it (one more get, for runs only).
+  So a record whose writer lost the lease mid-write (and deletes it again, only its own:
+  deletes are conditional on the token) is never seen by a reader, and a writer that
+  finished its write and gave the lease back is seen by everyone.
 
 Writers (:meth:`ChromaBackend.write_lock`): threads of one process are serialised; on a
 Chroma server (``HttpClient``) writers in many processes are serialised by a lease
@@ -46,7 +62,14 @@ import numpy as np
 
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import Head, StoredNode
-from langchain_genmem.backends.locks import FolderLock, Lease, describe_holder, thread_lock
+from langchain_genmem.backends.locks import (
+    FolderLock,
+    Lease,
+    describe_holder,
+    fence_id,
+    lease_id,
+    thread_lock,
+)
 from langchain_genmem.errors import (
     ConcurrentWriterError,
     EmbeddingDimensionError,
@@ -68,12 +91,21 @@ DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_ne
 # (every read of the head looks them up in one get of this many ids).
 CHAIN_MAX = 32
 COMMIT_KEY = "commit"
+LEASE_KEY = "lease"  # on a server: the token of the write lease a record was written under
 FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
 LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
+FORMAT_KEY = "node"  # format 2: the node's fields as one JSON object
 # Every metadata key of a node record; each write names them all (None deletes a key).
-NODE_KEYS = ("persona", "node_id", "node_count", "type_count", "type", "depth", "created",
-             "expiration", "last_accessed", "subject", "predicate", "object", "embedding_key",
-             "poignancy", "keywords", "filling", COMMIT_KEY)
+NODE_KEYS = ("persona", "node_count", "last_accessed", "expiration", FORMAT_KEY, COMMIT_KEY)
+# The fields packed under FORMAT_KEY, in order (embedding_key only when not the description).
+PACKED_FIELDS = ("node_id", "type_count", "type", "depth", "created", "subject", "predicate",
+                 "object", "description", "embedding_key", "poignancy", "keywords", "filling")
+
+
+# Per place (as thread_lock keys it): the backend of this process that made the persona's
+# last write, and the hold of the folder it wrote under. While both still hold, no other
+# writer can have changed the persona, so that backend skips reading its head back.
+_LAST_WRITER: dict[tuple[str, ...], tuple[int, int | None]] = {}
 
 
 class ChromaBackend:
@@ -116,6 +148,8 @@ class ChromaBackend:
         # per persona: (committed count, whether a record sits right above it), as the last
         # read_head saw; spares remove_uncommitted its lookup in the write that follows
         self._above: dict[str, tuple[int, bool]] = {}
+        # per persona: (rev, node_count) of the state record as this backend last read or wrote it
+        self._record: dict[str, tuple[int, int]] = {}
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -185,19 +219,68 @@ class ChromaBackend:
     # reading
 
     def read_head(self, persona: str) -> Head | None:
-        """The persona's revision and node count, or None for a persona never written."""
-        with self._reading(persona):
-            got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
-        if not got["ids"]:
-            return None
-        meta = got["metadatas"][0]
-        head = Head(rev=int(meta["rev"]), node_count=int(meta["node_count"]))
+        """The persona's revision and node count, or None for a persona never written.
+
+        The state record and the run of single-memory commits above it are read back,
+        unless this backend wrote them last and nobody else can have written since
+        (:meth:`_own_record`): then only the id above them is looked up (a crashed write's
+        leftover would start there).
+        """
+        own = self._own_record(persona)
+        known = self._known.get(persona)
+        if own is not None and known is not None:  # the run above it is this backend's too
+            return self._own_head(persona, known)
+        if own is None:
+            with self._reading(persona):
+                got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
+            if not got["ids"]:
+                return None
+            meta = got["metadatas"][0]
+            own = self._record[persona] = (int(meta["rev"]), int(meta["node_count"]))
+        head = Head(rev=own[0], node_count=own[1])
         chain, above = self._read_chain(persona, head.node_count)
         self._chain[persona] = len(chain)
         if chain:
             head = Head(rev=int(chain[-1]["rev"]), node_count=int(chain[-1]["node_count"]))
         self._above[persona] = (head.node_count, above)
         return head
+
+    def _own_head(self, persona: str, known: StreamState) -> Head:
+        """The head this backend committed last, and whether a record sits right above it."""
+        above = _node_id(persona, f"node_{known.node_count + 1}")
+        with self._reading(persona):
+            probe = self.nodes.get(ids=[above], include=[])
+        self._above[persona] = (known.node_count, bool(probe["ids"]))
+        return Head(rev=known.rev, node_count=known.node_count)
+
+    def _place(self, persona: str) -> tuple[str, ...]:
+        return ("chroma", self.kind, self.where, self.name, persona)
+
+    def _folder_hold(self) -> int | None:
+        return None if self._folder is None else self._folder.hold()
+
+    def _own_record(self, persona: str) -> tuple[int, int] | None:
+        """(rev, node_count) of the state record when this backend made the last write.
+
+        Only where no other process can write (an embedded folder this process has held
+        throughout since, or an in-memory client), and no other backend of this process
+        wrote the persona since. None: read it.
+        """
+        if self.kind == "server" or persona not in self._record:
+            return None
+        if _LAST_WRITER.get(self._place(persona)) != (id(self), self._folder_hold()):
+            return None
+        return self._record.get(persona)
+
+    def _wrote(self, persona: str) -> None:
+        """Note that this backend made the persona's last write (a commit or a state)."""
+        if self.kind != "server":
+            _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
+
+    def _forget(self, persona: str) -> None:
+        """Read the persona back at the next look: a write failed or went elsewhere."""
+        _LAST_WRITER.pop(self._place(persona), None)
+        self._record.pop(persona, None)
 
     def read_state(self, persona: str) -> StreamState | None:
         """The persona's committed state, or None for a persona never written."""
@@ -206,6 +289,7 @@ class ChromaBackend:
         if not got["ids"]:
             return None
         state = StreamState.model_validate_json(got["documents"][0])
+        self._record[persona] = (state.rev, state.node_count)
         chain, _ = self._read_chain(persona, state.node_count)
         for change in chain:
             state = _apply_change(state, change)
@@ -236,7 +320,31 @@ class ChromaBackend:
             if change.get("node_count") != number:
                 break
             chain.append(change)
+        if chain and self.kind == "server":
+            tokens = [by_number[node_count + i + 1].get(LEASE_KEY) for i in range(len(chain))]
+            chain = chain[: self._finished_writes(persona, tokens)]
         return chain, node_count + len(chain) + 1 in by_number
+
+    def _finished_writes(self, persona: str, tokens: Sequence[str | None]) -> int:
+        """How many of a run's records, in order, come from writes that kept their lease.
+
+        A record written under a lease counts once the lease no longer holds its token (its
+        writer checked the lease after writing it, then gave it back) and no fence names
+        the token (nobody took the lease over from that writer, who deletes it again).
+        """
+        wanted = [t for t in dict.fromkeys(tokens) if t is not None]
+        if not wanted:
+            return len(tokens)
+        with self._reading(persona):
+            got = self._lease_collection().get(
+                ids=[lease_id(persona), *(fence_id(persona, t) for t in wanted)],
+                include=["metadatas"],
+            )
+        unfinished = {m.get("fenced") or m.get("token") for m in got["metadatas"]}
+        for i, token in enumerate(tokens):
+            if token is not None and token in unfinished:
+                return i
+        return len(tokens)
 
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
         """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
@@ -323,6 +431,10 @@ class ChromaBackend:
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Store new nodes page by page, then the state that makes them visible.
 
+        The records' ids are free: :meth:`remove_uncommitted` ran in the same write right, so
+        the keys a node has no value for are left out rather than named with None (Chroma
+        spends a delete on each, a sixth of a bulk write).
+
         One new node that follows the state this backend last read or wrote is committed by
         its own record (one Chroma write; see the module docstring), up to
         :data:`CHAIN_MAX` in a row. On any failure the records already written are deleted
@@ -333,20 +445,24 @@ class ChromaBackend:
             StorageError: Chroma failed; nothing was committed.
         """
         change = self._single_change(persona, nodes, state)
+        lease = getattr(self._held, "lease", None)
+        token = None if lease is None else lease.token
         written: list[str] = []
         try:
             if change is not None:
                 self._check_lease(persona)
             for chunk in _chunks(nodes, self.batch):
                 ids = [_node_id(persona, s.node.node_id) for s in chunk]
-                metas = [_meta_of(persona, s.node) for s in chunk]
+                metas = [_fresh_meta(persona, s.node) for s in chunk]
+                if token is not None:
+                    for meta in metas:
+                        meta[LEASE_KEY] = token
                 if change is not None:
                     metas[0][COMMIT_KEY] = json.dumps(change, ensure_ascii=False)
                 self.nodes.upsert(
                     ids=ids,
                     embeddings=np.vstack([s.vector for s in chunk]),
                     metadatas=metas,
-                    documents=[s.node.description for s in chunk],
                 )
                 written.extend(ids)
             if change is None:
@@ -355,11 +471,14 @@ class ChromaBackend:
                 self._check_lease(persona)  # stalled past the lease: undo, as write_state does
                 self._known[persona] = state
                 self._chain[persona] = self._chain.get(persona, 0) + 1
+                self._wrote(persona)
         except GenMemError:
-            self._undo(written)
+            self._forget(persona)
+            self._undo(written, token)
             raise
         except Exception as e:
-            self._undo(written)
+            self._forget(persona)
+            self._undo(written, token)
             raise _storage_error(e) from e
 
     def _single_change(
@@ -399,6 +518,7 @@ class ChromaBackend:
                 (the writer stalled longer than ``lease_ttl``); nothing is stored.
         """
         self._check_lease(persona)
+        self._forget(persona)  # until the write is known to have happened
         with _wrapped(f"could not store the state of {persona!r}"):
             self.states.upsert(
                 ids=[_state_id(persona)],
@@ -407,6 +527,8 @@ class ChromaBackend:
                 documents=[state.model_dump_json()],
             )
         self._known[persona], self._chain[persona] = state, 0
+        self._record[persona] = (state.rev, state.node_count)
+        self._wrote(persona)
 
     def _check_lease(self, persona: str) -> None:
         """Refuse to commit when this write's server lease was lost."""
@@ -519,23 +641,32 @@ class ChromaBackend:
         """Delete every node and the state of a persona."""
         self.nodes.delete(where={"persona": persona})
         self.states.delete(ids=[_state_id(persona)])
+        self._forget(persona)
         self._known.pop(persona, None)
         self._chain.pop(persona, None)
 
-    def _undo(self, ids: list[str]) -> None:
+    def _undo(self, ids: list[str], token: str | None = None) -> None:
+        """Delete this write's records again (best effort: the next write removes the rest).
+
+        Under a server lease only the records still carrying this write's token go: a
+        writer that took the lease over may have written its own under the same ids.
+        """
         try:
-            self._delete_highest_first(ids[::-1])
+            self._delete_highest_first(ids[::-1], token)
         except Exception:  # noqa: BLE001 - best effort: the next write removes what is left
             return
 
-    def _delete_highest_first(self, ids: Sequence[str]) -> None:
+    def _delete_highest_first(self, ids: Sequence[str], token: str | None = None) -> None:
         """Delete records, given highest node number first, in pages.
 
         A crash in between leaves a run starting right above the committed count (see
         :meth:`remove_uncommitted`).
         """
         for chunk in _chunks(ids, self.batch):
-            self.nodes.delete(ids=list(chunk))
+            if token is None:
+                self.nodes.delete(ids=list(chunk))
+            else:
+                self.nodes.delete(ids=list(chunk), where={LEASE_KEY: token})
 
 
 def _client_kind(client: Any) -> tuple[str, str]:
@@ -585,26 +716,37 @@ def _storage_error(e: Exception) -> Exception:
 
 
 def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "persona": persona,
+    """The metadata of a node's record, in record format 2 (see the module docstring)."""
+    packed: dict[str, Any] = {
         "node_id": node.node_id,
-        "node_count": node.node_count,
         "type_count": node.type_count,
         "type": node.type,
         "depth": node.depth,
         "created": to_epoch(node.created),
-        "last_accessed": to_epoch(node.last_accessed),
         "subject": node.subject,
         "predicate": node.predicate,
         "object": node.object,
-        "embedding_key": node.embedding_key,
+        "description": node.description,
         "poignancy": float(node.poignancy),
-        "keywords": json.dumps(node.keywords, ensure_ascii=False),
-        "filling": json.dumps(node.filling, ensure_ascii=False),
+        "keywords": node.keywords,
+        "filling": node.filling,
+    }
+    if node.embedding_key != node.description:
+        packed["embedding_key"] = node.embedding_key
+    accessed = to_epoch(node.last_accessed)
+    return {
+        "persona": persona,
+        "node_count": node.node_count,
+        "last_accessed": None if accessed == packed["created"] else accessed,
         "expiration": None if node.expiration is None else to_epoch(node.expiration),
+        FORMAT_KEY: json.dumps(packed, ensure_ascii=False, separators=(",", ":")),
         COMMIT_KEY: None,  # set by a single-memory commit; None removes an older one
     }
-    return meta
+
+
+def _fresh_meta(persona: str, node: MemoryNode) -> dict[str, Any]:
+    """:func:`_meta_of` without its None values, for a record id known to be free."""
+    return {k: v for k, v in _meta_of(persona, node).items() if v is not None}
 
 
 def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:
@@ -616,23 +758,45 @@ def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:
     return StreamState.model_validate({**state.model_dump(), **fields, "kw_strength": strengths})
 
 
-def _node_from(meta: Mapping[str, Any], document: str) -> MemoryNode:
-    expiration = meta.get("expiration")
+def _node_from(meta: Mapping[str, Any], document: str | None) -> MemoryNode:
+    """The node of a stored record, of either record format.
+
+    Args:
+        meta: the record's metadata.
+        document: the record's Chroma document (the description in format 1; None or
+            anything in format 2, which keeps the description in ``meta``).
+
+    Returns:
+        The node, exactly as it was written.
+    """
+    packed = meta.get(FORMAT_KEY)
+    fields = _format_1_fields(meta, document) if packed is None else json.loads(packed)
+    expiration, accessed = meta.get("expiration"), meta.get("last_accessed")
     return MemoryNode.model_construct(
-        node_id=meta["node_id"],
+        node_id=fields["node_id"],
         node_count=int(meta["node_count"]),
-        type_count=int(meta["type_count"]),
-        type=meta["type"],
-        depth=int(meta["depth"]),
-        created=from_epoch(meta["created"]),
+        type_count=int(fields["type_count"]),
+        type=fields["type"],
+        depth=int(fields["depth"]),
+        created=from_epoch(fields["created"]),
         expiration=None if expiration is None else from_epoch(expiration),
-        last_accessed=from_epoch(meta["last_accessed"]),
-        subject=meta["subject"],
-        predicate=meta["predicate"],
-        object=meta["object"],
-        description=document,
-        embedding_key=meta["embedding_key"],
-        poignancy=float(meta["poignancy"]),
-        keywords=json.loads(meta["keywords"]),
-        filling=json.loads(meta["filling"]),
+        last_accessed=from_epoch(accessed if accessed is not None else fields["created"]),
+        subject=fields["subject"],
+        predicate=fields["predicate"],
+        object=fields["object"],
+        description=fields["description"],
+        embedding_key=fields.get("embedding_key", fields["description"]),
+        poignancy=float(fields["poignancy"]),
+        keywords=fields["keywords"],
+        filling=fields["filling"],
     )
+
+
+def _format_1_fields(meta: Mapping[str, Any], document: str | None) -> dict[str, Any]:
+    """The packed fields of a format-1 record: one key per field, the description as document."""
+    fields = {name: meta[name] for name in PACKED_FIELDS if name not in ("description",
+                                                                         "keywords", "filling")}
+    fields["description"] = document
+    fields["keywords"] = json.loads(meta["keywords"])
+    fields["filling"] = json.loads(meta["filling"])
+    return fields

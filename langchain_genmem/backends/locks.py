@@ -16,6 +16,9 @@ holds it (host, pid, since when):
   holder's lease. A lease whose holder died expires after ``ttl`` seconds and is taken over.
   A holder that stalls longer than ``ttl`` (its heartbeat silent) may lose the lease; its
   backend then refuses to store the state record, so the stalled write commits nothing.
+  Taking over an expired lease first leaves a *fence* record naming the lost holder's
+  token (:func:`fence_id`), so readers can tell a record written under a lease that was
+  later lost from one whose holder finished (see ``ChromaBackend``'s single-memory commits).
   Expiry times are the writers' wall clocks: hosts sharing a server need synchronised clocks.
 
 Both also serialise the threads of one process with an in-process lock.
@@ -73,6 +76,16 @@ def holder_record() -> dict[str, Any]:
     }
 
 
+def lease_id(persona: str) -> str:
+    """The id of a persona's lease record in the lease collection."""
+    return f"{persona}::lease"
+
+
+def fence_id(persona: str, token: str) -> str:
+    """The id of the record saying the lease with ``token`` was taken over (lost)."""
+    return f"{persona}::fenced::{token}"
+
+
 def describe_holder(record: dict[str, Any] | None) -> str:
     """``host pid N since T`` of a holder record, or a note that it is unknown."""
     if not record:
@@ -92,6 +105,8 @@ class FolderLock:
     # forked child, which inherits the parent's descriptor and flock, never counts as holder.
     _HELD: dict[tuple[str, int], tuple[int, int]] = {}
     _GUARD = threading.Lock()
+    _TAKES = 0  # flocks taken by this process so far: numbers each continuous hold
+    _HOLDS: dict[tuple[str, int], int] = {}  # (lock file, pid) -> the number of its hold
 
     def __init__(self, folder: str | os.PathLike[str], timeout: float) -> None:
         self.folder = Path(folder).resolve()
@@ -121,6 +136,8 @@ class FolderLock:
             fd, count = self._HELD.get(key, (-1, 0))
             if count == 0:
                 fd = self._take(persona)
+                FolderLock._TAKES += 1
+                self._HOLDS[key] = FolderLock._TAKES
             self._HELD[key] = (fd, count + 1)
             self._owner = os.getpid()
 
@@ -136,7 +153,15 @@ class FolderLock:
                 self._HELD[key] = (fd, count - 1)
                 return
             del self._HELD[key]
+            self._HOLDS.pop(key, None)
             os.close(fd)  # closing the descriptor drops the flock
+
+    def hold(self) -> int | None:
+        """A number for this process's current continuous hold of the folder, or None.
+
+        While it stays the same, no other process can have written the folder.
+        """
+        return self._HOLDS.get((self.path, os.getpid()))
 
     def last_writer(self) -> dict[str, Any] | None:
         """The last other process that took the folder, as its lock file records it.
@@ -210,7 +235,7 @@ class Lease:
         self.persona = persona
         self.timeout = timeout
         self.ttl = ttl
-        self.id = f"{persona}::lease"
+        self.id = lease_id(persona)
         self.token = uuid.uuid4().hex
         self.expires = 0.0
         self.lost = False
@@ -249,6 +274,7 @@ class Lease:
         current = self._add_and_read()  # uncontended: two calls
         while current is None or current.get("token") != self.token:
             if current is not None and float(current.get("expires", 0)) < time.time():
+                self._fence(current["token"])
                 self.collection.delete(ids=[self.id], where={"token": current["token"]})
             elif current is not None and time.monotonic() >= deadline:
                 raise self._refusal(describe_holder(current))
@@ -257,6 +283,12 @@ class Lease:
             current = self._current()
             if current is None:
                 current = self._add_and_read()
+
+    def _fence(self, lost: str) -> None:
+        """Record that the holder ``lost`` lost its lease, before taking it over."""
+        self.collection.add(ids=[fence_id(self.persona, lost)],
+                            embeddings=np.ones((1, 1), dtype=np.float32),
+                            metadatas=[{"fenced": lost, "by": self.token, "at": time.time()}])
 
     def _add_and_read(self) -> dict[str, Any] | None:
         """Add our lease if none exists (Chroma keeps the first of simultaneous adds)."""

@@ -1,0 +1,101 @@
+"""What a single add reads: the state record only when someone else may have written it.
+
+A writer that wrote the state record last, on a folder its process has held throughout (or
+an in-memory client), knows that record; it still looks up the run of single-memory commits
+above it (one get), which also finds a crashed write's leftovers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import chromadb
+import numpy as np
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from langchain_genmem import MemoryStream
+from langchain_genmem.backends.chroma import ChromaBackend
+
+PERSONA = "玛丽亚 Lopez"
+T0 = datetime(2024, 3, 1, 9)
+EMB = DeterministicFakeEmbedding(size=8)
+
+
+class Counting:
+    """A collection wrapper counting reads and writes."""
+
+    def __init__(self, inner):
+        self.inner, self.gets, self.writes = inner, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def get(self, **kw):
+        self.gets += 1
+        return self.inner.get(**kw)
+
+    def upsert(self, **kw):
+        self.writes += 1
+        return self.inner.upsert(**kw)
+
+
+def add(stream: MemoryStream, i: int) -> None:
+    stream.add_event(f"玛丽亚 读书 {i}", poignancy=1 + i % 9, created=T0 + timedelta(minutes=i),
+                     embedding=np.full(8, float(i + 1), dtype=np.float32))
+
+
+def counted(stream: MemoryStream) -> tuple[Counting, Counting]:
+    backend = stream.backend
+    backend.nodes, backend.states = Counting(backend.nodes), Counting(backend.states)
+    return backend.nodes, backend.states
+
+
+def test_a_single_add_on_a_held_folder_reads_once_and_writes_once(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    add(stream, 0)
+    add(stream, 1)
+    nodes, states = counted(stream)
+    add(stream, 2)
+    assert (nodes.gets, nodes.writes, states.gets, states.writes) == (1, 1, 0, 0)
+    assert stream.refresh() is False and states.gets == 0
+    assert len(stream) == 3
+
+
+def test_a_released_folder_is_read_again(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    add(stream, 0)
+    add(stream, 1)
+    stream.close()  # another process may write the folder from now on
+    nodes, states = counted(stream)
+    add(stream, 2)
+    assert states.gets == 1
+    assert [n.description for n in stream.nodes()][0] == "玛丽亚 读书 2"
+
+
+def test_another_writer_in_the_process_makes_the_record_read_again():
+    client = chromadb.EphemeralClient()
+    a = MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-two"), embeddings=EMB,
+                     clock=lambda: T0)
+    b = MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-two"), embeddings=EMB,
+                     clock=lambda: T0)
+    add(a, 0)
+    b.add_many([{"type": "event", "description": f"批量 {i}", "poignancy": 2}
+                for i in range(2)])  # b rewrites the state record
+    nodes, states = counted(a)
+    add(a, 1)
+    assert states.gets >= 1
+    assert [n.node_id for n in a.nodes()] == ["node_4", "node_3", "node_2", "node_1"]
+    assert a.state.node_count == 4 and MemoryStream(
+        PERSONA, backend=ChromaBackend(client, "reads-two"), embeddings=EMB).state == a.state
+
+
+def test_single_adds_of_two_writers_in_turn_number_after_each_other():
+    client = chromadb.EphemeralClient()
+    a, b = (MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-turns"), embeddings=EMB,
+                         clock=lambda: T0) for _ in range(2))
+    for i in range(6):  # each add by one writer is a run record the other must see
+        add(a if i % 2 == 0 else b, i)
+    a.refresh()
+    assert [n.node_id for n in a.nodes()][0] == "node_6" and a.state == b.state
+    fresh = MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-turns"), embeddings=EMB)
+    assert [n.description for n in fresh.nodes()] == [f"玛丽亚 读书 {i}" for i in range(5, -1, -1)]
