@@ -440,19 +440,20 @@ class MemoryStream:
 
     # ------------------------------------------------------------------ settings
 
-    def update_settings(self, **changes: float) -> StreamState:
-        """Change and persist per-persona settings (weights, decay, trigger counters).
+    def update_settings(self, **changes: float | str) -> StreamState:
+        """Change and persist per-persona settings (weights, decay, relevance, trigger counters).
 
         Args:
             **changes: any of ``importance_trigger_max``, ``importance_trigger_curr``,
                 ``importance_ele_n``, ``recency_w``, ``relevance_w``, ``importance_w``,
-                ``recency_decay``.
+                ``recency_decay``, ``relevance_mode`` (``"dense"``, ``"lexical"`` or
+                ``"hybrid"``) and ``lexical_weight`` (in [0, 1]).
 
         Returns:
             The new state.
 
         Raises:
-            ValidationError: an unknown name or a non-finite value.
+            ValidationError: an unknown name or a value out of range; nothing is changed.
         """
         for name, value in changes.items():
             if name not in SETTINGS:
@@ -460,6 +461,10 @@ class MemoryStream:
                 raise ValidationError(msg, field=name)
             if name == "recency_decay":
                 validation.decay(value, name)
+            elif name == "relevance_mode":
+                validation.relevance_mode(value, name)
+            elif name == "lexical_weight":
+                validation.lexical_weight(value, name)
             elif name.endswith("_w"):
                 validation.weight(value, name)
             else:

@@ -267,6 +267,8 @@ def test_stats_text_and_json(store: Path) -> None:
     assert data["types"] == {"event": 8, "thought": 6, "chat": 0}
     assert data["depths"] == {"0": 8, "1": 6}
     assert data["settings"]["recency_decay"] == 0.995
+    assert data["settings"]["relevance_mode"] == "dense"
+    assert data["settings"]["lexical_weight"] == 0.5
     assert len(data["keyword_strength"]["thought"]) == 2
     assert data["clock"] == "2023-02-13 00:00:50"
 
