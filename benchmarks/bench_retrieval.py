@@ -6,9 +6,10 @@ with an "idle" embedding_key), in one run:
 
 - ``invoke``: ``GenerativeAgentsRetriever(k=30).invoke`` on a MemoryStream in an embedded
   (persistent) Chroma folder, built with ``add_many``; recency modes "hours" and "reverie";
-  and ``relevance="hybrid"`` (dense + BM25; each description holds 6 words of its topic's
-  40 and 2 of 500 common ones, each query 3 words of its topic: about 1 in 7 memories share a
-  query term), its lexical index built by the untimed first call;
+  and ``relevance="hybrid"`` (dense + BM25; each description is "memory i" and 6 words of
+  its topic's 40 and 2 of 500 common ones; each query holds "memory", a term of every memory
+  (the worst case: a persona's name), one common word and 3 words of its topic), its lexical
+  index built by the untimed first call;
 - ``scoring``: the scoring step alone, the calls the retriever makes (``scoring.cosine`` over
   every row, ``recency``, ``rank``) on the same float32 matrix;
 - ``V@q``: the bare numpy matrix-vector product on that matrix, the floor of exact scoring;
@@ -125,7 +126,8 @@ def make_data(n: int, dim: int, n_queries: int, seed: int) -> Data:
     common = rng.integers(0, COMMON_WORDS, (n, 2))
     texts = [f"memory {i} " + " ".join(f"topic{topic[i]}word{w}" for w in own[i]) + " "
              + " ".join(f"common{w}" for w in common[i]) for i in range(n)]
-    words = [" ".join(f"topic{t}word{w}" for w in rng.integers(0, TOPIC_WORDS, 3))
+    words = [f"memory common{rng.integers(0, COMMON_WORDS)} "
+             + " ".join(f"topic{t}word{w}" for w in rng.integers(0, TOPIC_WORDS, 3))
              for t in q_topic]
     return Data(vectors, queries, types, keys, rng.integers(1, 11, n), created, now,
                 texts, words)
