@@ -322,3 +322,20 @@ def test_rows_of_a_repeated_stream_rank_the_same_in_hybrid_with_either_first_pas
                         for d in retriever.invoke("记忆 7")])
     assert results[0] == results[1]
     assert len(results[0]) == 20
+
+
+def test_lexical_scores_survive_a_restart(tmp_path):
+    """The index is rebuilt from the stored nodes on the first lexical query after an open."""
+    stream = physics_stream(path=str(tmp_path / "store"))
+    stream.add_event("Klaus 调试超导磁体", poignancy=3)
+    ask = dict(relevance="hybrid", k=5, update_access=False)
+    before = [(d.metadata["node_id"], d.metadata["bm25"], d.metadata["score"])
+              for d in GenerativeAgentsRetriever(stream=stream, **ask).invoke("超导磁体 reactor")]
+    stream.close()
+    again = MemoryStream("Klaus Mueller", embeddings=CountingEmbedding(size=16),
+                         clock=lambda: datetime(2024, 5, 1, 12), path=str(tmp_path / "store"))
+    assert again._lexical is None
+    after = [(d.metadata["node_id"], d.metadata["bm25"], d.metadata["score"])
+             for d in GenerativeAgentsRetriever(stream=again, **ask).invoke("超导磁体 reactor")]
+    assert after == before and before[0][1] > 0
+    again.close()
