@@ -7,12 +7,19 @@ store, written in the same commit as the nodes they describe.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 DEFAULT_TRIGGER_MAX = 150.0
 DEFAULT_RECENCY_DECAY = 0.99
+# Share of the lexical signal in the hybrid relevance (0: dense only, 1: lexical only).
+# Chosen on the training split of the labelled set (benchmarks/bench_fusion.py).
+DEFAULT_LEXICAL_WEIGHT = 0.2
+DEFAULT_RELEVANCE_MODE = "dense"
+
+RelevanceMode = Literal["dense", "lexical", "hybrid"]
+RELEVANCE_MODES: tuple[str, ...] = ("dense", "lexical", "hybrid")
 
 # Fields a user may change through MemoryStream.update_settings().
 SETTINGS = (
@@ -23,7 +30,11 @@ SETTINGS = (
     "relevance_w",
     "importance_w",
     "recency_decay",
+    "relevance_mode",
+    "lexical_weight",
 )
+# Settings the original's scratch.json does not have: exported only when set or already there.
+NEW_SETTINGS = ("relevance_mode", "lexical_weight")
 
 
 class StreamState(BaseModel):
@@ -41,6 +52,9 @@ class StreamState(BaseModel):
         relevance_w: persona weight of relevance.
         importance_w: persona weight of importance.
         recency_decay: decay of recency per hour (or per rank, by retrieval mode).
+        relevance_mode: the persona's relevance signal: ``"dense"`` (cosine, the
+            original's), ``"lexical"`` or ``"hybrid"`` (both fused).
+        lexical_weight: share of the lexical signal in the hybrid relevance, in [0, 1].
         kw_strength: ``{"event": {kw: n}, "thought": {kw: n}}``.
         extra: other ``scratch.json`` values kept for a faithful export.
     """
@@ -58,6 +72,8 @@ class StreamState(BaseModel):
     relevance_w: float = 1.0
     importance_w: float = 1.0
     recency_decay: float = DEFAULT_RECENCY_DECAY
+    relevance_mode: RelevanceMode = DEFAULT_RELEVANCE_MODE
+    lexical_weight: float = Field(DEFAULT_LEXICAL_WEIGHT, ge=0.0, le=1.0)
     kw_strength: dict[str, dict[str, int]] = Field(
         default_factory=lambda: {"event": {}, "thought": {}}
     )

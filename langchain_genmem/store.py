@@ -81,6 +81,7 @@ from langchain_genmem.timeutil import SimulationClock, naive, to_epoch
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import Head
+    from langchain_genmem.lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ class MemoryStream:
         self._timer: threading.Timer | None = None
         self._cache = NodeCache()
         self._keywords = KeywordIndex()
+        self._lexical: LexicalIndex | None = None  # built on the first lexical query
         self._state = StreamState()
         self._access_rev = 0
         self.orphans_removed = 0
@@ -332,6 +334,26 @@ class MemoryStream:
 
     # ------------------------------------------------------------------ reading
 
+    def lexical_index(self) -> LexicalIndex:
+        """The persona's BM25 index, caught up with every committed memory.
+
+        Built on first use (a stream only retrieved densely never pays for it) and synced
+        at every call, so it is never stale after ``add_*`` or a refresh.
+
+        Returns:
+            The index (rows are the cache's rows).
+        """
+        index = self._lexical
+        if index is None:
+            from langchain_genmem.lexical import LexicalIndex  # its tokeniser loads rjieba
+
+            with self._lock:
+                if self._lexical is None:
+                    self._lexical = LexicalIndex()
+                index = self._lexical
+        index.sync(self._cache)
+        return index
+
     def __len__(self) -> int:
         return self._cache.n
 
@@ -462,19 +484,20 @@ class MemoryStream:
 
     # ------------------------------------------------------------------ settings
 
-    def update_settings(self, **changes: float) -> StreamState:
-        """Change and persist per-persona settings (weights, decay, trigger counters).
+    def update_settings(self, **changes: float | str) -> StreamState:
+        """Change and persist per-persona settings (weights, decay, relevance, trigger counters).
 
         Args:
             **changes: any of ``importance_trigger_max``, ``importance_trigger_curr``,
                 ``importance_ele_n``, ``recency_w``, ``relevance_w``, ``importance_w``,
-                ``recency_decay``.
+                ``recency_decay``, ``relevance_mode`` (``"dense"``, ``"lexical"`` or
+                ``"hybrid"``) and ``lexical_weight`` (in [0, 1]).
 
         Returns:
             The new state.
 
         Raises:
-            ValidationError: an unknown name or a non-finite value.
+            ValidationError: an unknown name or a value out of range; nothing is changed.
         """
         for name, value in changes.items():
             if name not in SETTINGS:
@@ -482,6 +505,10 @@ class MemoryStream:
                 raise ValidationError(msg, field=name)
             if name == "recency_decay":
                 validation.decay(value, name)
+            elif name == "relevance_mode":
+                validation.relevance_mode(value, name)
+            elif name == "lexical_weight":
+                validation.lexical_weight(value, name)
             elif name.endswith("_w"):
                 validation.weight(value, name)
             else:

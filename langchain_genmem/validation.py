@@ -8,6 +8,8 @@ naming the field and what is allowed:
 ================  ==========================================================
 weights, gains    finite numbers >= 0
 recency decay     a number in (0, 1]
+lexical weight    a number in [0, 1]
+relevance mode    ``"dense"``, ``"lexical"`` or ``"hybrid"``
 k                 an integer >= 0
 query             a non-empty text
 poignancy         a number from 1 (mundane) to 10 (poignant), the original's scale
@@ -25,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.errors import ValidationError
+from langchain_genmem.state import RELEVANCE_MODES
 from langchain_genmem.text import clean_text, length_error, limits
 
 POIGNANCY_MIN = 1.0
@@ -89,6 +92,46 @@ def decay(value: Any, field: str = "recency_decay") -> float:
         msg = f"{field}: expected a number in (0, 1] (e.g. 0.99; 1 = no decay), got {value!r}"
         raise ValidationError(msg, field=field)
     return number
+
+
+def lexical_weight(value: Any, field: str = "lexical_weight") -> float:
+    """The share of the lexical signal in the hybrid relevance: in [0, 1].
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The weight as a float.
+
+    Raises:
+        ValidationError: not a number in [0, 1].
+    """
+    number = _coerce(value)
+    if number is None or not (0.0 <= number <= 1.0):
+        msg = f"{field}: expected a number in [0, 1] (0 = dense only, 1 = lexical only), " \
+              f"got {value!r}"
+        raise ValidationError(msg, field=field)
+    return number
+
+
+def relevance_mode(value: Any, field: str = "relevance_mode") -> str:
+    """A relevance signal: one of :data:`~langchain_genmem.state.RELEVANCE_MODES`.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The mode.
+
+    Raises:
+        ValidationError: not one of the modes.
+    """
+    if not isinstance(value, str) or value not in RELEVANCE_MODES:
+        msg = f"{field}: expected one of {', '.join(RELEVANCE_MODES)}, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return value
 
 
 def top_k(value: Any, field: str = "k") -> int:

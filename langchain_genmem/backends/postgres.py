@@ -73,7 +73,8 @@ READ_COLUMNS = (
 )
 STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
-    "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay", "extra",
+    "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay",
+    "relevance_mode", "lexical_weight", "extra",
 )
 
 

@@ -82,8 +82,18 @@ CREATE TABLE IF NOT EXISTS kw_strength (
 );
 """
 
+# The persona's relevance signal and hybrid fusion weight (issue 14); rows written before
+# get the defaults, the original's dense relevance.
+MIGRATION_2 = """\
+ALTER TABLE genmem_personas
+    ADD COLUMN IF NOT EXISTS relevance_mode text NOT NULL DEFAULT 'dense'
+        CHECK (relevance_mode IN ('dense', 'lexical', 'hybrid')),
+    ADD COLUMN IF NOT EXISTS lexical_weight double precision NOT NULL DEFAULT 0.2
+        CHECK (lexical_weight BETWEEN 0 AND 1);
+"""
+
 # Append only: (version, SQL). Never edit a released migration.
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1),)
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1), (2, MIGRATION_2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 VERSION_TABLE = """\

@@ -137,8 +137,12 @@ def stream_stats(stream: MemoryStream, top: int) -> dict[str, Any]:
             "reflection_due": state.reflection_due,
         },
         "settings": {
-            name: number(getattr(state, name))
-            for name in ("recency_w", "relevance_w", "importance_w", "recency_decay")
+            **{
+                name: number(getattr(state, name))
+                for name in ("recency_w", "relevance_w", "importance_w", "recency_decay")
+            },
+            "relevance_mode": state.relevance_mode,
+            "lexical_weight": number(state.lexical_weight),
         },
         "vector_size": state.dim,
         "clock": stream.clock(),

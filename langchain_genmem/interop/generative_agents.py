@@ -50,7 +50,7 @@ from langchain_genmem.errors import EmbeddingDimensionError, InteropError, Valid
 from langchain_genmem.inputs import fits_float32, validate_items
 from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
 from langchain_genmem.nodes import NODE_ID_RE, MemoryNode, node_number
-from langchain_genmem.state import SETTINGS
+from langchain_genmem.state import NEW_SETTINGS, RELEVANCE_MODES, SETTINGS, StreamState
 from langchain_genmem.store import MemoryStream
 from langchain_genmem.timeutil import SimulationClock
 
@@ -562,18 +562,27 @@ def _read_strength(path: Path, raw: dict[str, Any]) -> dict[str, dict[str, int]]
     return out
 
 
-def _read_scratch(path: Path) -> tuple[dict[str, float], dict[str, Any]]:
+def _read_scratch(path: Path) -> tuple[dict[str, float | str], dict[str, Any]]:
     if not path.exists():
         return {}, {}
     raw = _read_json(path, dict)
-    settings: dict[str, float] = {}
+    settings: dict[str, float | str] = {}
     for name in SETTINGS:
         if name not in raw:
             continue
         value = raw[name]
+        if name == "relevance_mode":
+            if value not in RELEVANCE_MODES:
+                msg = f"{name}: expected one of {', '.join(RELEVANCE_MODES)}, got {value!r}"
+                raise InteropError(msg, path=str(path))
+            settings[name] = value
+            continue
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not number or not math.isfinite(value):
             raise InteropError(f"{name}: expected a number, got {value!r}", path=str(path))
+        if name == "lexical_weight" and not 0 <= value <= 1:
+            msg = f"{name}: expected a number in [0, 1], got {value!r}"
+            raise InteropError(msg, path=str(path))
         settings[name] = value
     extra = {k: v for k, v in raw.items() if k not in SETTINGS and _is_scalar(v)}
     return settings, extra
@@ -644,7 +653,7 @@ def dump_associative_memory(stream: MemoryStream, folder: str | os.PathLike[str]
     scratch = _read_json(scratch_path, dict) if scratch_path.exists() else {}
     state = stream.state
     scratch.update(state.extra)
-    scratch.update({name: _plain(getattr(state, name)) for name in SETTINGS})
+    scratch.update({name: _plain(getattr(state, name)) for name in _exported(state, scratch)})
     strength = stream.kw_strength
     vectors = stream.embeddings_by_key()
     files: list[tuple[Path, Any]] = [
@@ -655,6 +664,20 @@ def dump_associative_memory(stream: MemoryStream, folder: str | os.PathLike[str]
     ]
     for path, data in files:
         write_json_atomic(path, data, indent=2 if path == scratch_path else None)
+
+
+def _exported(state: StreamState, scratch: Mapping[str, Any]) -> list[str]:
+    """The settings written to ``scratch.json``.
+
+    The original's always; ours (relevance mode, lexical weight) only when the file has them
+    already or they differ from the defaults, so an original persona exports as it came in.
+    """
+    defaults = StreamState()
+    return [
+        name for name in SETTINGS
+        if name not in NEW_SETTINGS or name in scratch
+        or getattr(state, name) != getattr(defaults, name)
+    ]
 
 
 def node_record(node: MemoryNode) -> dict[str, Any]:
@@ -719,7 +742,9 @@ def _format_time(value: datetime | None) -> str | None:
     return None if value is None else value.strftime(NODE_TIME_FORMAT)
 
 
-def _plain(value: float) -> int | float:
+def _plain(value: float | str) -> int | float | str:
+    if isinstance(value, str):
+        return value
     return int(value) if float(value).is_integer() else value
 
 

@@ -26,7 +26,13 @@ from langchain_genmem import (
     load_associative_memory,
 )
 from langchain_genmem.backends.postgres import PostgresBackend
-from langchain_genmem.backends.postgres_schema import SCHEMA_VERSION, ensure_schema, schema_sql
+from langchain_genmem.backends.postgres_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    ensure_schema,
+    schema_sql,
+)
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.timeutil import to_epoch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -291,7 +297,8 @@ def test_the_schema_is_idempotent_and_versioned(dsn):
         assert ensure_schema(conn) == SCHEMA_VERSION
         assert ensure_schema(conn) == SCHEMA_VERSION
         versions = conn.execute("SELECT version FROM genmem_schema_version").fetchall()
-        assert versions == [(SCHEMA_VERSION,)]
+        assert versions == [(v,) for v, _ in MIGRATIONS]  # each applied once, in order
+        assert versions[-1] == (SCHEMA_VERSION,)
         indexes = {r[0] for r in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_nodes'").fetchall()}
         assert {"memory_nodes_persona_type", "memory_nodes_keywords"} <= indexes
@@ -301,6 +308,29 @@ def test_the_schema_is_idempotent_and_versioned(dsn):
         conn.commit()
     with pytest.raises(StorageError, match="upgrade langchain-genmem"):
         PostgresBackend(dsn)
+
+
+def test_a_version_1_database_migrates_and_its_personas_get_the_default_relevance(dsn):
+    from langchain_genmem.backends.postgres_schema import MIGRATION_1, VERSION_TABLE
+
+    with psycopg.connect(dsn) as conn:  # what the release before issue 14 left behind
+        conn.execute(VERSION_TABLE)
+        conn.execute(MIGRATION_1)
+        conn.execute("INSERT INTO genmem_schema_version (version) VALUES (1)")
+        conn.execute(
+            "INSERT INTO genmem_personas (persona_name, importance_trigger_max, "
+            "importance_trigger_curr, importance_ele_n, recency_w, relevance_w, importance_w, "
+            "recency_decay) VALUES (%s, 150, 150, 0, 1, 2, 1, 0.99)", (PERSONA,))
+        conn.commit()
+    stream = open_stream(dsn)
+    assert stream.state.relevance_w == 2
+    assert (stream.state.relevance_mode, stream.state.lexical_weight) == (
+        "dense", DEFAULT_LEXICAL_WEIGHT)  # the column's SQL default is the package's
+    stream.update_settings(relevance_mode="hybrid", lexical_weight=0.3)
+    again = open_stream(dsn)
+    assert (again.state.relevance_mode, again.state.lexical_weight) == ("hybrid", 0.3)
+    with psycopg.connect(dsn) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("UPDATE genmem_personas SET lexical_weight = 2")
 
 
 def test_the_printed_schema_creates_the_same_tables(dsn):

@@ -276,6 +276,22 @@ def test_dump_updates_our_keys_of_an_existing_scratch_and_keeps_the_rest(isabell
     assert list(after) == list(before)  # keys stay where they were
 
 
+def test_an_original_scratch_exports_unchanged_until_the_relevance_is_set(
+    isabella: Path,
+) -> None:
+    before = saved(isabella.parent, "scratch.json")
+    stream = load(isabella)
+    dump_associative_memory(stream, isabella)
+    after = saved(isabella.parent, "scratch.json")
+    assert after == before and list(after) == list(before)  # no relevance keys added
+    stream.update_settings(relevance_mode="hybrid", lexical_weight=0.3)
+    dump_associative_memory(stream, isabella)
+    after = saved(isabella.parent, "scratch.json")
+    assert (after["relevance_mode"], after["lexical_weight"]) == ("hybrid", 0.3)
+    again = load(isabella)
+    assert (again.state.relevance_mode, again.state.lexical_weight) == ("hybrid", 0.3)
+
+
 def test_dump_creates_scratch_with_our_keys(tmp_path: Path) -> None:
     stream = MemoryStream("p", embeddings=DeterministicFakeEmbedding(size=4))
     stream.add_event("p wakes up", poignancy=1, created=datetime(2023, 2, 13, 7, 0, 0, 123456))
@@ -382,6 +398,10 @@ MALFORMED = {
     "evidence not earlier": ("nodes.json", "node_10", _nodes(_future_evidence)),
     "vector of wrong size": ("embeddings.json", "node_4", _vector("node_4", [0.1] * 7)),
     "key without vector": ("embeddings.json", "node_6", _vector("node_6", None)),
+    "bad relevance_mode": ("scratch.json", None, _scratch(lambda d: d.update(
+        relevance_mode="bm25"))),
+    "lexical_weight out of range": ("scratch.json", None, _scratch(lambda d: d.update(
+        lexical_weight=1.5))),
     "bad curr_time": ("scratch.json", None, _scratch(lambda d: d.update(curr_time="yesterday"))),
     "deeply nested JSON": (
         "kw_strength.json", None, _write("kw_strength.json", "[" * 100_000 + "]" * 100_000)

@@ -5,6 +5,7 @@ Tests taking the `stream` or `store` fixture run on every backend (Chroma and Po
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -20,6 +21,7 @@ from langchain_genmem import (
     ValidationError,
 )
 from langchain_genmem.backends.chroma import ChromaBackend
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT, StreamState
 
 T0 = datetime(2023, 2, 13, 9, 0, 0)
 
@@ -331,6 +333,24 @@ def test_settings_are_validated_and_persisted(store):
         s.update_settings(recency_w=float("nan"))
     again = store.open("S", embeddings=DeterministicFakeEmbedding(size=4))
     assert again.state.recency_decay == 0.995 and again.state.relevance_w == 2
+
+
+def test_relevance_settings_default_validate_and_persist(store):
+    s = store.open("玛丽亚", embeddings=DeterministicFakeEmbedding(size=4))
+    assert (s.state.relevance_mode, s.state.lexical_weight) == ("dense", DEFAULT_LEXICAL_WEIGHT)
+    s.update_settings(relevance_mode="hybrid", lexical_weight=0.25)
+    for bad in ({"relevance_mode": "bm25"}, {"lexical_weight": 1.5}, {"lexical_weight": "x"},
+                {"relevance_mode": "lexical", "lexical_weight": -0.1}):
+        with pytest.raises(ValidationError, match=next(reversed(bad))):
+            s.update_settings(**bad)
+    again = store.open("玛丽亚", embeddings=DeterministicFakeEmbedding(size=4))
+    assert (again.state.relevance_mode, again.state.lexical_weight) == ("hybrid", 0.25)
+
+
+def test_a_state_record_from_before_the_relevance_settings_loads_with_the_defaults():
+    old = StreamState().model_dump(exclude={"relevance_mode", "lexical_weight"})
+    state = StreamState.model_validate_json(json.dumps(old))
+    assert (state.relevance_mode, state.lexical_weight) == ("dense", DEFAULT_LEXICAL_WEIGHT)
 
 
 def test_mark_accessed_is_exact_at_once_and_flushed(store, clock):
