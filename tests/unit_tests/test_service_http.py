@@ -131,6 +131,8 @@ def test_a_key_lists_only_its_personas(client):
     stats = client.get(f"/personas/{PERSONA}", headers=bearer(ISABELLA_ONLY)).json()
     assert stats["memories"] == 1 and stats["types"]["event"] == 1
     assert stats["clock"] == "2023-02-14T09:00:00"
+    assert stats["settings"]["relevance_mode"] == "dense"
+    assert stats["settings"]["lexical_weight"] == 0.5
     r = client.get("/personas/nobody", headers=bearer(ADMIN))
     assert r.status_code == 404 and "nobody" in r.json()["message"]
 
