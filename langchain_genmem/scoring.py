@@ -29,6 +29,8 @@ from typing import Literal
 
 import numpy as np
 
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
+
 RecencyMode = Literal["hours", "rank", "reverie"]
 RECENCY_MODES: tuple[str, ...] = ("hours", "rank", "reverie")
 RelevanceMode = Literal["dense", "lexical", "hybrid"]
@@ -506,7 +508,7 @@ def rank(
     *,
     overwrite: bool = False,
     relevance: RelevanceMode = "dense",
-    lexical_weight: float = 0.5,
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
     bm25: np.ndarray | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.

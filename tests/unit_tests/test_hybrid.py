@@ -30,7 +30,14 @@ from langchain_genmem.scoring import (
 )
 from tests.unit_tests.test_fast_rank import stream_like
 from tests.unit_tests.test_quantized import columns
-from tests.unit_tests.test_scoring import NOW, batch_exact, normalize, original_order, replace_cos
+from tests.unit_tests.test_scoring import (
+    NOW,
+    batch_exact,
+    brute_force,
+    normalize,
+    original_order,
+    replace_cos,
+)
 
 MODES = ["dense", "lexical", "hybrid"]
 
@@ -38,7 +45,6 @@ MODES = ["dense", "lexical", "hybrid"]
 def fused_brute_force(c, cos, bm25, rec, w, k, mode, lexical_weight):
     """Every candidate scored with Python floats, relevance fused as documented."""
     order = original_order(c)
-    r = normalize({i: rec[i] for i in order})
     d = normalize({i: cos[i] for i in order})
     lex = normalize({i: bm25[i] for i in order})
     if mode == "dense":
@@ -53,13 +59,7 @@ def fused_brute_force(c, cos, bm25, rec, w, k, mode, lexical_weight):
         v = lex
     else:
         v = {i: d[i] * (1.0 - s) + lex[i] * s for i in order}
-    imp = normalize({i: float(c.poignancy[i]) for i in order})
-    g = w.gains
-    master = {
-        i: w.recency_w * r[i] * g[0] + w.relevance_w * v[i] * g[1] + w.importance_w * imp[i] * g[2]
-        for i in order
-    }
-    best = [i for i, _ in sorted(master.items(), key=lambda kv: kv[1], reverse=True)[:k]]
+    best, master, *_ = brute_force(c, cos, rec, w, k, relevance=v)
     return best, master, v, d, lex
 
 
@@ -322,3 +322,20 @@ def test_rows_of_a_repeated_stream_rank_the_same_in_hybrid_with_either_first_pas
                         for d in retriever.invoke("记忆 7")])
     assert results[0] == results[1]
     assert len(results[0]) == 20
+
+
+def test_lexical_scores_survive_a_restart(tmp_path):
+    """The index is rebuilt from the stored nodes on the first lexical query after an open."""
+    stream = physics_stream(path=str(tmp_path / "store"))
+    stream.add_event("Klaus 调试超导磁体", poignancy=3)
+    ask = dict(relevance="hybrid", k=5, update_access=False)
+    before = [(d.metadata["node_id"], d.metadata["bm25"], d.metadata["score"])
+              for d in GenerativeAgentsRetriever(stream=stream, **ask).invoke("超导磁体 reactor")]
+    stream.close()
+    again = MemoryStream("Klaus Mueller", embeddings=CountingEmbedding(size=16),
+                         clock=lambda: datetime(2024, 5, 1, 12), path=str(tmp_path / "store"))
+    assert again._lexical is None
+    after = [(d.metadata["node_id"], d.metadata["bm25"], d.metadata["score"])
+             for d in GenerativeAgentsRetriever(stream=again, **ask).invoke("超导磁体 reactor")]
+    assert after == before and before[0][1] > 0
+    again.close()
