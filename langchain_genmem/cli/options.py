@@ -19,6 +19,7 @@ import typer
 from langchain_genmem import validation
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.interop.generative_agents import SCRATCH_TIME_FORMAT
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 
 if TYPE_CHECKING:
     from langchain_genmem.retrievers import GenerativeAgentsRetriever
@@ -87,7 +88,7 @@ LexicalWeight = Annotated[
     typer.Option(
         "--lexical-weight",
         help="Share of the lexical signal in hybrid relevance, 0 (dense) to 1 (lexical) "
-        "(default: the persona's, 0.5 unless changed).",
+        f"(default: the persona's, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
     ),
 ]
 KeepIdle = Annotated[

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
+
 # ---------------------------------------------------------------------------- limits
 
 MAX_PERSONA_CHARS = 200
@@ -120,7 +122,8 @@ Relevance = _optional(
 )
 LexicalWeight = _optional(
     "number", float, "Share of the lexical signal in the hybrid relevance, 0 (dense only) to 1 "
-    "(lexical only) (default: the persona's setting, 0.5 unless changed).", ge=0.0, le=1.0,
+    f"(lexical only) (default: the persona's setting, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
+    ge=0.0, le=1.0,
 )
 IdleFilter = Annotated[
     bool,

@@ -23,6 +23,7 @@ from langchain_genmem.service import (
     create_service,
 )
 from langchain_genmem.service.schemas import MAX_TOP_K, MemoryItem, RetrieveRequest
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from tests.support.dify_schema import dify_problems, dify_tools
 
 NOW = datetime(2023, 2, 14, 9, 0, 0)
@@ -136,7 +137,7 @@ def test_a_key_lists_only_its_personas(client):
     assert stats["memories"] == 1 and stats["types"]["event"] == 1
     assert stats["clock"] == "2023-02-14T09:00:00"
     assert stats["settings"]["relevance_mode"] == "dense"
-    assert stats["settings"]["lexical_weight"] == 0.5
+    assert stats["settings"]["lexical_weight"] == DEFAULT_LEXICAL_WEIGHT
     r = client.get("/personas/nobody", headers=bearer(ADMIN))
     assert r.status_code == 404 and "nobody" in r.json()["message"]
 
