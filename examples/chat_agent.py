@@ -1,8 +1,10 @@
 """A chat agent with long-term Generative Agents memory, on any OpenAI-compatible server.
 
-Each turn it recalls memories for your message (weighted retrieval), answers with them in
-mind, stores the exchange with importance rated by the model, and reflects when enough has
-happened. Memories live in a local folder, so the next run remembers this one.
+Each turn it recalls memories for your message, answers with them in mind, stores the
+exchange with importance rated by the model, and reflects when enough has happened. Memories
+live in a local folder, so the next run remembers this one. Recall is tuned for a chat
+(``langchain_genmem.agent.CHAT_RETRIEVAL``: hybrid dense + lexical relevance alone, measured
+best on the labelled question set), not the simulation's recency and importance weights.
 
     export OPENAI_API_KEY=...  [OPENAI_BASE_URL=...  OPENAI_MODEL=...]
     python examples/chat_agent.py                       # interactive; empty line or Ctrl-D ends

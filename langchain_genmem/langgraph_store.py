@@ -28,9 +28,16 @@ How the store maps onto the stream:
   PostgreSQL store does; ``InMemoryStore`` resets it) and ``updated_at`` is the latest put.
   Item times are the stream's clock, read as UTC.
 - **search** with a query ranks the namespace's live items with the retriever's exact
-  scoring (access times updated, ``SearchItem.score`` is the weighted score); across several
-  personas (a prefix that spans them) each persona is ranked on its own and the results are
-  merged by score. Without a query it lists items newest first (by ``updated_at``).
+  scoring (access times updated, ``SearchItem.score`` is the weighted score). It scores as
+  the persona is set: its weights, decay, ``relevance_mode`` (dense, lexical or hybrid) and
+  ``lexical_weight`` (``store.stream(persona).update_settings(relevance_mode="hybrid")``),
+  unless ``retriever_kwargs`` fixes them for every persona
+  (``{"relevance": "hybrid", "lexical_weight": 0.5}``). The original's idle filter is off:
+  an item that says "idle" is something a user told the store, not a simulation's idle
+  marker (``retriever_kwargs={"idle_filter": True}`` turns it on; with
+  ``"score_in": "database"`` the database applies it, and ranks by dense relevance).
+  Across several personas (a prefix that spans them) each persona is ranked on its own and
+  the results are merged by score. Without a query it lists items newest first (by ``updated_at``).
   ``filter`` holds equality tests on value fields (``{"kind": "food"}``, or
   ``{"n": {"$gte": 3}}`` with ``$eq $ne $gt $gte $lt $lte``) and the retrieval filters
   ``created_after``, ``created_before``, ``types`` and ``min_poignancy`` (reserved names;
@@ -147,7 +154,10 @@ class GenerativeAgentsStore(BaseStore):
         type_field: the value field giving the memory type (``"event"`` / ``"thought"``).
         poignancy_field: the value field giving the poignancy.
         retriever_kwargs: arguments of the :class:`~langchain_genmem.GenerativeAgentsRetriever`
-            that ranks searches (weights, ``recency_mode``, ``score_in``...).
+            that ranks searches (weights, ``recency_mode``, ``relevance``,
+            ``lexical_weight``, ``score_in``...); what it leaves out is the persona's
+            setting, except ``idle_filter``, which is off unless given (or scored in the
+            database).
 
     Raises:
         ValidationError: a bad argument, naming it.
@@ -187,6 +197,9 @@ class GenerativeAgentsStore(BaseStore):
         self.text_field, self.type_field = text_field, type_field
         self.poignancy_field = poignancy_field
         self.retriever_kwargs = dict(retriever_kwargs or {})
+        if self.retriever_kwargs.get("score_in") != "database":  # the database always filters
+            # Items are what users said, never a simulation's idle markers: keep them all.
+            self.retriever_kwargs.setdefault("idle_filter", False)
         self._streams: dict[str, MemoryStream] = {}
         # each persona's parsed key records, by the state revision they were read at
         self._parsed: dict[str, tuple[int, dict[tuple[tuple[str, ...], str], _Record]]] = {}

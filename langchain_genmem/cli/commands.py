@@ -21,6 +21,7 @@ from langchain_genmem.cli.render import (
     formula,
     print_keyword_report,
     print_stats,
+    relevance_formula,
     score_table,
     show,
     stdout_console,
@@ -182,7 +183,11 @@ def search(
     ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Weighted retrieval (recency, relevance, importance), with each memory's components."""
+    """Weighted retrieval (recency, relevance, importance), with each memory's components.
+
+    With --relevance lexical or hybrid (or a persona set so) the table also shows the dense
+    and lexical parts of each relevance; --json always carries them.
+    """
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=not peek)
     rows = retrieve_rows(retriever, query, k, filter_)
@@ -190,8 +195,11 @@ def search(
         echo_json(rows)
         return
     console = stdout_console()
-    console.print(score_table(rows, title=f"{stream.persona}: {query}"))
+    parts = retriever.effective_relevance()[0] != "dense"
+    console.print(score_table(rows, title=f"{stream.persona}: {query}", parts=parts))
     console.print(formula(retriever), highlight=False)
+    if relevance := relevance_formula(retriever):
+        console.print(relevance, highlight=False)
     expired = skipped_expired(retriever, query, rows)
     if expired:
         console.print(f"expired memories skipped: {expired} (clock "

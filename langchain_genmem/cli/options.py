@@ -1,7 +1,7 @@
 """The options several ``genmem`` commands share: value types, ``Annotated`` option aliases, times.
 
-The retrieval options (recency mode, weights, decay) are declared once here and reach a
-command as one :class:`Weights` through :func:`weight_options`.
+The retrieval options (recency mode, weights, decay, relevance signal, filters) are declared
+once here and reach a command as one :class:`Weights` through :func:`weight_options`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import typer
 from langchain_genmem import validation
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.interop.generative_agents import SCRATCH_TIME_FORMAT
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 
 if TYPE_CHECKING:
     from langchain_genmem.retrievers import GenerativeAgentsRetriever
@@ -33,6 +34,14 @@ class RecencyMode(str, Enum):
     hours = "hours"
     rank = "rank"
     reverie = "reverie"
+
+
+class Relevance(str, Enum):
+    """The relevance signals of :class:`~langchain_genmem.GenerativeAgentsRetriever`."""
+
+    dense = "dense"
+    lexical = "lexical"
+    hybrid = "hybrid"
 
 
 class NodeKind(str, Enum):
@@ -65,6 +74,29 @@ ImportanceW = Annotated[
 Decay = Annotated[
     float | None,
     typer.Option("--decay", help="Recency decay per hour or per rank (default: the persona's)."),
+]
+RelevanceOption = Annotated[
+    Relevance | None,
+    typer.Option(
+        "--relevance",
+        help="dense: embedding cosine (the original's); lexical: BM25 over the words (English "
+        "and Chinese); hybrid: both fused (default: the persona's, dense unless changed).",
+    ),
+]
+LexicalWeight = Annotated[
+    float | None,
+    typer.Option(
+        "--lexical-weight",
+        help="Share of the lexical signal in hybrid relevance, 0 (dense) to 1 (lexical) "
+        f"(default: the persona's, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
+    ),
+]
+KeepIdle = Annotated[
+    bool,
+    typer.Option(
+        "--keep-idle",
+        help="Score memories whose embedding key says 'idle' too (the original drops them).",
+    ),
 ]
 Since = Annotated[
     str | None,
@@ -101,6 +133,9 @@ class Weights:
         relevance_w: relevance weight, None for the persona's.
         importance_w: importance weight, None for the persona's.
         decay: recency decay, None for the persona's.
+        relevance: the relevance signal, None for the persona's.
+        lexical_weight: the lexical share of hybrid relevance, None for the persona's.
+        keep_idle: score memories marked idle too (turns the idle filter off).
         since: keep memories created at or after this time (text), or None.
         until: keep memories created before this time (text), or None.
         types: keep memories of these types, or None.
@@ -112,6 +147,9 @@ class Weights:
     relevance_w: float | None = None
     importance_w: float | None = None
     decay: float | None = None
+    relevance: Relevance | None = None
+    lexical_weight: float | None = None
+    keep_idle: bool = False
     since: str | None = None
     until: str | None = None
     types: list[str] | None = None
@@ -122,8 +160,8 @@ class Weights:
 
         Raises:
             ValidationError: a weight that is not finite and >= 0, a decay outside (0, 1],
-                a time neither ISO nor the original's format, an unknown type, or a window
-                that ends before it starts.
+                a lexical weight outside [0, 1], a time neither ISO nor the original's
+                format, an unknown type, or a window that ends before it starts.
         """
         for name in ("recency_w", "relevance_w", "importance_w"):
             value = getattr(self, name)
@@ -131,6 +169,8 @@ class Weights:
                 validation.weight(value, "--" + name.replace("_", "-"))
         if self.decay is not None:
             validation.decay(self.decay, "--decay")
+        if self.lexical_weight is not None:
+            validation.lexical_weight(self.lexical_weight, "--lexical-weight")
         self.filters()
 
     def filters(self) -> dict[str, Any]:
@@ -181,6 +221,9 @@ class Weights:
             recency_w=self.recency_w,
             relevance_w=self.relevance_w,
             importance_w=self.importance_w,
+            relevance=None if self.relevance is None else self.relevance.value,
+            lexical_weight=self.lexical_weight,
+            idle_filter=not self.keep_idle,
             update_access=touch,
             **self.filters(),
         )
@@ -193,6 +236,9 @@ _WEIGHT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("relevance_w", RelevanceW, None),
     ("importance_w", ImportanceW, None),
     ("decay", Decay, None),
+    ("relevance", RelevanceOption, None),
+    ("lexical_weight", LexicalWeight, None),
+    ("keep_idle", KeepIdle, False),
     ("since", Since, None),
     ("until", Until, None),
     ("types", Types, None),

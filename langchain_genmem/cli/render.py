@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from langchain_genmem.cli.options import TIME_FORMAT
-from langchain_genmem.cli.reports import COMPONENTS, effective_gains, number
+from langchain_genmem.cli.reports import (
+    RELEVANCE_PARTS,
+    effective_gains,
+    number,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 _WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
 _TABLE_COLUMNS = ("#", "node", "type", "created", "score", "recency", "relevance", "importance")
 _TABLE_WIDTH = 76  # cells the columns before the description take (padding and rules included)
+_PART_WIDTH = 16  # cells the dense and lexical columns add
 
 
 def stdout_console() -> Console:
@@ -98,8 +103,33 @@ def formula(retriever: GenerativeAgentsRetriever) -> str:
     )
 
 
+def relevance_formula(retriever: GenerativeAgentsRetriever) -> str | None:
+    """What the relevance component is, unless it is the original's dense cosine.
+
+    Args:
+        retriever: the retriever.
+
+    Returns:
+        E.g. ``relevance = 0.75×dense + 0.25×lexical (hybrid of the normalised parts)``, or
+        None for dense relevance.
+    """
+    mode, share = retriever.effective_relevance()
+    if mode == "dense":
+        return None
+    if mode == "lexical":
+        return "relevance = lexical (BM25 of the query's words, normalised)"
+    return (
+        f"relevance = {number(1.0 - share)}×dense + {number(share)}×lexical "
+        "(hybrid of the normalised parts)"
+    )
+
+
 def score_table(
-    rows: Sequence[Mapping[str, Any]], *, title: str | None, width: int | None = None
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None,
+    width: int | None = None,
+    parts: bool = False,
 ) -> Table:
     """A rich table of memories with their normalised score components.
 
@@ -108,6 +138,8 @@ def score_table(
         title: the table's title.
         width: fit the table in this many cells by cutting descriptions to one line; None
             wraps them instead.
+        parts: add the normalised ``dense`` and ``lexical`` parts of the relevance after it
+            (a part the rows lack shows as ``-``).
 
     Returns:
         The table.
@@ -115,12 +147,18 @@ def score_table(
     from rich.table import Table
     from rich.text import Text
 
+    columns = list(_TABLE_COLUMNS)
+    if parts:
+        at = columns.index("relevance") + 1
+        columns[at:at] = RELEVANCE_PARTS
     table = Table(title=title, box=None, title_justify="left", pad_edge=False, header_style="bold")
-    for name in _TABLE_COLUMNS:
+    for name in columns:
         justify = "left" if name in ("node", "type") else "right"
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("description", overflow="fold")
-    room = None if width is None else max(20, width - _TABLE_WIDTH)
+    used = _TABLE_WIDTH + (_PART_WIDTH if parts else 0)
+    room = None if width is None else max(20, width - used)
+    scores = columns[columns.index("score") :]
     for i, r in enumerate(rows, start=1):
         text = Text(r["description"])
         if room is not None:
@@ -130,7 +168,7 @@ def score_table(
             r["node_id"],
             r["type"],
             f"{r['created']:%m-%d %H:%M}",
-            *(f"{r[c]:.2f}" for c in ("score", *COMPONENTS)),
+            *(_cell(r.get(c)) for c in scores),
             text,
         )
     return table
@@ -178,6 +216,11 @@ def print_stats(console: Console, report: Mapping[str, Any]) -> None:
         lines.append(f"top {kind} keywords: " + ", ".join(f"{kw} {v}" for kw, v in counts.items()))
     for text in lines:
         console.print(text, highlight=False)
+
+
+def _cell(value: Any) -> str:
+    """A score in a table: two decimals, ``-`` when missing."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _json_default(value: Any) -> Any:

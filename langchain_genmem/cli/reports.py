@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from langchain_genmem.store import MemoryStream
 
 COMPONENTS = ("recency", "relevance", "importance")
+RELEVANCE_PARTS = ("dense", "lexical")
 
 
 def retrieve_rows(

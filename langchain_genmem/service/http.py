@@ -188,8 +188,10 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         Every event and thought of the persona is scored by recency, relevance to
         focal_text and importance (Generative Agents' new_retrieve, seed 001's contract);
         the best top_k come back with their score and normalised components, and their
-        last_accessed becomes now. status is ok, no_candidates (unknown or empty persona)
-        or error (message says why).
+        last_accessed becomes now. relevance picks the signal: dense (embeddings), lexical
+        (words) or hybrid (both, weighted by lexical_weight); each node shows its dense and
+        lexical parts. status is ok, no_candidates (unknown or empty persona) or error
+        (message says why).
         """
         _allow(key, body.persona_name)
         return service.retrieve(body)

@@ -40,6 +40,7 @@ from langchain_genmem.service.schemas import (
     KeywordRequest,
     MemoryItem,
     NodeKind,
+    RelevanceName,
     RetrieveRequest,
 )
 from langchain_genmem.service.security import OPEN_ACCESS, ApiKey, KeyRing
@@ -190,21 +191,36 @@ class _Tools:
         until: Annotated[str | None, Field(
             max_length=64, description="Only memories created before this ISO time."
         )] = None,
+        relevance: Annotated[RelevanceName | None, Field(
+            description="How relevance is measured: dense (meaning), lexical (the words "
+            "themselves: names, numbers, rare terms) or hybrid (both). Leave empty for the "
+            "persona's setting."
+        )] = None,
+        lexical_weight: Annotated[float | None, Field(
+            ge=0, le=1, description="For hybrid: the share of the lexical signal, 0 to 1 "
+            "(leave empty for the persona's setting)."
+        )] = None,
+        idle_filter: Annotated[bool, Field(
+            description="Leave out memories marked idle, as the original simulation does; "
+            "false keeps them."
+        )] = True,
     ) -> dict[str, Any]:
         """Recall the persona's memories that matter most for a question or situation.
 
         Every memory is scored by recency, relevance to the query and importance; the best
-        k come back, best first, each with its score. Call it before answering anything that
-        depends on what the persona has experienced; give since/until to recall a period.
-        status is no_candidates when the persona has no memories yet (or none in the period).
+        k come back, best first, each with its score and the dense and lexical parts of its
+        relevance. Call it before answering anything that depends on what the persona has
+        experienced; give since/until to recall a period. status is no_candidates when the
+        persona has no memories yet (or none in the period).
         """
         name = await self._persona(persona, ctx)
         try:  # name the tool's own arguments in errors, not the request's fields
             window = {"created_after": when(since, "since"), "created_before": when(until, "until")}
         except GenMemError as e:
             raise ToolError(str(e)) from e
-        request = _valid(RetrieveRequest,
-                         {"persona_name": name, "focal_text": query, "top_k": k, **window})
+        request = _valid(RetrieveRequest, {
+            "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
+            "lexical_weight": lexical_weight, "idle_filter": idle_filter, **window})
         out = await self._call(self.service.retrieve, request)
         return out.model_dump(mode="json")
 

@@ -78,14 +78,7 @@ class MemoryService:
         if stream is None:
             return _empty("no_candidates", f"no memories for persona {request.persona_name!r}")
         retriever = GenerativeAgentsRetriever(
-            stream=stream,
-            k=request.top_k,
-            recency_mode=request.recency_mode,
-            recency_decay=request.recency_decay,
-            recency_w=request.recency_w,
-            relevance_w=request.relevance_w,
-            importance_w=request.importance_w,
-            **request.filters(),
+            stream=stream, **request.scoring(), **request.filters()
         )
         try:
             report = retriever.retrieve_with_report(request.focal_text)
@@ -287,6 +280,10 @@ def _retrieved(doc: Document) -> RetrievedNode:
         recency=m["recency"],
         relevance=m["relevance"],
         importance=m["importance"],
+        dense=m.get("dense"),
+        lexical=m.get("lexical"),
+        cosine=m.get("cosine"),
+        bm25=m.get("bm25"),
     )
 
 

@@ -9,17 +9,20 @@ one field (keywords, evidence) are comma-separated text; only ``/memories/batch`
 array (Dify passes an array input as JSON text and the service reads it as such).
 
 Replies follow seed 001's retrieval contract: ``retrieved_nodes`` (each with ``score`` and
-the normalised ``recency``, ``relevance`` and ``importance``), ``accessed_ids``, ``status``
-(``ok``, ``no_candidates`` or ``error``), ``message`` and ``debug``.
+the normalised ``recency``, ``relevance`` and ``importance``, and the parts of the relevance:
+normalised ``dense`` and ``lexical``, raw ``cosine`` and ``bm25``), ``accessed_ids``,
+``status`` (``ok``, ``no_candidates`` or ``error``), ``message`` and ``debug``.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 
 # ---------------------------------------------------------------------------- limits
 
@@ -51,16 +54,22 @@ LIMITS: dict[str, float] = {
 
 NodeKind = Literal["event", "thought", "chat"]
 RecencyModeName = Literal["hours", "rank", "reverie"]
+RelevanceName = Literal["dense", "lexical", "hybrid"]
 Status = Literal["ok", "no_candidates", "error"]
 
 _SPLIT = re.compile(r"[,，、;；\n]")
 
 
 def _optional(json_type: str, inner: Any, description: str, **bounds: float) -> Any:
-    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``."""
+    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
+
+    A ``Literal`` inner type is listed as the schema's ``enum`` (still a plain string).
+    """
     names = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "max_length": "maxLength"}
-    schema = {"type": json_type, "description": description}
+    schema: dict[str, Any] = {"type": json_type, "description": description}
     schema.update({names[k]: v for k, v in bounds.items()})
+    if get_origin(inner) is Literal:
+        schema["enum"] = list(get_args(inner))
     if json_type == "string" and inner is datetime:
         schema["format"] = "date-time"
     return Annotated[
@@ -106,6 +115,21 @@ Kinds = _optional(
     "string", str, "Only memories of these types, comma-separated: 'event', 'thought' or "
     "'event,thought' (default: both).", max_length=MAX_FIELD_CHARS,
 )
+Relevance = _optional(
+    "string", RelevanceName, "The relevance signal: dense (embedding cosine, the original's), "
+    "lexical (BM25 over the words, English and Chinese) or hybrid (both fused; best for "
+    "questions about what was said) (default: the persona's setting, dense unless changed).",
+)
+LexicalWeight = _optional(
+    "number", float, "Share of the lexical signal in the hybrid relevance, 0 (dense only) to 1 "
+    f"(lexical only) (default: the persona's setting, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
+    ge=0.0, le=1.0,
+)
+IdleFilter = Annotated[
+    bool,
+    Field(description="Leave out memories whose embedding key contains 'idle', as the original "
+          "simulation does; false keeps them (e.g. 'the idle reactor')."),
+]
 MinPoignancy = _optional(
     "number", float, "Only memories at least this important, 1..10 (default: no limit).",
     ge=0.0, le=MAX_WEIGHT,
@@ -166,6 +190,9 @@ class RetrieveRequest(_Request):
             "position by last access (seed 001's Code node); reverie: the original code exactly."
         ),
     ] = "hours"
+    relevance: Relevance = None
+    lexical_weight: LexicalWeight = None
+    idle_filter: IdleFilter = True
     created_after: Since = None
     created_before: Until = None
     types: Kinds = None
@@ -183,6 +210,25 @@ class RetrieveRequest(_Request):
 
         make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
         return value
+
+    def scoring(self) -> dict[str, Any]:
+        """How the request scores, as retriever arguments (None: the persona's own).
+
+        Returns:
+            ``k``, the recency mode, weights and decay, and the relevance signal, its
+            lexical weight and the idle filter.
+        """
+        return {
+            "k": self.top_k,
+            "recency_mode": self.recency_mode,
+            "recency_decay": self.recency_decay,
+            "recency_w": self.recency_w,
+            "relevance_w": self.relevance_w,
+            "importance_w": self.importance_w,
+            "relevance": self.relevance,
+            "lexical_weight": self.lexical_weight,
+            "idle_filter": self.idle_filter,
+        }
 
     def filters(self) -> dict[str, Any]:
         """The candidate filter of the request, as retriever arguments.
@@ -215,8 +261,19 @@ class RetrievedNode(BaseModel):
     depth: int
     score: float = Field(description="Weighted sum of the normalised components.")
     recency: float = Field(description="Normalised recency, 0..1.")
-    relevance: float = Field(description="Normalised relevance to the focal text, 0..1.")
+    relevance: float = Field(
+        description="Normalised relevance to the focal text, 0..1: the chosen signal (dense, "
+        "lexical, or their hybrid)."
+    )
     importance: float = Field(description="Normalised importance (poignancy), 0..1.")
+    dense: float | None = Field(
+        None, description="The dense part of the relevance (normalised cosine), 0..1."
+    )
+    lexical: float | None = Field(
+        None, description="The lexical part of the relevance (normalised BM25), 0..1."
+    )
+    cosine: float | None = Field(None, description="Raw cosine similarity to the focal text.")
+    bm25: float | None = Field(None, description="Raw BM25 score of the focal text's words.")
 
 
 class RetrieveDebug(BaseModel):

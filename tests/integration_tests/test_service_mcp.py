@@ -81,6 +81,15 @@ async def test_remember_then_recall_over_stdio(tmp_path):
         assert stats["memories"] == 2
         bad = payload(await tools["recall"].ainvoke({"query": "派对", "k": 999}))
         assert "k" in bad and "less than or equal to 200" in bad
+        words = payload(await tools["recall"].ainvoke(
+            {"query": "情人节派对", "relevance": "hybrid", "lexical_weight": 1, "k": 2}))
+        top = words["retrieved_nodes"][0]
+        assert top["description"] == "伊莎贝拉正在筹备情人节派对"
+        assert top["relevance"] == pytest.approx(top["lexical"]) and top["bm25"] > 0
+        bad_weight = payload(await tools["recall"].ainvoke({"query": "派对", "lexical_weight": 2}))
+        assert "lexical_weight" in bad_weight and "less than or equal to 1" in bad_weight
+        bad_mode = payload(await tools["recall"].ainvoke({"query": "派对", "relevance": "bm25"}))
+        assert "relevance" in bad_mode and "'hybrid'" in bad_mode
         no_model = payload(await tools["reflect"].ainvoke({"force": True}))
         assert "OPENAI_API_KEY" in no_model
     assert len(Store(store).open(PERSONA)) == 2

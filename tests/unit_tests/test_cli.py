@@ -239,6 +239,43 @@ def test_search_and_explain_time_and_kind_filters_at_day_boundaries(
         assert result.output.startswith(f"error: {option}:"), result.output
 
 
+def test_search_relevance_options_and_the_parts_of_relevance(store: Path) -> None:
+    idle = "the idle reactor hums in the physics lab 闲置的反应堆"
+    for text in ("玛丽亚在学习量子物理", "玛丽亚在霍布斯咖啡馆喝咖啡", idle):
+        run(store, "--persona", "玛丽亚", "add", "event", text, "--poignancy", "5")
+    maria = ("--persona", "玛丽亚", "search", "量子物理", "--json", "--peek")
+
+    def rows(*args: str) -> list[dict[str, Any]]:
+        return json.loads(run(store, *maria, *args).output)
+
+    lexical = rows("--relevance", "lexical")
+    assert lexical[0]["description"] == "玛丽亚在学习量子物理"
+    assert all(r["relevance"] == pytest.approx(r["lexical"]) for r in lexical)
+    assert all({"dense", "lexical", "cosine", "bm25"} <= set(r) for r in lexical)
+    dense = rows("--relevance", "dense")
+    assert all(r["relevance"] == pytest.approx(r["dense"]) for r in dense)
+    for weight, part in (("1", "lexical"), ("0", "dense")):  # the ends of the hybrid
+        hybrid = rows("--relevance", "hybrid", "--lexical-weight", weight)
+        assert [r["relevance"] for r in hybrid] == pytest.approx([r[part] for r in hybrid])
+    # the idle filter drops the reactor unless --keep-idle
+    assert len(rows()) == 2 and rows()[0]["skipped_idle"] == 1
+    kept = rows("--keep-idle", "--relevance", "hybrid")
+    assert len(kept) == 3 and kept[0]["skipped_idle"] == 0
+    assert idle in {r["description"] for r in kept}
+
+    text = run(store, "--persona", "玛丽亚", "search", "量子物理", "--peek",
+               "--relevance", "hybrid", "--lexical-weight", "0.25").output
+    assert "dense" in text and "lexical" in text
+    assert "relevance = 0.75×dense + 0.25×lexical (hybrid of the normalised parts)" in text
+    plain = run(store, "--persona", "玛丽亚", "search", "量子物理", "--peek").output
+    assert "lexical" not in plain and "relevance =" not in plain
+    for args, message in [(["--lexical-weight", "1.5"], "error: --lexical-weight: "),
+                          (["--lexical-weight", "nan"], "error: --lexical-weight: "),
+                          (["--relevance", "sparse"], "'sparse' is not one of")]:
+        result = run(store, "--persona", "玛丽亚", "search", "量子物理", *args, code=2)
+        assert message in result.output, result.output
+
+
 def test_now_moves_the_clock(store: Path) -> None:
     rows = json.loads(run(store, "--now", "2023-02-14 10:00:00", "search", "party", "-k", "1",
                           "--json").output)

@@ -19,6 +19,7 @@ from langgraph.store.memory import InMemoryStore
 from langchain_genmem import (
     GenerativeAgentsRetriever,
     GenerativeAgentsStore,
+    MemoryStream,
     SimulationClock,
     ValidationError,
 )
@@ -362,3 +363,47 @@ def test_search_scored_in_the_database_equals_in_process(request, tmp_path, cloc
         assert "k0" not in {i.key for i in got[0]} and len(got[0]) == 4
         for s in stores:
             s.close()
+
+
+def test_search_scores_as_the_persona_is_set_unless_configured(backend, clock):
+    """Relevance follows the persona's settings; retriever_kwargs fix it for every persona."""
+    texts = ["the idle reactor hums in the physics lab", "我喜欢饺子 dumplings",
+             "Klaus likes jazz", "克劳斯喜欢爵士乐"]
+    store = GenerativeAgentsStore(embeddings=emb(), clock=clock, **backend.kwargs())
+    for i, text in enumerate(texts):
+        store.put(NS, f"k{i}", {"content": text, "poignancy": 1 + i})
+        clock.advance(hours=2)
+    stream = store.stream("memories/u1")
+
+    def expected(query: str, over: MemoryStream = stream, **kwargs) -> list[tuple[str, float]]:
+        kwargs.setdefault("idle_filter", False)
+        peek = GenerativeAgentsRetriever(stream=over, update_access=False, **kwargs)
+        return [(over.get(d.id).description, d.metadata["score"]) for d in peek.invoke(query)]
+
+    def got(s: GenerativeAgentsStore, query: str) -> list[tuple[str, float]]:
+        return [(i.value["content"], i.score) for i in s.search(NS, query=query, limit=10)]
+
+    stream.update_settings(recency_w=0.0, importance_w=0.0)  # relevance alone ranks
+    rankings = set()
+    for mode in ("lexical", "hybrid", "dense"):
+        stream.update_settings(relevance_mode=mode, lexical_weight=0.75)
+        want = expected("爵士乐 jazz", relevance=mode, lexical_weight=0.75)
+        assert want == expected("爵士乐 jazz")  # the persona's settings, as the store reads them
+        found = got(store, "爵士乐 jazz")
+        assert [t for t, _ in found] == [t for t, _ in want]
+        assert [s for _, s in found] == pytest.approx([s for _, s in want], abs=1e-9)
+        rankings.add(tuple(t for t, _ in found))
+    assert len(rankings) > 1  # the setting changed the ranking
+    # the idle filter is off: an item that says "idle" is found
+    assert "the idle reactor hums in the physics lab" in [t for t, _ in got(store, "reactor")]
+    fixed = GenerativeAgentsStore(embeddings=emb(), clock=clock, **backend.kwargs(),
+                                  retriever_kwargs={"relevance": "lexical", "idle_filter": True})
+    stream.update_settings(relevance_mode="dense")
+    theirs = fixed.stream("memories/u1")
+    theirs.refresh()
+    assert theirs.state.relevance_mode == "dense"
+    want = expected("爵士乐 jazz", theirs, relevance="lexical", idle_filter=True)
+    assert got(fixed, "爵士乐 jazz") == [(t, pytest.approx(x, abs=1e-9)) for t, x in want]
+    assert "the idle reactor hums in the physics lab" not in [t for t, _ in got(fixed, "reactor")]
+    fixed.close()
+    store.close()

@@ -23,6 +23,7 @@ from langchain_genmem.service import (
     create_service,
 )
 from langchain_genmem.service.schemas import MAX_TOP_K, MemoryItem, RetrieveRequest
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from tests.support.dify_schema import dify_problems, dify_tools
 
 NOW = datetime(2023, 2, 14, 9, 0, 0)
@@ -74,9 +75,13 @@ def test_the_schema_follows_difys_importer_rules():
         "persona_name": "string", "focal_text": "string", "top_k": "integer",
         "recency_w": "number", "relevance_w": "number", "importance_w": "number",
         "recency_decay": "number", "recency_mode": "string",
+        "relevance": "string", "lexical_weight": "number", "idle_filter": "boolean",
         "created_after": "string", "created_before": "string", "types": "string",
         "min_poignancy": "number",
     }
+    retrieve = schema["components"]["schemas"]["RetrieveRequest"]["properties"]
+    assert retrieve["relevance"]["enum"] == ["dense", "lexical", "hybrid"]
+    assert (retrieve["lexical_weight"]["minimum"], retrieve["lexical_weight"]["maximum"]) == (0, 1)
     assert tools["add_memory"]["poignancy"] == "number"
     assert tools["reflect"]["force"] == "boolean"
     assert tools["list_personas"] == {} and tools["get_persona"] == {"name": "string"}
@@ -131,6 +136,8 @@ def test_a_key_lists_only_its_personas(client):
     stats = client.get(f"/personas/{PERSONA}", headers=bearer(ISABELLA_ONLY)).json()
     assert stats["memories"] == 1 and stats["types"]["event"] == 1
     assert stats["clock"] == "2023-02-14T09:00:00"
+    assert stats["settings"]["relevance_mode"] == "dense"
+    assert stats["settings"]["lexical_weight"] == DEFAULT_LEXICAL_WEIGHT
     r = client.get("/personas/nobody", headers=bearer(ADMIN))
     assert r.status_code == 404 and "nobody" in r.json()["message"]
 
@@ -202,6 +209,38 @@ def test_english_and_chinese_memories_come_back_with_seed_001s_fields(client):
     assert english["retrieved_nodes"][0]["subject"] == "Isabella"
 
 
+def test_relevance_signal_lexical_weight_and_idle_filter_pass_through(client):
+    add(client, PERSONA, "伊莎贝拉在学习量子物理", 3, created="2023-02-13 10:00:00")
+    add(client, PERSONA, "伊莎贝拉在霍布斯咖啡馆煮咖啡", 3, created="2023-02-13 11:00:00")
+    add(client, PERSONA, "the idle espresso machine 闲置的咖啡机", 3,
+        created="2023-02-13 12:00:00")
+
+    def nodes(**change) -> list[dict]:
+        r = client.post("/retrieve", headers=bearer(ADMIN), json={
+            "persona_name": PERSONA, "focal_text": "量子物理", "recency_w": 0,
+            "importance_w": 0, **change})
+        assert r.status_code == 200, r.text
+        return r.json()["retrieved_nodes"]
+
+    lexical = nodes(relevance="lexical")
+    assert lexical[0]["description"] == "伊莎贝拉在学习量子物理"
+    assert all(n["relevance"] == pytest.approx(n["lexical"]) for n in lexical)
+    assert lexical[0]["bm25"] > 0 and lexical[0]["cosine"] is None  # no query embedding
+    dense = nodes(relevance="dense")
+    assert all(n["relevance"] == pytest.approx(n["dense"]) for n in dense)
+    for weight, part in ((1, "lexical"), (0, "dense")):  # the ends of the hybrid
+        hybrid = nodes(relevance="hybrid", lexical_weight=weight)
+        assert [n["relevance"] for n in hybrid] == pytest.approx([n[part] for n in hybrid])
+        assert all(-1 <= n["cosine"] <= 1 and n["bm25"] >= 0 for n in hybrid)
+    assert len(nodes()) == 2  # the original's idle filter, on by default
+    kept = nodes(idle_filter=False)
+    assert len(kept) == 3
+    assert "the idle espresso machine 闲置的咖啡机" in {n["description"] for n in kept}
+    # null is the persona's setting, as for the weights
+    assert [n["node_id"] for n in nodes(relevance=None, lexical_weight=None)] == [
+        n["node_id"] for n in nodes()]
+
+
 def test_retrieval_time_and_kind_filters_at_day_boundaries(client):
     add(client, PERSONA, "深夜的派对筹备 late party planning", 4, created="2023-02-12 23:59:59")
     add(client, PERSONA, "午夜的派对 midnight party", 6, created="2023-02-13 00:00:00")
@@ -265,6 +304,12 @@ def test_an_unknown_or_empty_persona_is_no_candidates(client):
     ({"recency_w": -1}, "recency_w"),
     ({"recency_decay": 0}, "recency_decay"),
     ({"recency_mode": "days"}, "recency_mode"),
+    ({"relevance": "sparse"}, "relevance"),
+    ({"relevance": 1}, "relevance"),
+    ({"lexical_weight": 1.5}, "lexical_weight"),
+    ({"lexical_weight": -0.1}, "lexical_weight"),
+    ({"lexical_weight": "half"}, "lexical_weight"),
+    ({"idle_filter": "maybe"}, "idle_filter"),
     ({"api_key": ADMIN}, "api_key"),
 ])
 def test_bad_retrieval_input_is_422_naming_the_field(client, change, field):
