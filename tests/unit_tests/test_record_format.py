@@ -27,6 +27,7 @@ from langchain_genmem.backends.chroma import (
     _meta_of,
     _node_from,
 )
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.timeutil import to_epoch
 
 LEGACY = Path(__file__).resolve().parents[2] / "data" / "chroma_format_1"
@@ -124,7 +125,10 @@ def test_a_format_2_write_over_a_format_1_record_reads_as_format_2():
 def test_a_format_1_store_opens_and_reads_as_it_was_written(legacy_copy):
     expected = expected_legacy()
     stream = MemoryStream(PERSONA, path=str(legacy_copy), embeddings=EMB, clock=lambda: T0)
-    assert stream.state.model_dump(mode="json") == expected["state"]
+    state = stream.state.model_dump(mode="json")
+    # settings added after the store was written read as their defaults
+    later = {"relevance_mode": "dense", "lexical_weight": DEFAULT_LEXICAL_WEIGHT}
+    assert state == {**expected["state"], **later}
     assert [n.model_dump(mode="json") for n in reversed(stream.nodes())] == expected["nodes"]
     for node, vector in zip(reversed(stream.nodes()), expected["vectors"], strict=True):
         assert np.allclose(stream.vector(node.node_id), vector)
