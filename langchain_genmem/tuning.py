@@ -78,6 +78,7 @@ DECAYS: tuple[float, ...] = (
 LEXICAL_STEP = 0.05
 DEFAULT_SAMPLES = 200
 _PLACES = 3
+_EQUAL = 1e-9  # means of the same hits summed in another order may differ in the last bit
 
 
 @dataclass(frozen=True)
@@ -473,7 +474,7 @@ class _Search:
 
     def _better(self, best: Setting, other: Setting) -> Setting:
         a, b = self.value(best), self.value(other)
-        if b > a or (b == a and self._distance(other) < self._distance(best)):
+        if b > a + _EQUAL or (b >= a - _EQUAL and self._distance(other) < self._distance(best)):
             return other
         return best
 
