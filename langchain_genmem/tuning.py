@@ -56,7 +56,7 @@ from langchain_genmem.scoring import (
     recency,
     top_k,
 )
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY, RelevanceMode
 from langchain_genmem.timeutil import to_epoch
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class Setting:
         recency_decay: recency decay.
         lexical_weight: share of the lexical signal in the relevance (used in
             ``"hybrid"`` only).
-        relevance_mode: ``"dense"`` or ``"hybrid"``.
+        relevance_mode: ``"dense"``, ``"lexical"`` or ``"hybrid"``.
     """
 
     recency_w: float = 1.0
@@ -100,7 +100,7 @@ class Setting:
     importance_w: float = 1.0
     recency_decay: float = DEFAULT_RECENCY_DECAY
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
-    relevance_mode: TunedRelevance = "dense"
+    relevance_mode: RelevanceMode = "dense"
 
     def weights(self, gains: tuple[float, float, float]) -> Weights:
         """The scoring weights of this setting.
@@ -130,7 +130,7 @@ class Setting:
 
     def key(self) -> tuple[float, ...]:
         """The values that change a ranking (for caching)."""
-        lexical = self.lexical_weight if self.relevance_mode == "hybrid" else -1.0
+        lexical = {"dense": -1.0, "lexical": -2.0}.get(self.relevance_mode, self.lexical_weight)
         return (self.recency_w, self.relevance_w, self.importance_w, self.recency_decay, lexical)
 
 
@@ -279,8 +279,9 @@ class PreparedExamples:
             return []
         rec = self._recency_of(i, setting.recency_decay)
         rel = item.dense
-        if setting.relevance_mode == "hybrid":
-            rel = _fuse(item.dense, item.lexical, setting.lexical_weight)
+        if setting.relevance_mode != "dense":
+            weight = 1.0 if setting.relevance_mode == "lexical" else setting.lexical_weight
+            rel = _fuse(item.dense, item.lexical, weight)
         total = combine(rec, rel, item.importance, setting.weights(self.gains))
         return list(item.ids[top_k(total, item.cands, k)])
 
@@ -359,7 +360,7 @@ def fit_weights(
         raise ValidationError(msg, field="train_fraction")
     retriever = retriever or _plain_retriever(stream)
     start = _start(stream, retriever)
-    lexical = "hybrid" in (relevance, start.relevance_mode)
+    lexical = relevance == "hybrid" or start.relevance_mode != "dense"
     prepared = PreparedExamples(stream, train + held_out, retriever, lexical=lexical)
     search = _Search(prepared, metric, k, range(len(train)), start)
     best = _simplest(search.run(relevance, np.random.default_rng(seed), samples), start)
@@ -434,8 +435,8 @@ def _start(stream: MemoryStream, retriever: GenerativeAgentsRetriever) -> Settin
     w = retriever.effective_weights()
     state = stream.state
     decay = state.recency_decay if retriever.recency_decay is None else retriever.recency_decay
-    mode = "hybrid" if state.relevance_mode == "hybrid" else "dense"
-    return Setting(w.recency_w, w.relevance_w, w.importance_w, decay, state.lexical_weight, mode)
+    return Setting(w.recency_w, w.relevance_w, w.importance_w, decay, state.lexical_weight,
+                   state.relevance_mode)
 
 
 class _Search:

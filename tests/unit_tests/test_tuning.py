@@ -117,6 +117,15 @@ def test_ties_go_to_the_start_when_nothing_can_be_gained() -> None:
     assert result.tuned.setting == result.start.setting
 
 
+def test_a_lexical_persona_starts_from_its_lexical_relevance() -> None:
+    stream, examples = topics_in_chinese()
+    stream.update_settings(relevance_mode="lexical", recency_w=0, importance_w=0)
+    result = fit_weights(stream, examples, k=1, samples=10)
+    assert result.start.setting.relevance_mode == "lexical"
+    assert result.start.train == result.start.held_out == 1.0  # each topic word finds its memory
+    assert result.tuned.setting == result.start.setting
+
+
 def test_tuned_weights_rank_through_the_real_retriever_exactly_as_the_search_saw() -> None:
     rng = random.Random(9)
     clock = SimulationClock(T0 + timedelta(hours=40))
