@@ -353,6 +353,7 @@ def fit_weights(
             split, or a bad metric, k or relevance.
     """
     metric, k = _check_options(metric, k, relevance, samples)
+    stream.refresh()  # ids another process added are known
     labelled = _examples(stream, examples)
     train, held_out = split_examples(labelled, train_fraction, seed)
     if not train:
