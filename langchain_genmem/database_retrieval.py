@@ -76,7 +76,8 @@ def retrieve_in_database(
     docs = [
         memory_document(stream.persona, n, score=r.score, recency=r.recency,
                         relevance=r.relevance, importance=r.importance, cosine=r.cosine,
-                        rank=place, candidates=ranking.candidate_count, **skipped)
+                        rank=place, candidates=ranking.candidate_count, dense=r.relevance,
+                        lexical=None, bm25=None, **skipped)
         for place, (n, r) in enumerate(zip(nodes, ranking.rows, strict=True))
     ]
     return RetrievalReport(

@@ -1,9 +1,16 @@
 """GenerativeAgentsRetriever: the weighted retrieval of Generative Agents as a LangChain retriever.
 
 Every candidate memory (the persona's events and thoughts; chats excluded and memories whose
-``embedding_key`` contains ``"idle"`` skipped, as in the original) is scored exactly by
-recency, relevance and importance (:mod:`langchain_genmem.scoring`); the best ``k`` come back
-as Documents and their ``last_accessed`` becomes the stream's clock time.
+``embedding_key`` contains ``"idle"`` skipped, as in the original, unless
+``idle_filter=False``) is scored exactly by recency, relevance and importance
+(:mod:`langchain_genmem.scoring`); the best ``k`` come back as Documents and their
+``last_accessed`` becomes the stream's clock time.
+
+Relevance is the dense cosine (default, the original's), the BM25 lexical score
+(``relevance="lexical"``, :mod:`langchain_genmem.lexical`, no query embedding) or their
+fusion (``"hybrid"``: ``(1 - w) * dense + w * lexical`` over min-max normalised parts,
+:func:`~langchain_genmem.scoring.fuse_relevance`); left as None, the persona's
+``relevance_mode`` and ``lexical_weight`` settings decide.
 
 Example:
     .. code-block:: python
@@ -57,7 +64,7 @@ from langchain_genmem.candidate_filter import (
     when,
 )
 from langchain_genmem.documents import memory_document
-from langchain_genmem.errors import EmbeddingDimensionError
+from langchain_genmem.errors import EmbeddingDimensionError, ValidationError
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.quantized import approximate_cosine
 from langchain_genmem.scoring import (
@@ -66,6 +73,7 @@ from langchain_genmem.scoring import (
     Candidates,
     Ranking,
     RecencyMode,
+    RelevanceMode,
     Weights,
     exact_cosine,
     rank,
@@ -83,6 +91,11 @@ def _candidate_positions(ordered_rows: np.ndarray, rows: np.ndarray, size: int) 
     where[rows] = np.arange(rows.size)
     found = where[ordered_rows]
     return found[found >= 0]
+
+
+def _no_cosine(idx: np.ndarray) -> np.ndarray:
+    """The exact rescoring of a ranking with no dense part (never called: its error is 0)."""
+    return np.zeros(idx.shape[0])
 
 
 @dataclass
@@ -146,6 +159,12 @@ class GenerativeAgentsRetriever(BaseRetriever):
             (:mod:`langchain_genmem.quantized`): ``"auto"`` (int8 from 4,096 memories when
             simsimd is installed, else float32), ``"int8"`` or ``"float32"``; the result is
             the same exact top k either way, only the time differs.
+        relevance: ``"dense"``, ``"lexical"`` or ``"hybrid"``; None = the persona's
+            ``relevance_mode`` (``"dense"`` unless changed).
+        lexical_weight: the hybrid's lexical share ``w`` in [0, 1]; None = the persona's
+            ``lexical_weight``.
+        idle_filter: leave out memories whose embedding_key holds ``"idle"`` (the original's
+            rule, default); False keeps them (a physics persona's "the idle reactor").
 
     Invoke:
         .. code-block:: python
@@ -157,9 +176,12 @@ class GenerativeAgentsRetriever(BaseRetriever):
                 print(d.metadata["node_id"], d.metadata["score"], d.page_content)
 
     Metadata of each Document: ``node_id``, ``type``, ``created``, ``last_accessed``,
-    ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised),
-    ``cosine`` (raw), ``rank``, ``depth``, ``subject``, ``predicate``, ``object``,
-    ``keywords``, ``filling``, ``embedding_key``, ``expiration``, ``persona``; and, of the
+    ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised; ``relevance``
+    is the fused value used), ``dense`` and ``lexical`` (its normalised parts), ``cosine``
+    and ``bm25`` (raw; None for a part the mode does not compute: ``cosine`` and ``dense``
+    in ``"lexical"`` mode, ``lexical`` and ``bm25`` in ``"dense"`` mode), ``rank``, ``depth``,
+    ``subject``, ``predicate``, ``object``, ``keywords``, ``filling``, ``embedding_key``,
+    ``expiration``, ``persona``; and, of the
     retrieval as a whole, ``candidates`` (memories scored), ``skipped_expired`` and
     ``skipped_idle`` and ``skipped_filtered`` (memories left out), so nothing is dropped
     without a word.
@@ -190,6 +212,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
     types: tuple[str, ...] | None = None
     min_poignancy: float | None = None
     first_pass: Literal["auto", "int8", "float32"] = "auto"
+    relevance: RelevanceMode | None = None
+    lexical_weight: float | None = None
+    idle_filter: bool = True
 
     def __init__(self, **data: Any) -> None:
         """Build the retriever; unknown or bad arguments raise, naming the field.
@@ -206,6 +231,31 @@ class GenerativeAgentsRetriever(BaseRetriever):
         except PydanticValidationError as e:
             raise validation.from_pydantic(e, type(self).__name__) from None
         make_filter(created_after=self.created_after, created_before=self.created_before)
+        if self.score_in == "database":
+            self._check_database(self.relevance or "dense")
+
+    def _check_database(self, mode: str) -> None:
+        """Options the SQL ranking does not compute raise, naming the option."""
+        if mode != "dense":
+            msg = (
+                f"relevance: {mode!r} is scored in process only; score_in='database' ranks by "
+                "dense relevance (use relevance='dense' or score_in='process')"
+            )
+            raise ValidationError(msg, field="relevance")
+        if not self.idle_filter:
+            msg = ("idle_filter: False is scored in process only; score_in='database' always "
+                   "leaves out idle memories (use score_in='process')")
+            raise ValidationError(msg, field="idle_filter")
+
+    @field_validator("relevance", mode="before")
+    @classmethod
+    def _relevance(cls, value: Any) -> str | None:
+        return None if value is None else validation.relevance_mode(value, "relevance")
+
+    @field_validator("lexical_weight", mode="before")
+    @classmethod
+    def _lexical_weight(cls, value: Any) -> float | None:
+        return None if value is None else validation.lexical_weight(value, "lexical_weight")
 
     @field_validator("recency_mode")
     @classmethod
@@ -324,7 +374,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
         query = validation.query(query)
         k = self.k if k is None else validation.top_k(k)
         flt = self.candidate_filter(**filters)
+        mode, share = self.effective_relevance()
         if self.score_in == "database":
+            self._check_database(mode)
             from langchain_genmem.database_retrieval import retrieve_in_database
 
             return retrieve_in_database(self, query, k, flt)
@@ -332,44 +384,45 @@ class GenerativeAgentsRetriever(BaseRetriever):
         stream.refresh()
         cache = stream._cache
         now = to_epoch(stream.clock())
-        static = cache.candidates()
+        static = cache.candidates(self.idle_filter)
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads (rows below it never change but for access times).
         n = static.n
         rows, importance, cands_static, skipped = self.pick_candidates(static, cache, now, flt)
         if rows.size == 0:
             return RetrievalReport(query=query, status="no_candidates", **skipped)
-        query_vector = np.asarray(stream.embeddings.embed_query(query))
-        if cache.dim is not None and query_vector.shape[0] != cache.dim:
-            raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
-        vectors, norms = cache.vectors[:n], cache.norms[:n]
+        bm25 = None if mode == "dense" else stream.lexical_index().scores(query, rows)
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
-        approx, error = approximate_cosine(
-            cache, n, query_vector, int8=_FIRST_PASS[self.first_pass]
-        )
+        if mode == "lexical":  # no dense part: no query embedding
+            cosine, error = np.zeros(rows.size), 0.0
+            exact = _no_cosine
+        else:
+            cosine, error, exact = self._first_pass(query, cache, n, pick, rows)
         cands = Candidates(
             last_accessed=cache.last_accessed[pick],
             type_code=cands_static[0],
             node_count=cands_static[1],
             poignancy=cands_static[2],
-            cosine=approx[pick],
+            cosine=cosine,
         )
-
-        def exact(idx: np.ndarray) -> np.ndarray:
-            return exact_cosine(vectors[rows[idx]], norms[rows[idx]], query_vector)
 
         state = stream._state
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         order = None
         if self.recency_mode == "reverie":
-            order = _candidate_positions(cache.access_order(static), rows, cache.n)
+            # the order of every event and thought, idle or not: one order kept for both
+            everything = cache.access_order(cache.candidates(idle_filter=False))
+            order = _candidate_positions(everything, rows, cache.n)
         raw_recency = recency(cands, self.recency_mode, decay, now, order)
-        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance)
+        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
+                      overwrite=True,  # both arrays are this call's own
+                      relevance=mode, lexical_weight=share, bm25=bm25)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
         docs = [
-            self._document(rows[i], i, place, ranked, skipped) for place, i in enumerate(best)
+            self._document(rows[i], i, place, ranked, skipped, with_dense=mode != "lexical")
+            for place, i in enumerate(best)
         ]
         accessed = [d.metadata["node_id"] for d in docs]
         return RetrievalReport(
@@ -382,6 +435,34 @@ class GenerativeAgentsRetriever(BaseRetriever):
             max_score=float(scored.score.max()),
             **skipped,
         )
+
+    def _first_pass(
+        self, query: str, cache: Any, n: int, pick: slice | np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, float, Any]:
+        """Approximate cosines of the candidates, their error bound and the exact rescoring."""
+        query_vector = np.asarray(self.memory_stream.embeddings.embed_query(query))
+        if cache.dim is not None and query_vector.shape[0] != cache.dim:
+            raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
+        vectors, norms = cache.vectors[:n], cache.norms[:n]
+        approx, error = approximate_cosine(
+            cache, n, query_vector, int8=_FIRST_PASS[self.first_pass]
+        )
+
+        def exact(idx: np.ndarray) -> np.ndarray:
+            return exact_cosine(vectors[rows[idx]], norms[rows[idx]], query_vector)
+
+        return approx[pick], error, exact
+
+    def effective_relevance(self) -> tuple[RelevanceMode, float]:
+        """The relevance mode and lexical weight this retriever scores with.
+
+        Returns:
+            Its own, or the persona's (``relevance_mode``, ``lexical_weight``) where None.
+        """
+        state = self.memory_stream._state
+        mode = state.relevance_mode if self.relevance is None else self.relevance
+        share = state.lexical_weight if self.lexical_weight is None else self.lexical_weight
+        return mode, float(share)
 
     def candidate_filter(self, **filters: Any) -> CandidateFilter:
         """The filter of one call: the retriever's fields, replaced by those given.
@@ -411,7 +492,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         """The rows this retrieval scores, and how many memories were left out and why.
 
         Args:
-            static: the cache's candidate columns (``cache.candidates()``).
+            static: the cache's candidate columns (``cache.candidates(idle_filter)``).
             cache: the stream's node cache.
             now: the stream's clock, as an epoch.
             flt: the candidate filter (default: the retriever's own).
@@ -459,8 +540,16 @@ class GenerativeAgentsRetriever(BaseRetriever):
         )
 
     def _document(
-        self, row: int, i: int, place: int, r: Ranking, skipped: dict[str, int]
+        self,
+        row: int,
+        i: int,
+        place: int,
+        r: Ranking,
+        skipped: dict[str, int],
+        *,
+        with_dense: bool = True,
     ) -> Document:
+        dense = with_dense and r.dense is not None
         return memory_document(
             self.memory_stream.persona,
             self.memory_stream._cache.nodes[row],
@@ -468,8 +557,11 @@ class GenerativeAgentsRetriever(BaseRetriever):
             recency=float(r.scored.recency[i]),
             relevance=float(r.scored.relevance[i]),
             importance=float(r.scored.importance[i]),
-            cosine=float(r.cosine[i]),
+            cosine=float(r.cosine[i]) if dense else None,
             rank=place,
+            dense=float(r.dense[i]) if dense else None,  # type: ignore[index]
+            lexical=None if r.lexical is None else float(r.lexical[i]),
+            bm25=None if r.bm25 is None else float(r.bm25[i]),
             candidates=int(r.scored.score.size),
             **skipped,
         )

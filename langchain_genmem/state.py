@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 DEFAULT_TRIGGER_MAX = 150.0
 DEFAULT_RECENCY_DECAY = 0.99
 # Share of the lexical signal in the hybrid relevance (0: dense only, 1: lexical only).
-DEFAULT_LEXICAL_WEIGHT = 0.5
+# Chosen on the training split of the labelled set (benchmarks/bench_fusion.py).
+DEFAULT_LEXICAL_WEIGHT = 0.2
 DEFAULT_RELEVANCE_MODE = "dense"
 
 RelevanceMode = Literal["dense", "lexical", "hybrid"]

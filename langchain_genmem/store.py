@@ -74,6 +74,7 @@ from langchain_genmem.timeutil import SimulationClock, naive, to_epoch
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import Head
+    from langchain_genmem.lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ class MemoryStream:
         self._timer: threading.Timer | None = None
         self._cache = NodeCache()
         self._keywords = KeywordIndex()
+        self._lexical: LexicalIndex | None = None  # built on the first lexical query
         self._state = StreamState()
         self._access_rev = 0
         self.orphans_removed = 0
@@ -309,6 +311,26 @@ class MemoryStream:
             self._access_rev = access_rev
 
     # ------------------------------------------------------------------ reading
+
+    def lexical_index(self) -> LexicalIndex:
+        """The persona's BM25 index, caught up with every committed memory.
+
+        Built on first use (a stream only retrieved densely never pays for it) and synced
+        at every call, so it is never stale after ``add_*`` or a refresh.
+
+        Returns:
+            The index (rows are the cache's rows).
+        """
+        index = self._lexical
+        if index is None:
+            from langchain_genmem.lexical import LexicalIndex  # its tokeniser loads rjieba
+
+            with self._lock:
+                if self._lexical is None:
+                    self._lexical = LexicalIndex()
+                index = self._lexical
+        index.sync(self._cache)
+        return index
 
     def __len__(self) -> int:
         return self._cache.n

@@ -32,7 +32,9 @@ def test_bench_quality_smoke_prints_both_tables() -> None:
                        "p50 ms | mean ms |")
     rows = [cells(line) for line in lines[head + 2:] if line.startswith("| ")]
     rows = rows[: next(i for i, r in enumerate(rows) if r[0] == "configuration")]
-    names = ["dense, relevance only", "defaults (recency + importance)", "no importance"]
+    names = ["dense, relevance only", "lexical, relevance only", "hybrid, relevance only",
+             "rrf k=60 (baseline), relevance only", "defaults (recency + importance)",
+             "hybrid, defaults", "no importance"]
     assert [r[0] for r in rows] == [n for n in names for _ in range(4)]
     assert [r[1] for r in rows[:4]] == ["en", "zh", "zh -> en", "all"]
     for row in rows:

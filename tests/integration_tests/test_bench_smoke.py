@@ -30,6 +30,7 @@ def test_bench_retrieval_prints_its_tables() -> None:
     latency = next(i for i, line in enumerate(lines) if line.startswith("| memories | build s"))
     assert "invoke ms" in lines[latency] and "python ms" in lines[latency]
     assert "TW ms" in lines[latency] and "V@q ms" in lines[latency]
+    assert "hybrid ms" in lines[latency]
     assert lines[latency + 2].startswith("| 2000 |")
     ratios = next(i for i, line in enumerate(lines) if line.startswith("| memories | python/"))
     row = [cell.strip() for cell in lines[ratios + 2].strip("|").split("|")]
@@ -40,15 +41,18 @@ def test_bench_retrieval_prints_its_tables() -> None:
     rows = [line for line in lines[targets + 2:] if line.startswith("| ")]
     names = {line.split("|")[1].strip() for line in rows}
     assert names == {"invoke p50, one core busy / quiet", "reverie p50 / hours p50",
-                     "exact top-30 p50 (int8 first pass)",
+                     "hybrid p50 / dense p50 (issue 14)",
+                     "exact top-30 p50 (int8 first pass)", "exact top-30 p50, one core busy",
                      "top-30 identical to float64 (ids, order, scores to 1e-9)"}
     assert all(line.split("|")[-2].strip() in {"pass", "FAIL"} for line in rows)
     exact = [line for line in rows if line.startswith("| top-30 identical")]
     assert [line.split("|")[2].strip() for line in exact] == ["2000", "5000"]
     assert all(line.split("|")[-2].strip() == "pass" for line in exact)  # exact, never timed
     assert "5000: no Chroma stream (--stream-max 2000)" in out.stdout
-    spinner = next(line for line in out.stderr.splitlines() if "one core busy (pid " in line)
-    assert not pid_is_running(int(spinner.split("pid ")[1].split(")")[0]))
+    spinners = [line for line in out.stderr.splitlines() if "one core busy (pid " in line]
+    assert len(spinners) == 3  # invoke at 2000, the top-k step at 2000 and 5000
+    for spinner in spinners:
+        assert not pid_is_running(int(spinner.split("pid ")[1].split(")")[0]))
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from langchain_genmem.backends.postgres_schema import (
     ensure_schema,
     schema_sql,
 )
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.timeutil import to_epoch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -323,7 +324,8 @@ def test_a_version_1_database_migrates_and_its_personas_get_the_default_relevanc
         conn.commit()
     stream = open_stream(dsn)
     assert stream.state.relevance_w == 2
-    assert (stream.state.relevance_mode, stream.state.lexical_weight) == ("dense", 0.5)
+    assert (stream.state.relevance_mode, stream.state.lexical_weight) == (
+        "dense", DEFAULT_LEXICAL_WEIGHT)  # the column's SQL default is the package's
     stream.update_settings(relevance_mode="hybrid", lexical_weight=0.3)
     again = open_stream(dsn)
     assert (again.state.relevance_mode, again.state.lexical_weight) == ("hybrid", 0.3)

@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from langchain_genmem.cli import app
+from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.store import MemoryStream
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "generative_agents"
@@ -268,7 +269,7 @@ def test_stats_text_and_json(store: Path) -> None:
     assert data["depths"] == {"0": 8, "1": 6}
     assert data["settings"]["recency_decay"] == 0.995
     assert data["settings"]["relevance_mode"] == "dense"
-    assert data["settings"]["lexical_weight"] == 0.5
+    assert data["settings"]["lexical_weight"] == DEFAULT_LEXICAL_WEIGHT
     assert len(data["keyword_strength"]["thought"]) == 2
     assert data["clock"] == "2023-02-13 00:00:50"
 

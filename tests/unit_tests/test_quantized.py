@@ -129,17 +129,28 @@ def test_int8_error_bound_holds_on_extreme_rows():
     assert not approx.any() and not np.any(error)
 
 
-def test_the_retriever_gives_the_same_documents_with_either_first_pass():
-    rng = np.random.default_rng(5)
-    base = rng.standard_normal((40, 32)).astype(np.float32)
+def repeated_stream(
+    seed: int, n: int, shape: tuple[int, int], nudge: float, poignancy: int, query_row: int
+) -> tuple[MemoryStream, np.ndarray]:
+    """A stream of ``n`` memories over few distinct vectors (each nudged by multiples of
+    ``nudge``), every 5th or 7th a thought, and a fake query embedding: tie-heavy data."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal(shape).astype(np.float32)
     stream = MemoryStream("p", clock=lambda: datetime(2024, 5, 1, 12))
+    every = 7 if seed % 2 else 5
     stream.add_many([
-        {"type": "event" if i % 7 else "thought", "description": f"记忆 {i}",
-         "poignancy": int(rng.integers(1, 11)), "embedding": base[i % 40] + 1e-4 * (i % 3)}
-        for i in range(600)
+        {"type": "event" if i % every else "thought", "description": f"记忆 {i}",
+         "poignancy": int(rng.integers(1, poignancy)),
+         "embedding": base[i % shape[0]] + nudge * (i % 3)}
+        for i in range(n)
     ])
-    query = base[3].astype(np.float64)
+    query = base[query_row].astype(np.float64)
     stream._embeddings = SimpleNamespace(embed_query=lambda _: query.tolist())
+    return stream, query
+
+
+def test_the_retriever_gives_the_same_documents_with_either_first_pass():
+    stream, _ = repeated_stream(5, 600, (40, 32), 1e-4, 11, query_row=3)
     got = {}
     for first_pass in ("int8", "float32"):
         r = GenerativeAgentsRetriever(stream=stream, k=25, update_access=False,

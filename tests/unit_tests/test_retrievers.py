@@ -24,8 +24,8 @@ from tests.support.fixtures import Store, open_store
 T0 = datetime(2023, 2, 13, 15, 17, 40)
 META_KEYS = {
     "persona", "node_id", "type", "created", "last_accessed", "expiration", "poignancy",
-    "score", "recency", "relevance", "importance", "cosine", "rank", "depth", "subject",
-    "predicate", "object", "keywords", "filling", "embedding_key",
+    "score", "recency", "relevance", "importance", "cosine", "dense", "lexical", "bm25", "rank",
+    "depth", "subject", "predicate", "object", "keywords", "filling", "embedding_key",
     "candidates", "skipped_expired", "skipped_idle", "skipped_filtered",  # of the retrieval
 }
 
@@ -563,10 +563,10 @@ def test_a_memory_committed_while_a_retrieval_reads_does_not_break_it(clock):
     candidates = cache.candidates
     landed = []
 
-    def racing_candidates():
+    def racing_candidates(*args, **kwargs):
         if not landed:  # another request commits right now
             landed.append(stream.add_event("arrives mid-retrieval", poignancy=9))
-        return candidates()
+        return candidates(*args, **kwargs)
 
     cache.candidates = racing_candidates
     docs = GenerativeAgentsRetriever(stream=stream, k=10).invoke("event")

@@ -76,11 +76,14 @@ def normalize(d: dict[int, float]) -> dict[int, float]:
     return {key: (v - lo) * (1 - 0) / (hi - lo) + 0 for key, v in d.items()}
 
 
-def brute_force(c: Candidates, cos: list[float], rec: list[float], w: Weights, k: int):
-    """Every candidate scored with Python floats; the top k as top_highest_x_values picks it."""
+def brute_force(c: Candidates, cos: list[float], rec: list[float], w: Weights, k: int,
+                relevance: dict[int, float] | None = None):
+    """Every candidate scored with Python floats; the top k as top_highest_x_values picks it.
+
+    ``relevance`` replaces the normalised cosines (a fused relevance, test_hybrid)."""
     order = original_order(c)
     r = normalize({i: rec[i] for i in order})
-    v = normalize({i: cos[i] for i in order})
+    v = normalize({i: cos[i] for i in order}) if relevance is None else relevance
     imp = normalize({i: float(c.poignancy[i]) for i in order})
     g = w.gains
     master = {
