@@ -9,17 +9,19 @@ starting settings and the tuned ones on the training split and on the held-out s
     from langchain_genmem.tuning import fit_weights
 
     result = fit_weights(stream, load_examples("questions.jsonl"), metric="recall", k=10)
-    result.table()                                  # start vs tuned, train vs held-out
-    stream.update_settings(**result.tuned.settings())   # keep them as the persona's
+    for row in result.rows:                     # start vs tuned, train vs held-out
+        print(row.name, row.setting, row.train, row.held_out)
+    stream.update_settings(**result.settings())  # keep them as the persona's
 
 How it is fast without a second copy of the formula: everything a ranking needs that does not
 depend on the weights is computed once per example (:class:`PreparedExamples`): the candidate
 rows the retriever would score (its own :meth:`~GenerativeAgentsRetriever.pick_candidates`),
 the exact float64 cosine of each (:func:`~langchain_genmem.scoring.exact_cosine`), their
-BM25 (:class:`~langchain_genmem.lexical.LexicalIndex`), poignancy, access times, tie order
-and the time the query is asked. Each setting tried then costs the scoring module's own
-``recency`` (kept per decay), ``minmax``, ``combine`` and ``top_k``, the functions the
-retriever ranks with, so the tuned weights rank exactly as a retriever given them does.
+BM25 (the stream's own :meth:`~langchain_genmem.MemoryStream.lexical_index`), poignancy,
+access times, tie order and the time the query is asked. Each setting tried then costs the
+scoring module's own ``recency`` (kept per decay), ``minmax``, ``fuse_relevance``,
+``combine`` and ``top_k``, the functions the retriever ranks with, so the tuned weights rank
+exactly as a retriever given them does (a test holds the two to the same ids and order).
 
 The search (deterministic for a seed):
 
@@ -52,7 +54,9 @@ from langchain_genmem.scoring import (
     Weights,
     combine,
     exact_cosine,
+    fuse_relevance,
     minmax,
+    normalise_lexical,
     recency,
     top_k,
 )
@@ -220,13 +224,13 @@ class PreparedExamples:
         self.examples = list(examples)
         self.gains: tuple[float, float, float] = tuple(retriever.gains)  # type: ignore[assignment]
         stream.refresh()
-        index = _lexical_index(stream) if lexical else None
+        index = stream.lexical_index() if lexical else None
         self._items = [self._prepare(stream, e, index) for e in self.examples]
         self._recency: list[dict[float, np.ndarray]] = [{} for _ in self._items]
 
     def _prepare(self, stream: MemoryStream, example: Example, index: Any) -> _Prepared:
         cache = stream._cache
-        static = cache.candidates()
+        static = cache.candidates(self.retriever.idle_filter)
         now = to_epoch(example.at if example.at is not None else stream.clock())
         rows, importance, (type_code, node_count, poignancy), _ = (
             self.retriever.pick_candidates(static, cache, now)
@@ -234,7 +238,7 @@ class PreparedExamples:
         vector = np.asarray(stream.embeddings.embed_query(example.query), dtype=np.float64)
         cos = exact_cosine(cache.vectors[rows], cache.norms[rows], vector)
         cands = Candidates(cache.last_accessed[rows].copy(), type_code, node_count, poignancy, cos)
-        lexical = None if index is None else minmax(index.scores(example.query, rows))
+        lexical = None if index is None else normalise_lexical(index.scores(example.query, rows))
         return _Prepared(
             cands=cands,
             ids=np.array([cache.nodes[r].node_id for r in rows], dtype=object),
@@ -278,10 +282,11 @@ class PreparedExamples:
         if len(item.cands) == 0:
             return []
         rec = self._recency_of(i, setting.recency_decay)
-        rel = item.dense
-        if setting.relevance_mode != "dense":
-            weight = 1.0 if setting.relevance_mode == "lexical" else setting.lexical_weight
-            rel = _fuse(item.dense, item.lexical, weight)
+        if setting.relevance_mode != "dense" and item.lexical is None:
+            msg = "relevance: prepare the examples with lexical=True to score lexical relevance"
+            raise ValidationError(msg, field="relevance")
+        rel = fuse_relevance(item.dense, item.lexical, setting.relevance_mode,
+                             setting.lexical_weight)
         total = combine(rec, rel, item.importance, setting.weights(self.gains))
         return list(item.ids[top_k(total, item.cands, k)])
 
@@ -292,22 +297,6 @@ class PreparedExamples:
             mode = self.retriever.recency_mode
             held[decay] = minmax(recency(item.cands, mode, decay, item.now))
         return held[decay]
-
-
-def _fuse(dense: np.ndarray, lexical: np.ndarray | None, weight: float) -> np.ndarray:
-    """Hybrid relevance: the convex combination of the normalised dense and lexical signals."""
-    if lexical is None:
-        msg = "relevance: the hybrid relevance needs the lexical scores (prepare with lexical)"
-        raise ValidationError(msg, field="relevance")
-    return minmax((1.0 - weight) * dense + weight * lexical)
-
-
-def _lexical_index(stream: MemoryStream) -> Any:
-    from langchain_genmem.lexical import LexicalIndex
-
-    index = LexicalIndex()
-    index.sync(stream._cache)
-    return index
 
 
 # ---------------------------------------------------------------------------- the search
@@ -434,10 +423,10 @@ def _plain_retriever(stream: MemoryStream) -> GenerativeAgentsRetriever:
 def _start(stream: MemoryStream, retriever: GenerativeAgentsRetriever) -> Setting:
     """The settings retrieval uses today: the retriever's own, else the persona's."""
     w = retriever.effective_weights()
+    mode, lexical_weight = retriever.effective_relevance()
     state = stream.state
     decay = state.recency_decay if retriever.recency_decay is None else retriever.recency_decay
-    return Setting(w.recency_w, w.relevance_w, w.importance_w, decay, state.lexical_weight,
-                   state.relevance_mode)
+    return Setting(w.recency_w, w.relevance_w, w.importance_w, decay, lexical_weight, mode)
 
 
 class _Search:

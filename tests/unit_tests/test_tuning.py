@@ -126,35 +126,52 @@ def test_a_lexical_persona_starts_from_its_lexical_relevance() -> None:
     assert result.tuned.setting == result.start.setting
 
 
-def test_tuned_weights_rank_through_the_real_retriever_exactly_as_the_search_saw() -> None:
+WORDS = ["party", "cafe", "coffee", "flowers", "music", "派对", "咖啡", "鲜花", "音乐", "朋友"]
+
+
+@pytest.mark.parametrize("relevance", ["dense", "hybrid"])
+def test_tuned_weights_rank_through_the_real_retriever_exactly_as_the_search_saw(
+    relevance: str,
+) -> None:
     rng = random.Random(9)
     clock = SimulationClock(T0 + timedelta(hours=40))
     stream = stream_of("Isabella Rodriguez", clock)
     nodes = stream.add_many([
-        {"type": rng.choice(["event", "thought"]), "description": f"Isabella memory {i}",
+        {"type": rng.choice(["event", "thought"]),
+         "description": f"Isabella {' '.join(rng.sample(WORDS, 2))} {i}",
          "created": T0 + timedelta(minutes=37 * i), "poignancy": rng.randint(1, 10)}
         for i in range(60)
     ])
     ids = [n.node_id for n in nodes]
     examples = [
-        Example(f"Isabella question {q}", rng.sample(ids, 4),
+        Example(f"{rng.choice(WORDS)} {q}", rng.sample(ids, 4),
                 at=T0 + timedelta(hours=rng.randint(20, 40)) if q % 2 else None)
         for q in range(14)
     ]
-    result = fit_weights(stream, examples, k=5, relevance="dense", samples=40)
+    result = fit_weights(stream, examples, k=5, relevance=relevance, samples=40)
+    assert result.tuned.setting.relevance_mode == relevance or relevance == "hybrid"
     train, held = split_examples(examples, 0.7, 0)
-    prepared = PreparedExamples(stream, examples, _plain(stream), lexical=False)
+    prepared = PreparedExamples(stream, examples, _plain(stream), lexical=True)
     for row in result.rows:
-        s = row.setting
-        retriever = GenerativeAgentsRetriever(
-            stream=stream, k=5, update_access=False, recency_w=s.recency_w,
-            relevance_w=s.relevance_w, importance_w=s.importance_w, recency_decay=s.recency_decay,
-        )
+        retriever = _retriever_of(stream, row.setting)
         real = evaluate(retriever, examples, ks=(5,))
-        assert [list(r.ranked) for r in real.results] == prepared.ranked(s, 5)
+        assert [list(r.ranked) for r in real.results] == prepared.ranked(row.setting, 5)
         assert evaluate(retriever, train, ks=(5,)).recall[5] == pytest.approx(row.train)
         assert evaluate(retriever, held, ks=(5,)).recall[5] == pytest.approx(row.held_out)
+    others = [Setting(0.5, 2.0, 0.5, 0.95, 0.35, "hybrid"), Setting(1.2, 1.3, 0.5, 0.9, 0.7,
+              "hybrid"), Setting(0.3, 2.5, 0.2, 0.99, 0.5, "lexical")]
+    for s in others:  # the search's pick aside, any setting ranks the same both ways
+        real = evaluate(_retriever_of(stream, s), examples, ks=(5,))
+        assert [list(r.ranked) for r in real.results] == prepared.ranked(s, 5)
     assert clock.now == T0 + timedelta(hours=40)
+
+
+def _retriever_of(stream: MemoryStream, s: Setting) -> GenerativeAgentsRetriever:
+    return GenerativeAgentsRetriever(
+        stream=stream, k=5, update_access=False, recency_w=s.recency_w,
+        relevance_w=s.relevance_w, importance_w=s.importance_w, recency_decay=s.recency_decay,
+        relevance=s.relevance_mode, lexical_weight=s.lexical_weight,
+    )
 
 
 def test_the_result_is_kept_as_the_persona_settings() -> None:
