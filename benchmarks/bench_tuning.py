@@ -65,6 +65,7 @@ def real_held_out(stream, held: list[Example], result: FitResult, metric: str) -
     retriever = GenerativeAgentsRetriever(
         stream=stream, k=result.k, update_access=False, recency_w=s.recency_w,
         relevance_w=s.relevance_w, importance_w=s.importance_w, recency_decay=s.recency_decay,
+        relevance=s.relevance_mode, lexical_weight=s.lexical_weight,
     )
     report = evaluate(retriever, held, ks=(result.k,))
     return (report.recall if metric == "recall" else report.ndcg)[result.k]
