@@ -198,7 +198,7 @@ def print_tune_report(console: Console, report: Mapping[str, Any]) -> None:
         s = row["settings"]
         relevance = s["relevance_mode"]
         if relevance == "hybrid":
-            relevance = f"hybrid, lexical {s['lexical_weight']}"
+            relevance = f"hybrid w={s['lexical_weight']}"
         held = "-" if row["held_out"] is None else f"{row['held_out']:.3f}"
         table.add_row(row["name"], str(s["recency_w"]), str(s["relevance_w"]),
                       str(s["importance_w"]), str(s["recency_decay"]), relevance,
