@@ -409,7 +409,9 @@ class PersonaStats(BaseModel):
     depths: dict[str, int]
     keyword_strength: dict[str, dict[str, int]]
     trigger: dict[str, Any]
-    settings: dict[str, float]
+    settings: dict[str, float | str] = Field(
+        description="Weights, decay, relevance_mode (dense, lexical or hybrid) and lexical_weight."
+    )
     vector_size: int | None
     clock: datetime
 
