@@ -109,8 +109,10 @@ def lexical_weight(value: Any, field: str = "lexical_weight") -> float:
     """
     number = _coerce(value)
     if number is None or not (0.0 <= number <= 1.0):
-        msg = f"{field}: expected a number in [0, 1] (0 = dense only, 1 = lexical only), " \
-              f"got {value!r}"
+        msg = (
+            f"{field}: expected a number in [0, 1] (0 = dense only, 1 = lexical only), "
+            f"got {value!r}"
+        )
         raise ValidationError(msg, field=field)
     return number
 

@@ -1,4 +1,6 @@
-"""The ``genmem`` commands: import, export, add, search, keywords, stats, explain, reflect, demo.
+"""The ``genmem`` commands: import, export, add, search, keywords, stats, explain, tune, reflect.
+
+``demo`` comes last.
 
 They are registered on the app in this order, the order the help lists them.
 """
@@ -6,6 +8,7 @@ They are registered on the app in this order, the order the help lists them.
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,15 +25,18 @@ from langchain_genmem.cli.render import (
     print_keyword_report,
     print_stats,
     relevance_formula,
+    print_tune_report,
     score_table,
     show,
     stdout_console,
 )
 from langchain_genmem.cli.reports import (
     keyword_report,
+    persona_examples,
     retrieve_rows,
     skipped_expired,
     stream_stats,
+    tune_report,
 )
 from langchain_genmem.cli.store import store_of
 from langchain_genmem.errors import ConfigurationError, ValidationError
@@ -260,6 +266,69 @@ def explain(
     rows = retrieve_rows(retriever, query, k, None)
     save_explain_png(rows, retriever, f"{stream.persona}: {query}", output)
     typer.echo(f"Saved {output}: score components of the top {len(rows)} memories for {query!r}")
+
+
+class Metric(str, Enum):
+    """The objectives ``genmem tune`` maximises."""
+
+    recall = "recall"
+    ndcg = "ndcg"
+
+
+class TunedRelevance(str, Enum):
+    """The relevance ``genmem tune`` tunes for."""
+
+    dense = "dense"
+    hybrid = "hybrid"
+
+
+@app.command()
+@weight_options
+def tune(
+    ctx: typer.Context,
+    examples: Annotated[
+        Path,
+        typer.Option(
+            "--examples",
+            help="Labelled questions, JSON Lines: {\"question\": ..., \"relevant\": [node ids], "
+            "\"at\": optional time, \"persona\": optional}; other personas' lines are skipped.",
+        ),
+    ],
+    metric: Annotated[
+        Metric, typer.Option("--metric", help="Maximise mean recall@k or nDCG@k.")
+    ] = Metric.recall,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="The cut-off of the metric.")] = 10,
+    train_fraction: Annotated[
+        float,
+        typer.Option("--train-fraction", help="Share of the examples to tune on; the rest "
+                     "is held out and only reported."),
+    ] = 0.7,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the search.")] = 0,
+    relevance: Annotated[
+        TunedRelevance,
+        typer.Option("--relevance", help="hybrid: also tune the lexical weight of the "
+                     "relevance; dense: the original's cosine only."),
+    ] = TunedRelevance.hybrid,
+    save: Annotated[
+        bool, typer.Option("--save", help="Store the tuned values as the persona's settings.")
+    ] = False,
+    *,
+    weights: Weights,
+    as_json: AsJson = False,
+) -> None:
+    """Learn the retrieval weights, decay and lexical weight from labelled questions."""
+    from langchain_genmem.evaluation import load_examples
+    from langchain_genmem.tuning import fit_weights
+
+    stream = store_of(ctx).open()
+    labelled = persona_examples(load_examples(examples), stream.persona, examples)
+    result = fit_weights(
+        stream, labelled, metric=metric.value, k=k, train_fraction=train_fraction, seed=seed,
+        relevance=relevance.value, retriever=weights.retriever(stream, k, touch=False),
+    )
+    if save:
+        stream.update_settings(**result.settings())
+    show(tune_report(stream.persona, result, saved=save), print_tune_report, as_json)
 
 
 @app.command()

@@ -223,6 +223,41 @@ def _cell(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def print_tune_report(console: Console, report: Mapping[str, Any]) -> None:
+    """Print :func:`~langchain_genmem.cli.reports.tune_report` as a table and a summary.
+
+    Args:
+        console: where to print.
+        report: the tuning report.
+    """
+    from rich.table import Table
+
+    metric = report["metric"]
+    table = Table(title=f"{report['persona']}: {metric}, start vs tuned")
+    for column in ("settings", "recency_w", "relevance_w", "importance_w", "decay",
+                   "relevance", f"train {metric}", f"held-out {metric}"):
+        table.add_column(column, justify="left" if column in ("settings", "relevance") else "right")
+    for row in report["rows"]:
+        s = row["settings"]
+        relevance = s["relevance_mode"]
+        if relevance == "hybrid":
+            relevance = f"hybrid w={s['lexical_weight']}"
+        held = "-" if row["held_out"] is None else f"{row['held_out']:.3f}"
+        table.add_row(row["name"], str(s["recency_w"]), str(s["relevance_w"]),
+                      str(s["importance_w"]), str(s["recency_decay"]), relevance,
+                      f"{row['train']:.3f}", held)
+    console.print(table)
+    console.print(
+        f"{report['train_examples']} training and {report['held_out_examples']} held-out "
+        f"questions (seed {report['seed']}); {report['settings_tried']} settings tried",
+        highlight=False,
+    )
+    if report["saved"]:
+        console.print(f"saved the tuned values as {report['persona']}'s settings", highlight=False)
+    else:
+        console.print("--save stores the tuned values as the persona's settings", highlight=False)
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return None if value != value else value.strftime(TIME_FORMAT)  # NaT != NaT

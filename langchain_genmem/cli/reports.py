@@ -1,19 +1,24 @@
 """What the ``genmem`` commands compute, as JSON-ready data.
 
-Retrieved rows, effective weights, the keyword retrieval and stream statistics.
+Retrieved rows, effective weights, the keyword retrieval, stream statistics and tuning.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.cli.options import TIME_FORMAT
+from langchain_genmem.errors import ValidationError
 
 if TYPE_CHECKING:
+    from langchain_genmem.evaluation import Example
     from langchain_genmem.retrievers import GenerativeAgentsRetriever
     from langchain_genmem.store import MemoryStream
+    from langchain_genmem.tuning import FitResult
 
 COMPONENTS = ("recency", "relevance", "importance")
 RELEVANCE_PARTS = ("dense", "lexical")
@@ -169,4 +174,61 @@ def _brief(node: Any) -> dict[str, Any]:
         "created": node.created.strftime(TIME_FORMAT),
         "poignancy": number(node.poignancy),
         "description": node.description,
+    }
+
+
+def persona_examples(examples: Sequence[Example], persona: str, path: Path) -> list[Example]:
+    """The examples asked of a persona: those naming it, and those naming none.
+
+    Args:
+        examples: the loaded examples.
+        persona: the persona tuned.
+        path: the file, for the error.
+
+    Returns:
+        The examples kept, in file order.
+
+    Raises:
+        ValidationError: none is left.
+    """
+    kept = [e for e in examples if e.persona in (None, persona)]
+    if not kept:
+        others = sorted({e.persona for e in examples if e.persona})
+        msg = (
+            f"--examples: no question in {path} is asked of {persona!r} (it names "
+            f"{', '.join(repr(o) for o in others)}); choose the persona with --persona"
+        )
+        raise ValidationError(msg, field="examples")
+    return kept
+
+
+def tune_report(persona: str, result: FitResult, *, saved: bool) -> dict[str, Any]:
+    """What ``genmem tune`` found, as data.
+
+    Args:
+        persona: the persona.
+        result: the fit.
+        saved: whether the tuned settings were stored.
+
+    Returns:
+        The report: the metric, the split sizes and each row's settings and scores.
+    """
+    return {
+        "persona": persona,
+        "metric": f"{result.metric}@{result.k}",
+        "train_examples": result.train_count,
+        "held_out_examples": result.held_out_count,
+        "seed": result.seed,
+        "settings_tried": result.tried,
+        "rows": [
+            {
+                "name": row.name,
+                "settings": {k: v if isinstance(v, str) else number(v)
+                             for k, v in row.setting.settings().items()},
+                "train": row.train,
+                "held_out": row.held_out,
+            }
+            for row in result.rows
+        ],
+        "saved": saved,
     }

@@ -149,3 +149,22 @@ def test_bench_postgres_prints_its_tables_and_leaves_no_server() -> None:
     started = next(line for line in out.stderr.splitlines() if "started PostgreSQL" in line)
     pid = int(started.split("pid ")[1].split(")")[0])
     assert not pid_is_running(pid)
+
+
+@pytest.mark.slow
+def test_bench_tuning_prints_start_and_tuned_and_the_real_retriever_agrees() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_tuning.py"), "--smoke", "--samples",
+         "10"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| persona |"))
+    rows = [line.split("|")[1:-1] for line in lines[head + 2:] if line.startswith("| ")]
+    assert [r[0].strip() for r in rows] == ["Isabella Rodriguez", "Maria Lopez (zh)"]
+    for row in rows:
+        start_train, tuned_train = float(row[2]), float(row[4])
+        assert tuned_train >= start_train
+        assert row[5].strip() == row[6].strip()  # the fast path and the retriever agree
+    assert any(line.startswith("held-out recall@10 over") for line in lines)

@@ -329,6 +329,77 @@ def test_unreachable_chroma_server_is_a_hint(tmp_path: Path) -> None:
     assert "drop --chroma-host" in result.output
 
 
+# ---------------------------------------------------------------------------- tune
+
+# Questions about Isabella (English, and Chinese asked of the English memories), one of them
+# about another persona (skipped), one asked at a time.
+QUESTIONS = [
+    {"question": "What party is Isabella planning?", "relevant": ["node_7", "node_10"]},
+    {"question": "When does the Valentine's Day party start?", "relevant": ["node_10"]},
+    {"question": "What time does Isabella open the shop?", "relevant": ["node_7"]},
+    {"question": "How long have Isabella and Maria been friends?", "relevant": ["node_11"]},
+    {"question": "Does Isabella enjoy her job?", "relevant": ["node_14"],
+     "persona": "Isabella Rodriguez"},
+    {"question": "Was Isabella asleep?", "relevant": ["node_8", "node_9"],
+     "at": "2023-02-13 08:00:00"},
+    {"question": "Who is Isabella friends with?", "relevant": ["node_11", "node_12"]},
+    {"question": "伊莎贝拉在筹备什么派对？", "relevant": ["node_7", "node_10"]},
+    {"question": "伊莎贝拉喜欢她的工作吗？", "relevant": ["node_14"]},
+    {"question": "伊莎贝拉和玛丽亚做朋友多久了？", "relevant": ["node_11"]},
+    {"question": "Who does Maria have a crush on?", "relevant": ["node_10"],
+     "persona": "Maria Lopez"},
+]
+
+
+def questions_file(folder: Path, lines: list[dict[str, Any]]) -> Path:
+    path = folder / "questions.jsonl"
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), "utf-8")
+    return path
+
+
+def test_tune_prints_start_and_tuned_on_both_splits(store: Path, tmp_path: Path) -> None:
+    path = questions_file(tmp_path, QUESTIONS)
+    out = run(store, "tune", "--examples", str(path), "-k", "3", "--seed", "2").output
+    assert "Isabella Rodriguez: recall@3, start vs tuned" in out
+    assert "train recall@3" in out and "held-out recall@3" in out
+    assert "7 training and 3 held-out questions (seed 2)" in out  # Maria's line skipped
+    assert "--save stores the tuned values" in out
+    data = json.loads(run(store, "tune", "--examples", str(path), "-k", "3", "--seed", "2",
+                          "--metric", "ndcg", "--json").output)
+    assert data["metric"] == "ndcg@3" and [r["name"] for r in data["rows"]] == ["start", "tuned"]
+    assert data["rows"][1]["train"] >= data["rows"][0]["train"]
+    assert data["rows"][0]["settings"]["recency_decay"] == 0.995  # Isabella's own
+    assert data["saved"] is False
+    settings = json.loads(run(store, "stats", "--json").output)["settings"]
+    assert settings == data["rows"][0]["settings"]  # nothing stored without --save
+
+
+def test_tune_save_stores_the_tuned_settings_for_the_next_open(
+    store: Path, tmp_path: Path
+) -> None:
+    path = questions_file(tmp_path, QUESTIONS)
+    data = json.loads(run(store, "tune", "--examples", str(path), "-k", "2",
+                          "--train-fraction", "1", "--save", "--json").output)
+    assert data["saved"] is True and data["rows"][1]["held_out"] is None
+    settings = json.loads(run(store, "stats", "--json").output)["settings"]
+    assert settings == data["rows"][1]["settings"]
+    again = json.loads(run(store, "tune", "--examples", str(path), "-k", "2",
+                           "--train-fraction", "1", "--json").output)
+    assert again["rows"][0]["settings"] == settings
+
+
+def test_tune_refuses_bad_questions_with_a_hint(store: Path, tmp_path: Path) -> None:
+    unknown = questions_file(tmp_path, [{"question": "派对？", "relevant": ["node_99"]}])
+    out = run(store, "tune", "--examples", str(unknown), code=2).output
+    assert "relevant: no memory 'node_99'" in out
+    other = questions_file(tmp_path, QUESTIONS[-1:])
+    out = run(store, "tune", "--examples", str(other), code=2).output
+    assert "no question" in out and "'Maria Lopez'" in out
+    assert "cannot read" in run(store, "tune", "--examples", str(tmp_path / "nope"), code=2).output
+    empty = questions_file(tmp_path, [{"question": "派对？", "relevant": []}])
+    assert "at least one node id" in run(store, "tune", "--examples", str(empty), code=2).output
+
+
 # ---------------------------------------------------------------------------- explain, reflect
 
 
