@@ -45,7 +45,7 @@ from langchain_genmem.scoring import fuse_relevance, minmax, normalise_lexical
 TRAIN_FRACTION = 0.5
 SEED = 0
 RRF_K = 60
-WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
+WEIGHTS = tuple(round(0.05 * i, 2) for i in range(21))
 Scores = tuple[list[str], np.ndarray, np.ndarray]  # ids, cosine, bm25 of every candidate
 
 
@@ -82,8 +82,8 @@ def convex(normalise: Callable[[np.ndarray], np.ndarray], w: float) -> Fusion:
 def fusions() -> dict[str, Fusion]:
     out: dict[str, Fusion] = {}
     for w in WEIGHTS:
-        out[f"convex minmax {w:.1f}"] = convex(normalise_lexical, w)
-        out[f"convex max {w:.1f}"] = convex(max_normalised, w)
+        out[f"convex minmax {w:.2f}"] = convex(normalise_lexical, w)
+        out[f"convex max {w:.2f}"] = convex(max_normalised, w)
     out[f"rrf k={RRF_K}"] = lambda ids, c, b: rrf([by_score(ids, c), by_score(ids, b)],
                                                   RRF_K, max(KS))
     return out

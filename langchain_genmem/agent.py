@@ -70,7 +70,8 @@ configuration                                         en     zh     zh>en   all 
 simulation defaults (recency, relevance, importance)  .544   .358   .544    .471   .334
 dense relevance only                                  .732   .629   .775    .697   .581
 lexical relevance only                                .682   .578   .350    .603   .545
-hybrid .2 (the library's default), relevance only     .755   .701   .775    .736   .660
+hybrid .2, relevance only                             .755   .701   .775    .736   .660
+hybrid .25 (the library's default), relevance only    .774   .729   .775    .756   .668
 hybrid .5, relevance only                             .748   .699   .775    .732   .658
 this: hybrid .25, relevance only, idle filter off     .768   .729   .775    .753   .669
 ====================================================  =====  =====  ======  =====  =====

@@ -88,7 +88,7 @@ MIGRATION_2 = """\
 ALTER TABLE genmem_personas
     ADD COLUMN IF NOT EXISTS relevance_mode text NOT NULL DEFAULT 'dense'
         CHECK (relevance_mode IN ('dense', 'lexical', 'hybrid')),
-    ADD COLUMN IF NOT EXISTS lexical_weight double precision NOT NULL DEFAULT 0.2
+    ADD COLUMN IF NOT EXISTS lexical_weight double precision NOT NULL DEFAULT 0.25
         CHECK (lexical_weight BETWEEN 0 AND 1);
 """
 

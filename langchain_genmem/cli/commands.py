@@ -304,10 +304,11 @@ def tune(
                      "is held out and only reported."),
     ] = 0.7,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the search.")] = 0,
-    relevance: Annotated[
+    tuned_relevance: Annotated[
         TunedRelevance,
-        typer.Option("--relevance", help="hybrid: also tune the lexical weight of the "
-                     "relevance; dense: the original's cosine only."),
+        typer.Option("--tuned-relevance", help="hybrid: also tune the lexical weight of the "
+                     "relevance; dense: the original's cosine only. (--relevance and the "
+                     "other retrieval options set where the search starts.)"),
     ] = TunedRelevance.hybrid,
     save: Annotated[
         bool, typer.Option("--save", help="Store the tuned values as the persona's settings.")
@@ -324,7 +325,7 @@ def tune(
     labelled = persona_examples(load_examples(examples), stream.persona, examples)
     result = fit_weights(
         stream, labelled, metric=metric.value, k=k, train_fraction=train_fraction, seed=seed,
-        relevance=relevance.value, retriever=weights.retriever(stream, k, touch=False),
+        relevance=tuned_relevance.value, retriever=weights.retriever(stream, k, touch=False),
     )
     if save:
         stream.update_settings(**result.settings())
