@@ -206,7 +206,7 @@ def normalise_lexical(bm25: np.ndarray) -> np.ndarray:
 
     BM25 is 0 for a memory holding no query term, so over a persona's memories the minimum
     is nearly always 0 and this equals dividing by the maximum (compared in
-    ``benchmarks/bench_quality.py``); all 0.5 when every score is equal (a query with no
+    ``benchmarks/bench_fusion.py``); all 0.5 when every score is equal (a query with no
     known term).
 
     Args:
@@ -284,7 +284,7 @@ def fuse_relevance(
     ``hybrid = (1 - w) * dense + w * lexical`` over min-max normalised parts (each in
     [0, 1], so the fused value is too), with ``w`` from :func:`lexical_share` (a part equal
     for every candidate is left out). Chosen by measurement over rank fusion and a
-    max-normalised lexical part (``benchmarks/bench_quality.py``). The retriever and weight
+    max-normalised lexical part (``benchmarks/bench_fusion.py``). The retriever and weight
     fitting both call this; :func:`rank` computes the same values.
 
     Args:
@@ -578,16 +578,21 @@ def rank(
 
     if error == 0 or best.size == 0 or span == 0:
         return done(best)
-    if share == 1.0:  # the dense part does not score: only the reported cosines are refined
-        fresh = _refine(cos, refined, best, exact)
+
+    def exact_dense(idx: np.ndarray) -> np.ndarray:
+        """Make the cosines at ``idx`` exact, with their dense part; return the new rows."""
+        fresh = _refine(cos, refined, idx, exact)
         d[fresh] = (cos[fresh] - lo) / span
+        return fresh
+
+    if share == 1.0:  # the dense part does not score: only the reported cosines are refined
+        exact_dense(best)
         return done(best)
     margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
     slack = 2 * abs(w.relevance_w * w.gains[1]) * (1.0 - share) * error / span + margin
 
     def rescore(idx: np.ndarray) -> None:
-        fresh = _refine(cos, refined, idx, exact)
-        d[fresh] = (cos[fresh] - lo) / span
+        fresh = exact_dense(idx)
         if share:
             v[fresh] = mix(d[fresh], lexical[fresh], share)  # type: ignore[index]
         scored.score[fresh] = combine(
