@@ -63,7 +63,8 @@ def retrieve_in_database(
         include_expired=retriever.include_expired, where=flt.sql(),
     )
     cache = stream._cache
-    skipped = retriever.pick_candidates(cache.candidates(), cache, to_epoch(now), flt)[3]
+    static = cache.candidates(chats=flt.chats)
+    skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
     if not ranking.rows:
         status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
         return RetrievalReport(query=query, status=status, **skipped)

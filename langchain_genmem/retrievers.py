@@ -1,10 +1,10 @@
 """GenerativeAgentsRetriever: the weighted retrieval of Generative Agents as a LangChain retriever.
 
-Every candidate memory (the persona's events and thoughts; chats excluded and memories whose
-``embedding_key`` contains ``"idle"`` skipped, as in the original, unless
-``idle_filter=False``) is scored exactly by recency, relevance and importance
-(:mod:`langchain_genmem.scoring`); the best ``k`` come back as Documents and their
-``last_accessed`` becomes the stream's clock time.
+Every candidate memory (the persona's events and thoughts, as in the original, and chats
+only when a filter asks for them, ``types=["chat"]``; memories whose ``embedding_key``
+contains ``"idle"`` skipped, as in the original, unless ``idle_filter=False``) is scored
+exactly by recency, relevance and importance (:mod:`langchain_genmem.scoring`); the best
+``k`` come back as Documents and their ``last_accessed`` becomes the stream's clock time.
 
 Relevance is the dense cosine (default, the original's), the BM25 lexical score
 (``relevance="lexical"``, :mod:`langchain_genmem.lexical`, no query embedding) or their
@@ -384,7 +384,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         stream.refresh()
         cache = stream._cache
         now = to_epoch(stream.clock())
-        static = cache.candidates(self.idle_filter)
+        static = cache.candidates(self.idle_filter, chats=flt.chats)
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads (rows below it never change but for access times).
         n = static.n
@@ -410,8 +410,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         order = None
         if self.recency_mode == "reverie":
-            # the order of every event and thought, idle or not: one order kept for both
-            everything = cache.access_order(cache.candidates(idle_filter=False))
+            # the order of every memory, idle or not, chats too: one order kept for all
+            everything = cache.access_order(cache.candidates(idle_filter=False, chats=True))
             order = _candidate_positions(everything, rows, cache.n)
         raw_recency = recency(cands, self.recency_mode, decay, now, order)
         ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
@@ -492,7 +492,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         """The rows this retrieval scores, and how many memories were left out and why.
 
         Args:
-            static: the cache's candidate columns (``cache.candidates(idle_filter)``).
+            static: the cache's candidate columns (``cache.candidates(idle_filter,
+                chats=flt.chats)``).
             cache: the stream's node cache.
             now: the stream's clock, as an epoch.
             flt: the candidate filter (default: the retriever's own).
