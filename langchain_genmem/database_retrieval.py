@@ -78,7 +78,7 @@ def retrieve_in_database(
         memory_document(stream.persona, n, score=r.score, recency=r.recency,
                         relevance=r.relevance, importance=r.importance, cosine=r.cosine,
                         rank=place, candidates=ranking.candidate_count, dense=r.relevance,
-                        lexical=None, bm25=None, **skipped)
+                        lexical=None, bm25=None, lexical_share=0.0, **skipped)
         for place, (n, r) in enumerate(zip(nodes, ranking.rows, strict=True))
     ]
     return RetrievalReport(
@@ -89,5 +89,6 @@ def retrieve_in_database(
         candidate_count=ranking.candidate_count,
         min_score=ranking.min_score,
         max_score=ranking.rows[0].score,
+        lexical_share=0.0,
         **skipped,
     )

@@ -117,6 +117,10 @@ class RetrievalReport:
             the original.
         skipped_filtered: memories left out by the retrieval's filter (time window, types,
             ``min_poignancy``, ``node_ids``; see :mod:`langchain_genmem.candidate_filter`).
+        lexical_share: the weight of the lexical part in the relevance used (0 for dense,
+            1 for lexical; for hybrid the lexical weight, or 0 when every candidate has the
+            same BM25 and 1 when every one has the same cosine:
+            :func:`~langchain_genmem.scoring.lexical_share`); None without candidates.
     """
 
     query: str
@@ -129,6 +133,7 @@ class RetrievalReport:
     skipped_expired: int = 0
     skipped_idle: int = 0
     skipped_filtered: int = 0
+    lexical_share: float | None = None
 
 
 class GenerativeAgentsRetriever(BaseRetriever):
@@ -179,7 +184,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
     ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised; ``relevance``
     is the fused value used), ``dense`` and ``lexical`` (its normalised parts), ``cosine``
     and ``bm25`` (raw; None for a part the mode does not compute: ``cosine`` and ``dense``
-    in ``"lexical"`` mode, ``lexical`` and ``bm25`` in ``"dense"`` mode), ``rank``, ``depth``,
+    in ``"lexical"`` mode, ``lexical`` and ``bm25`` in ``"dense"`` mode), ``lexical_share``
+    (so ``relevance = (1 - lexical_share) * dense + lexical_share * lexical``: the hybrid's
+    lexical weight, or 0 when every candidate has the same BM25, e.g. no query word occurs
+    in any memory, and 1 when every one has the same cosine), ``rank``, ``depth``,
     ``subject``, ``predicate``, ``object``, ``keywords``, ``filling``, ``embedding_key``,
     ``expiration``, ``persona``; and, of the
     retrieval as a whole, ``candidates`` (memories scored), ``skipped_expired`` and
@@ -433,6 +441,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             candidate_count=int(rows.size),
             min_score=float(scored.score.min()),
             max_score=float(scored.score.max()),
+            lexical_share=ranked.share,
             **skipped,
         )
 
@@ -563,6 +572,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             dense=float(r.dense[i]) if dense else None,  # type: ignore[index]
             lexical=None if r.lexical is None else float(r.lexical[i]),
             bm25=None if r.bm25 is None else float(r.bm25[i]),
+            lexical_share=r.share,
             candidates=int(r.scored.score.size),
             **skipped,
         )

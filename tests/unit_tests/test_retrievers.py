@@ -27,6 +27,7 @@ META_KEYS = {
     "score", "recency", "relevance", "importance", "cosine", "dense", "lexical", "bm25", "rank",
     "depth", "subject", "predicate", "object", "keywords", "filling", "embedding_key",
     "candidates", "skipped_expired", "skipped_idle", "skipped_filtered",  # of the retrieval
+    "lexical_share",
 }
 
 
