@@ -91,9 +91,9 @@ def test_import_a_simulation_folder_and_refuse_a_second_import(tmp_path: Path) -
     store = tmp_path / "store"
     out = run(store, "import", str(sim), "--no-progress", "--reembed").output
     assert "Imported Isabella Rodriguez: 14 memories" in out
-    again = run(store, "import", str(sim), "--no-progress", code=1)
+    again = run(store, "import", str(sim), "--no-progress", code=2)
     assert again.output.startswith("error: ") and "already has 14 memories" in again.output
-    missing = run(store, "--persona", "Klaus Mueller", "import", str(sim), code=1)
+    missing = run(store, "--persona", "Klaus Mueller", "import", str(sim), code=2)
     assert "no persona 'Klaus Mueller'" in missing.output
 
 
@@ -111,7 +111,7 @@ def test_import_of_a_malformed_folder_is_a_one_line_hint(tmp_path: Path) -> None
     folder = tmp_path / "Isabella Rodriguez" / "bootstrap_memory" / "associative_memory"
     shutil.copytree(ASSOC, folder)
     (folder / "nodes.json").write_text("{", "utf-8")
-    result = run(tmp_path / "store", "import", str(folder), code=1)
+    result = run(tmp_path / "store", "import", str(folder), code=2)
     assert result.output.count("\n") == 1 and "nodes.json: invalid JSON" in result.output
 
 
