@@ -53,6 +53,28 @@ def chart_format(output: Path) -> str:
     return fmt
 
 
+def checked_output(output: Path) -> str:
+    """Refuse an output the chart cannot go to, before any work; nothing is created.
+
+    Args:
+        output: the file to write.
+
+    Returns:
+        The matplotlib format name (:func:`chart_format`).
+
+    Raises:
+        ValidationError: an unknown suffix, or a folder that does not exist (a typo in
+            it must not leave new folders behind).
+    """
+    fmt = chart_format(output)
+    folder = output.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        msg = f"--output: the folder {folder} {what}; create it first or write elsewhere"
+        raise ValidationError(msg, field="--output")
+    return fmt
+
+
 def save_explain_png(
     rows: Sequence[Mapping[str, Any]],
     retriever: GenerativeAgentsRetriever,
@@ -71,9 +93,10 @@ def save_explain_png(
 
     Raises:
         ConfigurationError: matplotlib is not installed.
-        ValidationError: an unknown suffix, or the file cannot be written (names the file).
+        ValidationError: an unknown suffix, a folder that does not exist, or the file
+            cannot be written (names the file).
     """
-    fmt = chart_format(output)
+    fmt = checked_output(output)
     _write(explain_figure(rows, retriever, title), output, fmt)
 
 
@@ -148,7 +171,6 @@ def _cut(text: str, width: int) -> str:
 
 def _write(fig: Any, output: Path, fmt: str) -> None:
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*Glyph.*missing")
             fig.savefig(output, format=fmt, dpi=110)

@@ -405,6 +405,7 @@ def test_tune_refuses_bad_questions_with_a_hint(store: Path, tmp_path: Path) -> 
 
 def test_explain_writes_a_png(store: Path, tmp_path: Path) -> None:
     target = tmp_path / "plots" / "explain.png"
+    target.parent.mkdir()
     out = run(store, "explain", "Valentine's Day party", "-o", str(target), "-k", "4",
               "--recency-w", "2").output
     assert "top 4 memories" in out
