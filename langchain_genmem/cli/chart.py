@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_genmem.cli.render import relevance_formula
 from langchain_genmem.cli.reports import effective_gains, number
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.extras import require_extra
@@ -125,7 +126,10 @@ def explain_figure(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     _bars(ax, rows, effective_gains(retriever), fonts)
-    ax.set_xlabel("score = Σ gain × normalised component", fontfamily=fonts)
+    label = "score = Σ gain × normalised component"
+    if relevance := relevance_formula(retriever, rows):
+        label = f"{label}\n{relevance}"
+    ax.set_xlabel(label, fontfamily=fonts)
     ax.set_title(title, loc="left", fontfamily=fonts, pad=28)
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False,
               prop={"family": fonts})
