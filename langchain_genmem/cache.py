@@ -26,7 +26,7 @@ import numpy as np
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import StoredNode
 from langchain_genmem.errors import EmbeddingDimensionError
-from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.nodes import CANDIDATE_TYPES, MemoryNode
 from langchain_genmem.quantized import quantize
 from langchain_genmem.scoring import inverse_norms, minmax
 from langchain_genmem.timeutil import from_epoch, to_epoch
@@ -67,7 +67,7 @@ class StaticCandidates:
         poignancy: their raw importance.
         importance: their normalised importance.
         any_expiration: whether any candidate has an expiration.
-        idle: events and thoughts left out because their embedding_key holds "idle".
+        idle: candidates left out because their embedding_key holds "idle".
     """
 
     n: int
@@ -103,8 +103,7 @@ class NodeCache:
         for name, dtype in ROW_COLUMNS.items():
             if name not in ("vectors", "codes"):
                 setattr(self, name, np.zeros(0, dtype=dtype))
-        self._candidates: StaticCandidates | None = None
-        self._with_idle: StaticCandidates | None = None
+        self._candidates: dict[tuple[bool, bool], StaticCandidates] = {}
         self._order_lock = threading.Lock()
         self._order: np.ndarray | None = None  # candidate rows in tie order
         self._order_n = 0  # the cache size the order's candidates were taken at
@@ -194,32 +193,41 @@ class NodeCache:
                   "key_row": self.key_row},
         )
 
-    def candidates(self, idle_filter: bool = True) -> StaticCandidates:
-        """The original's candidates and their columns that change only when nodes are added.
+    def candidates(self, idle_filter: bool = True, chats: bool = False) -> StaticCandidates:
+        """The candidates and their columns that change only when nodes are added.
 
-        Candidates are events and thoughts whose embedding_key has no "idle" (all events
-        and thoughts with ``idle_filter=False``); recomputed only when nodes were added.
+        Candidates are the original's: events and thoughts whose embedding_key has no
+        "idle" (all events and thoughts with ``idle_filter=False``); ``chats=True`` adds
+        the chats, under the same rule, for a retrieval whose filter asks for them.
+        Recomputed only when nodes were added.
 
         Args:
             idle_filter: leave out memories whose embedding_key holds "idle" (the original).
+            chats: chats are candidates too.
 
         Returns:
             The rows and their static columns.
         """
-        held = self._candidates
+        held = self._candidates.get((True, chats))
         if held is None or held.n != self.n:
             n = self.n
-            kinds = self.type_code[:n] < 2
+            kinds = np.isin(self.type_code[:n], self._codes(chats))
             idle = kinds & self.idle[:n]
             held = self._static(n, np.flatnonzero(kinds & ~idle), int(idle.sum()))
-            self._candidates = held
+            self._candidates[True, chats] = held
         if idle_filter or not held.idle:
             return held
-        full = self._with_idle
+        full = self._candidates.get((False, chats))
         if full is None or full.n != held.n:
-            full = self._static(held.n, np.flatnonzero(self.type_code[: held.n] < 2), 0)
-            self._with_idle = full
+            kinds = np.isin(self.type_code[: held.n], self._codes(chats))
+            full = self._static(held.n, np.flatnonzero(kinds), 0)
+            self._candidates[False, chats] = full
         return full
+
+    @staticmethod
+    def _codes(chats: bool) -> list[int]:
+        """The type codes of the candidates (:data:`~langchain_genmem.nodes.CANDIDATE_TYPES`)."""
+        return [TYPE_CODES[t] for t in (*CANDIDATE_TYPES, *(("chat",) if chats else ()))]
 
     def _static(self, n: int, rows: np.ndarray, idle: int) -> StaticCandidates:
         poignancy = self.poignancy[rows]

@@ -31,7 +31,7 @@ import numpy as np
 
 from langchain_genmem.cache import TYPE_CODES
 from langchain_genmem.errors import ValidationError
-from langchain_genmem.nodes import NODE_TYPES, MemoryNode, node_number_or_none
+from langchain_genmem.nodes import NODE_TYPES, TYPE_CHOICES, MemoryNode, node_number_or_none
 from langchain_genmem.timeutil import naive, to_epoch
 
 FILTER_FIELDS = ("created_after", "created_before", "types", "min_poignancy", "node_ids")
@@ -45,8 +45,9 @@ class CandidateFilter:
     Attributes:
         created_after: keep memories created at or after this time.
         created_before: keep memories created strictly before this time.
-        types: keep memories of these types (``"event"``, ``"thought"``; chats are never
-            retrieval candidates, as in the original).
+        types: keep memories of these types (``"event"``, ``"thought"``, ``"chat"``);
+            None keeps the original's candidates, events and thoughts: chats are scored
+            only when named here.
         min_poignancy: keep memories whose poignancy is at least this.
         node_ids: keep only these memories (``node_N`` ids), e.g. the live items of a
             LangGraph store namespace.
@@ -62,6 +63,11 @@ class CandidateFilter:
     def active(self) -> bool:
         """Whether any field filters."""
         return any(getattr(self, f.name) is not None for f in fields(self))
+
+    @property
+    def chats(self) -> bool:
+        """Whether chats are candidates: only when ``types`` names them."""
+        return self.types is not None and "chat" in self.types
 
     def merged(self, overrides: Mapping[str, Any]) -> CandidateFilter:
         """This filter with the fields given per call replacing its own.
@@ -131,7 +137,9 @@ class CandidateFilter:
         """The filter as a SQL condition over ``memory_nodes m`` (PostgreSQL), with parameters.
 
         Returns:
-            ``("AND ...", params)``; ``("", {})`` when nothing filters.
+            ``("AND ...", params)``; ``("", {})`` when nothing filters. ``types`` are the
+            parameter ``kinds``, which replaces the ranking query's own (the original's
+            events and thoughts).
         """
         parts, params = [], {}
         if self.created_after is not None:
@@ -140,9 +148,8 @@ class CandidateFilter:
         if self.created_before is not None:
             parts.append("extract(epoch FROM m.created_at)::float8 < %(f_before)s")
             params["f_before"] = to_epoch(self.created_before)
-        if self.types is not None:
-            parts.append("m.type = ANY(%(f_types)s)")
-            params["f_types"] = list(self.types)
+        if self.types is not None:  # the types scored, chats too when named
+            params["kinds"] = list(self.types)
         if self.min_poignancy is not None:
             parts.append("m.poignancy >= %(f_poignancy)s")
             params["f_poignancy"] = float(self.min_poignancy)
@@ -228,7 +235,7 @@ def _types(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
     items = [value] if isinstance(value, str) else list(value)
     for t in items:
         if t not in NODE_TYPES:
-            msg = f"types: {t!r} is not a memory type; types are {', '.join(NODE_TYPES)}"
+            msg = f"types: {t!r} is not a memory type; types are {TYPE_CHOICES}"
             raise ValidationError(msg, field="types")
     return tuple(dict.fromkeys(items))
 

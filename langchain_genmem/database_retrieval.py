@@ -63,7 +63,8 @@ def retrieve_in_database(
         include_expired=retriever.include_expired, where=flt.sql(),
     )
     cache = stream._cache
-    skipped = retriever.pick_candidates(cache.candidates(), cache, to_epoch(now), flt)[3]
+    static = cache.candidates(chats=flt.chats)
+    skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
     if not ranking.rows:
         status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
         return RetrievalReport(query=query, status=status, **skipped)
@@ -77,7 +78,7 @@ def retrieve_in_database(
         memory_document(stream.persona, n, score=r.score, recency=r.recency,
                         relevance=r.relevance, importance=r.importance, cosine=r.cosine,
                         rank=place, candidates=ranking.candidate_count, dense=r.relevance,
-                        lexical=None, bm25=None, **skipped)
+                        lexical=None, bm25=None, lexical_share=0.0, **skipped)
         for place, (n, r) in enumerate(zip(nodes, ranking.rows, strict=True))
     ]
     return RetrievalReport(
@@ -88,5 +89,6 @@ def retrieve_in_database(
         candidate_count=ranking.candidate_count,
         min_score=ranking.min_score,
         max_score=ranking.rows[0].score,
+        lexical_share=0.0,
         **skipped,
     )

@@ -36,16 +36,21 @@ if TYPE_CHECKING:
     from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
     from langchain_genmem.store import MemoryStream
 
-# Columns of retrieve_memories, the score components first.
+# Columns of retrieve_memories, the score components first: the metadata of a retrieved
+# Document but the counts of the retrieval as a whole, which go to ``df.attrs``.
 RESULT_COLUMNS = (
     "node_id",
     "description",
     "score",
     "recency",
     "relevance",
+    "dense",
+    "lexical",
     "importance",
     "poignancy",
     "cosine",
+    "bm25",
+    "lexical_share",
     "type",
     "depth",
     "rank",
@@ -126,11 +131,14 @@ def retrieve_memories(
             the ``poignancy`` column and the filter.
 
     Returns:
-        Columns ``node_id``, ``description``, ``score``, ``recency``, ``relevance``,
-        ``importance``, ``poignancy``, ``cosine``, ``type``, ``depth``, ``rank``,
-        ``created``, ``last_accessed`` and the other node fields. ``df.attrs`` says how many
-        memories were scored (``candidates``) and left out (``skipped_expired``,
-        ``skipped_idle``); an empty table because of expired memories also warns.
+        Columns ``node_id``, ``description``, ``score``, ``recency``, ``relevance`` and its
+        normalised parts ``dense`` and ``lexical``, ``importance``, ``poignancy``,
+        ``cosine``, ``bm25``, ``lexical_share`` (relevance = (1 - it) × dense + it ×
+        lexical), ``type``, ``depth``, ``rank``, ``created``, ``last_accessed`` and the
+        other node fields (a part the relevance mode does not compute is None).
+        ``df.attrs`` says how many memories were scored (``candidates``) and left out
+        (``skipped_expired``, ``skipped_idle``, ``skipped_filtered``); an empty table
+        because of expired memories also warns.
 
     Raises:
         ConfigurationError: pandas is not installed.

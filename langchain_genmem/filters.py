@@ -129,7 +129,9 @@ class Compare:
         try:
             result = _COMPARE[self.op](left, right)
         except (TypeError, ValueError) as e:
-            msg = f"filter: cannot compare {_show(self.left)} {self.op} {_show(self.right)} ({e})"
+            held = "; ".join(f"{x.name} holds {_kind(df[x.name])}"
+                             for x in (self.left, self.right) if isinstance(x, Column))
+            msg = f"filter: cannot compare {_show(self.left)} {self.op} {_show(self.right)}: {held}"
             raise ValidationError(msg, field="filter") from e
         return result.fillna(False).astype(bool)
 
@@ -337,6 +339,17 @@ def _number(s: str, loc: int, text: str) -> int | float:
 
 def _operand(x: Column | Constant, df: pd.DataFrame) -> Any:
     return x.value(df) if isinstance(x, Column) else x.value
+
+
+def _kind(column: pd.Series) -> str:
+    """What a column holds, in words a filter's author can act on."""
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return 'times (compare with e.g. "2023-02-13 07:00:00")'
+    if pd.api.types.is_numeric_dtype(column):
+        return "numbers"
+    return "texts or lists"
 
 
 def _show(x: Column | Constant) -> str:

@@ -19,6 +19,10 @@ from langchain_genmem.errors import ValidationError
 
 NodeType = Literal["event", "thought", "chat"]
 NODE_TYPES: tuple[NodeType, ...] = ("event", "thought", "chat")
+TYPE_CHOICES = f"{', '.join(NODE_TYPES[:-1])} or {NODE_TYPES[-1]}"  # for help and errors
+# What a weighted retrieval scores unless its filter names types: the original's events and
+# thoughts. Chats are scored only when a filter asks for them by type.
+CANDIDATE_TYPES: tuple[NodeType, ...] = ("event", "thought")
 NODE_ID_RE = re.compile(r"^node_([1-9][0-9]*)$")
 
 # The original gives thoughts a 30-day life (reflect.py); expiration is written, never read.

@@ -1,10 +1,10 @@
 """GenerativeAgentsRetriever: the weighted retrieval of Generative Agents as a LangChain retriever.
 
-Every candidate memory (the persona's events and thoughts; chats excluded and memories whose
-``embedding_key`` contains ``"idle"`` skipped, as in the original, unless
-``idle_filter=False``) is scored exactly by recency, relevance and importance
-(:mod:`langchain_genmem.scoring`); the best ``k`` come back as Documents and their
-``last_accessed`` becomes the stream's clock time.
+Every candidate memory (the persona's events and thoughts, as in the original, and chats
+only when a filter asks for them, ``types=["chat"]``; memories whose ``embedding_key``
+contains ``"idle"`` skipped, as in the original, unless ``idle_filter=False``) is scored
+exactly by recency, relevance and importance (:mod:`langchain_genmem.scoring`); the best
+``k`` come back as Documents and their ``last_accessed`` becomes the stream's clock time.
 
 Relevance is the dense cosine (default, the original's), the BM25 lexical score
 (``relevance="lexical"``, :mod:`langchain_genmem.lexical`, no query embedding) or their
@@ -117,6 +117,10 @@ class RetrievalReport:
             the original.
         skipped_filtered: memories left out by the retrieval's filter (time window, types,
             ``min_poignancy``, ``node_ids``; see :mod:`langchain_genmem.candidate_filter`).
+        lexical_share: the weight of the lexical part in the relevance used (0 for dense,
+            1 for lexical; for hybrid the lexical weight, or 0 when every candidate has the
+            same BM25 and 1 when every one has the same cosine:
+            :func:`~langchain_genmem.scoring.lexical_share`); None without candidates.
     """
 
     query: str
@@ -129,6 +133,7 @@ class RetrievalReport:
     skipped_expired: int = 0
     skipped_idle: int = 0
     skipped_filtered: int = 0
+    lexical_share: float | None = None
 
 
 class GenerativeAgentsRetriever(BaseRetriever):
@@ -179,7 +184,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
     ``poignancy``, ``score``, ``recency``, ``relevance``, ``importance`` (normalised; ``relevance``
     is the fused value used), ``dense`` and ``lexical`` (its normalised parts), ``cosine``
     and ``bm25`` (raw; None for a part the mode does not compute: ``cosine`` and ``dense``
-    in ``"lexical"`` mode, ``lexical`` and ``bm25`` in ``"dense"`` mode), ``rank``, ``depth``,
+    in ``"lexical"`` mode, ``lexical`` and ``bm25`` in ``"dense"`` mode), ``lexical_share``
+    (so ``relevance = (1 - lexical_share) * dense + lexical_share * lexical``: the hybrid's
+    lexical weight, or 0 when every candidate has the same BM25, e.g. no query word occurs
+    in any memory, and 1 when every one has the same cosine), ``rank``, ``depth``,
     ``subject``, ``predicate``, ``object``, ``keywords``, ``filling``, ``embedding_key``,
     ``expiration``, ``persona``; and, of the
     retrieval as a whole, ``candidates`` (memories scored), ``skipped_expired`` and
@@ -384,7 +392,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         stream.refresh()
         cache = stream._cache
         now = to_epoch(stream.clock())
-        static = cache.candidates(self.idle_filter)
+        static = cache.candidates(self.idle_filter, chats=flt.chats)
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads (rows below it never change but for access times).
         n = static.n
@@ -410,8 +418,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         order = None
         if self.recency_mode == "reverie":
-            # the order of every event and thought, idle or not: one order kept for both
-            everything = cache.access_order(cache.candidates(idle_filter=False))
+            # the order of every memory, idle or not, chats too: one order kept for all
+            everything = cache.access_order(cache.candidates(idle_filter=False, chats=True))
             order = _candidate_positions(everything, rows, cache.n)
         raw_recency = recency(cands, self.recency_mode, decay, now, order)
         ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
@@ -433,6 +441,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             candidate_count=int(rows.size),
             min_score=float(scored.score.min()),
             max_score=float(scored.score.max()),
+            lexical_share=ranked.share,
             **skipped,
         )
 
@@ -492,7 +501,8 @@ class GenerativeAgentsRetriever(BaseRetriever):
         """The rows this retrieval scores, and how many memories were left out and why.
 
         Args:
-            static: the cache's candidate columns (``cache.candidates(idle_filter)``).
+            static: the cache's candidate columns (``cache.candidates(idle_filter,
+                chats=flt.chats)``).
             cache: the stream's node cache.
             now: the stream's clock, as an epoch.
             flt: the candidate filter (default: the retriever's own).
@@ -562,6 +572,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             dense=float(r.dense[i]) if dense else None,  # type: ignore[index]
             lexical=None if r.lexical is None else float(r.lexical[i]),
             bm25=None if r.bm25 is None else float(r.bm25[i]),
+            lexical_share=r.share,
             candidates=int(r.scored.score.size),
             **skipped,
         )

@@ -57,7 +57,7 @@ from pydantic import ValidationError as PydanticValidationError
 from langchain_genmem import validation
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
-from langchain_genmem.backends.chroma import ChromaBackend
+from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
 from langchain_genmem.cache import GROWTH, NodeCache
 from langchain_genmem.errors import (
     ConcurrentWriterError,
@@ -998,7 +998,7 @@ def _chroma_backend(path: Any, client: Any, name: str) -> ChromaBackend:
     # Default settings on purpose: Chroma refuses a second client of the same folder (or of
     # the in-process ephemeral system) with other settings, so ours must match the user's.
     if client is None and path is not None:
-        client = chromadb.PersistentClient(path=str(path))
+        client = persistent_client(path)
     elif client is None:
         client = chromadb.EphemeralClient()
         name = f"{name}-{uuid.uuid4().hex[:12]}"

@@ -230,7 +230,8 @@ class PreparedExamples:
 
     def _prepare(self, stream: MemoryStream, example: Example, index: Any) -> _Prepared:
         cache = stream._cache
-        static = cache.candidates(self.retriever.idle_filter)
+        chats = self.retriever.candidate_filter().chats
+        static = cache.candidates(self.retriever.idle_filter, chats=chats)
         now = to_epoch(example.at if example.at is not None else stream.clock())
         rows, importance, (type_code, node_count, poignancy), _ = (
             self.retriever.pick_candidates(static, cache, now)

@@ -75,6 +75,7 @@ from langchain_genmem.errors import (
     EmbeddingDimensionError,
     GenMemError,
     StorageError,
+    ValidationError,
 )
 from langchain_genmem.nodes import MemoryNode
 from langchain_genmem.state import StreamState
@@ -667,6 +668,45 @@ class ChromaBackend:
                 self.nodes.delete(ids=list(chunk))
             else:
                 self.nodes.delete(ids=list(chunk), where={LEASE_KEY: token})
+
+
+def persistent_client(path: str | Path) -> Any:
+    """An embedded Chroma client on a folder, created (with its parents) when missing.
+
+    Args:
+        path: the folder that holds, or will hold, the store.
+
+    Returns:
+        A ``chromadb.PersistentClient`` with Chroma's default settings (Chroma refuses a
+        second client of one folder with other settings, so ours must match the user's).
+
+    Raises:
+        ValidationError: the path is a file, or the folder cannot be created there.
+        StorageError: Chroma cannot open the folder (e.g. it holds a damaged store).
+    """
+    import chromadb
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        msg = (
+            f"path: {folder} is a file; give a folder for the embedded Chroma store "
+            "(a missing one is created)"
+        )
+        raise ValidationError(msg, field="path")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        msg = (
+            f"path: cannot create the folder {folder} ({e.strerror or e}); give a folder "
+            "that can be written"
+        )
+        raise ValidationError(msg, field="path") from e
+    try:
+        return chromadb.PersistentClient(path=str(folder))
+    except Exception as e:  # noqa: BLE001 - chromadb raises many kinds
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        msg = f"path: Chroma cannot open the store at {folder} ({reason})"
+        raise StorageError(msg) from e
 
 
 def _client_kind(client: Any) -> tuple[str, str]:

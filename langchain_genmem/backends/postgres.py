@@ -137,7 +137,8 @@ class PostgresBackend:
                     self._fix_dimension(conn, dim)
                     conn.commit()
         except psycopg.Error as e:
-            msg = f"could not open PostgreSQL at {redacted(dsn)}: {e}"
+            reason = " ".join(str(e).split())  # psycopg's hint is on a line of its own
+            msg = f"could not open PostgreSQL at {redacted(dsn)}: {reason}"
             raise StorageError(msg) from e
 
         self._sizes = (min_size, max_size)

@@ -1,8 +1,8 @@
 """Weighted retrieval in one SQL query, equal to :mod:`langchain_genmem.scoring`.
 
 The query restates :func:`langchain_genmem.scoring.rank` over every candidate of a persona
-(events and thoughts whose ``embedding_key`` has no ``"idle"``; expired ones dropped unless
-asked or in ``"reverie"`` mode):
+(events and thoughts whose ``embedding_key`` has no ``"idle"``, or the types a filter names,
+chats included; expired ones dropped unless asked or in ``"reverie"`` mode):
 
 1. an approximate cosine from pgvector's float32 inner product (``<#>``) divided by the
    stored float64 norms;
@@ -28,6 +28,7 @@ from datetime import datetime
 
 import numpy as np
 
+from langchain_genmem.nodes import CANDIDATE_TYPES, NODE_TYPES
 from langchain_genmem.scoring import RecencyMode, Weights, cosine_error
 
 EXACT = """(SELECT CASE WHEN e.embedding_norm = 0 OR %(qn)s = 0 THEN 0::float8
@@ -45,16 +46,20 @@ RECENCY = {
     ),
 }
 
+# The in-process type codes (event 0, thought 1, chat 2: the order of NODE_TYPES), which
+# order ties.
+TYPE_CODE = f"(array_position(ARRAY[{', '.join(repr(t) for t in NODE_TYPES)}], m.type) - 1)"
+
 COMBINE = "(({r} * %(w0)s) * %(g0)s + ({v} * %(w1)s) * %(g1)s) + ({i} * %(w2)s) * %(g2)s"
 
 QUERY = """
 WITH c AS MATERIALIZED (
-    SELECT m.node_count, (m.type = 'thought')::int AS type_code,
+    SELECT m.node_count, {type_code} AS type_code,
            extract(epoch FROM m.last_accessed)::float8 AS la, m.poignancy AS poig,
            CASE WHEN m.embedding_norm = 0 OR %(qn)s = 0 THEN 0::float8
                 ELSE -(m.embedding <#> %(qv)s::vector) / (m.embedding_norm * %(qn)s) END AS cos_a
     FROM memory_nodes m
-    WHERE m.persona_name = %(persona)s AND m.type IN ('event', 'thought')
+    WHERE m.persona_name = %(persona)s AND m.type = ANY(%(kinds)s)
       AND strpos(m.embedding_key, 'idle') = 0 {alive}{where}
 ), lim AS MATERIALIZED (
     SELECT min(cos_a) AS lo, max(cos_a) AS hi, min(poig) AS plo, max(poig) AS phi FROM c
@@ -151,7 +156,8 @@ def ranking_query(mode: RecencyMode, include_expired: bool, where: str = "") -> 
         include_expired: keep expired candidates (``"reverie"`` always does).
         where: more candidate conditions (``" AND ..."`` over ``memory_nodes m``), from
             :meth:`~langchain_genmem.candidate_filter.CandidateFilter.sql`: the filter picks
-            the candidates before normalisation, as in process.
+            the candidates before normalisation, as in process (its parameters may replace
+            ``kinds``, the types scored).
 
     Returns:
         The query, with ``%(name)s`` parameters from :func:`ranking_params`.
@@ -163,6 +169,7 @@ def ranking_query(mode: RecencyMode, include_expired: bool, where: str = "") -> 
             "OR extract(epoch FROM m.expiration)::float8 > %(now)s)"
         )
     return QUERY.format(
+        type_code=TYPE_CODE,
         alive=alive,
         where=where,
         recency=RECENCY[mode],
@@ -195,7 +202,8 @@ def ranking_params(
         dim: the vector size.
 
     Returns:
-        The parameters.
+        The parameters; ``kinds`` are the original's candidate types (a filter's types
+        replace them).
     """
     from pgvector import Vector
 
@@ -204,6 +212,7 @@ def ranking_params(
     q = np.asarray(query, dtype=np.float64)
     return {
         "persona": persona,
+        "kinds": list(CANDIDATE_TYPES),
         "qv": Vector(q.astype(np.float32)),
         "qa": q.tolist(),
         "qn": float(np.linalg.norm(q)),

@@ -10,22 +10,46 @@ from typer.core import TyperGroup
 
 from langchain_genmem.cli.options import parse_time
 from langchain_genmem.cli.store import Store
-from langchain_genmem.errors import ConfigurationError, GenMemError, ValidationError
+from langchain_genmem.errors import (
+    ConfigurationError,
+    GenMemError,
+    InteropError,
+    ValidationError,
+)
 from langchain_genmem.shutdown import flush_on_signals
 
 DEFAULT_PATH = Path(".genmem")
 
 
+# What the user gave or must set up: a bad value or option, a missing install or
+# variable, a Generative Agents folder that is missing, malformed or cannot be written.
+# They exit with 2, as click's own usage errors do; the others (the store or a model
+# failing at run time) with 1.
+INPUT_ERRORS: tuple[type[GenMemError], ...] = (ValidationError, ConfigurationError, InteropError)
+
+
+def exit_code(error: GenMemError) -> int:
+    """The exit code of a library error: 2 for input or setup, 1 for a failure at run time.
+
+    Args:
+        error: the error.
+
+    Returns:
+        2 or 1.
+    """
+    return 2 if isinstance(error, INPUT_ERRORS) else 1
+
+
 class _HintingGroup(TyperGroup):
-    """Turns library errors into one-line hints and exit codes (2: input or setup, 1: other)."""
+    """Turns library errors into one-line hints and exit codes (:func:`exit_code`)."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except GenMemError as e:
-            typer.echo(f"error: {e}", err=True)
-            code = 2 if isinstance(e, (ValidationError, ConfigurationError)) else 1
-            raise typer.Exit(code) from None
+            # one line, even when the message carries another library's multi-line text
+            typer.echo(f"error: {' '.join(str(e).split())}", err=True)
+            raise typer.Exit(exit_code(e)) from None
 
 
 app = typer.Typer(

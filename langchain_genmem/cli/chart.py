@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_genmem.cli.render import relevance_formula
 from langchain_genmem.cli.reports import effective_gains, number
 from langchain_genmem.errors import ValidationError
 from langchain_genmem.extras import require_extra
@@ -53,6 +54,28 @@ def chart_format(output: Path) -> str:
     return fmt
 
 
+def checked_output(output: Path) -> str:
+    """Refuse an output the chart cannot go to, before any work; nothing is created.
+
+    Args:
+        output: the file to write.
+
+    Returns:
+        The matplotlib format name (:func:`chart_format`).
+
+    Raises:
+        ValidationError: an unknown suffix, or a folder that does not exist (a typo in
+            it must not leave new folders behind).
+    """
+    fmt = chart_format(output)
+    folder = output.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        msg = f"--output: the folder {folder} {what}; create it first or write elsewhere"
+        raise ValidationError(msg, field="--output")
+    return fmt
+
+
 def save_explain_png(
     rows: Sequence[Mapping[str, Any]],
     retriever: GenerativeAgentsRetriever,
@@ -71,9 +94,10 @@ def save_explain_png(
 
     Raises:
         ConfigurationError: matplotlib is not installed.
-        ValidationError: an unknown suffix, or the file cannot be written (names the file).
+        ValidationError: an unknown suffix, a folder that does not exist, or the file
+            cannot be written (names the file).
     """
-    fmt = chart_format(output)
+    fmt = checked_output(output)
     _write(explain_figure(rows, retriever, title), output, fmt)
 
 
@@ -102,7 +126,10 @@ def explain_figure(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     _bars(ax, rows, effective_gains(retriever), fonts)
-    ax.set_xlabel("score = Σ gain × normalised component", fontfamily=fonts)
+    label = "score = Σ gain × normalised component"
+    if relevance := relevance_formula(retriever, rows):
+        label = f"{label}\n{relevance}"
+    ax.set_xlabel(label, fontfamily=fonts)
     ax.set_title(title, loc="left", fontfamily=fonts, pad=28)
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False,
               prop={"family": fonts})
@@ -148,7 +175,6 @@ def _cut(text: str, width: int) -> str:
 
 def _write(fig: Any, output: Path, fmt: str) -> None:
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*Glyph.*missing")
             fig.savefig(output, format=fmt, dpi=110)

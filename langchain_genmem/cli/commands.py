@@ -15,13 +15,22 @@ from typing import Annotated, Any
 import typer
 
 from langchain_genmem.cli.app import app
-from langchain_genmem.cli.chart import chart_format, save_explain_png
+from langchain_genmem.cli.chart import checked_output, save_explain_png
 from langchain_genmem.cli.demo import bundled_fixture, run_demo
-from langchain_genmem.cli.options import AsJson, K, NodeKind, Weights, parse_time, weight_options
+from langchain_genmem.cli.options import (
+    AsJson,
+    K,
+    NodeKind,
+    Weights,
+    parse_time,
+    renamed,
+    weight_options,
+)
 from langchain_genmem.cli.render import (
     count_text,
     echo_json,
     formula,
+    left_out_lines,
     print_keyword_report,
     print_stats,
     print_tune_report,
@@ -33,13 +42,14 @@ from langchain_genmem.cli.render import (
 from langchain_genmem.cli.reports import (
     keyword_report,
     persona_examples,
+    retrieval_counts,
     retrieve_rows,
-    skipped_expired,
     stream_stats,
     tune_report,
 )
-from langchain_genmem.cli.store import store_of
+from langchain_genmem.cli.store import Store, store_of
 from langchain_genmem.errors import ConfigurationError, ValidationError
+from langchain_genmem.inputs import validate_items
 from langchain_genmem.interop.generative_agents import (
     NODES_FILE,
     dump_associative_memory,
@@ -48,6 +58,8 @@ from langchain_genmem.interop.generative_agents import (
     persona_of,
 )
 from langchain_genmem.llm import chat_model_from_env, model_error
+from langchain_genmem.nodes import TYPE_CHOICES, MemoryNode
+from langchain_genmem.store import MemoryStream
 
 DEFAULT_PNG = Path("genmem-explain.png")
 
@@ -113,7 +125,7 @@ def export(
 @app.command()
 def add(
     ctx: typer.Context,
-    kind: Annotated[NodeKind, typer.Argument(help="event, thought or chat.")],
+    kind: Annotated[NodeKind, typer.Argument(help=f"{TYPE_CHOICES}.")],
     description: Annotated[str, typer.Argument(help="The memory in words.")],
     poignancy: Annotated[
         float, typer.Option("--poignancy", help="Importance, 1 (mundane) to 10 (poignant).")
@@ -161,8 +173,7 @@ def add(
         item["evidence"] = evidence
     if line:
         item["filling"] = [_chat_line(x) for x in line]
-    stream = store_of(ctx).open(create=True)
-    node = stream.add_many([item])[0]
+    stream, node = _add_item(store_of(ctx), item)
     if as_json:
         echo_json(node.model_dump())
     else:
@@ -204,15 +215,12 @@ def search(
     parts = retriever.effective_relevance()[0] != "dense"
     console.print(score_table(rows, title=f"{stream.persona}: {query}", parts=parts))
     console.print(formula(retriever), highlight=False)
-    if relevance := relevance_formula(retriever):
+    if relevance := relevance_formula(retriever, rows):
         console.print(relevance, highlight=False)
-    expired = skipped_expired(retriever, query, rows)
-    if expired:
-        console.print(f"expired memories skipped: {expired} (clock "
-                      f"{stream.clock():%Y-%m-%d %H:%M:%S}; --now sets it)", highlight=False)
-    if rows and rows[0].get("skipped_filtered"):
-        console.print(f"left out by --since/--until/--type/--min-poignancy: "
-                      f"{rows[0]['skipped_filtered']}", highlight=False)
+    counts = retrieval_counts(retriever, query, rows)
+    for line in left_out_lines(counts, len(rows), clock=stream.clock(),
+                               options=weights.filter_options(), expression=filter_):
+        console.print(line, highlight=False)
 
 
 @app.command()
@@ -260,12 +268,17 @@ def explain(
     weights: Weights,
 ) -> None:
     """Save a chart of the weighted score components of the top memories (needs matplotlib)."""
-    chart_format(output)  # an unknown suffix is refused before any work
+    checked_output(output)  # an unknown suffix or missing folder is refused before any work
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=False)
     rows = retrieve_rows(retriever, query, k, None)
     save_explain_png(rows, retriever, f"{stream.persona}: {query}", output)
     typer.echo(f"Saved {output}: score components of the top {len(rows)} memories for {query!r}")
+    if not rows:
+        counts = retrieval_counts(retriever, query, rows)
+        for line in left_out_lines(counts, 0, clock=stream.clock(),
+                                   options=weights.filter_options()):
+            typer.echo(line)
 
 
 class Metric(str, Enum):
@@ -380,6 +393,40 @@ def demo(
 ) -> None:
     """Offline tour: import a persona into a temporary store and show retrieval at work."""
     run_demo(stdout_console(), folder or bundled_fixture(), k=k, progress=progress)
+
+
+# The option or argument of `genmem add` that gives each field of the memory written.
+_ADD_OPTIONS = {
+    "type": "kind", "description": "description", "poignancy": "--poignancy",
+    "subject": "--subject", "predicate": "--predicate", "object": "--object",
+    "keywords": "--keyword", "evidence": "--evidence", "filling": "--line",
+    "created": "--created", "expiration": "--expiration",
+}
+
+
+def _add_item(store: Store, item: dict[str, Any]) -> tuple[MemoryStream, MemoryNode]:
+    """Write one memory; a bad value is refused naming its option, before any store is made.
+
+    Args:
+        store: where the memories live.
+        item: the memory, as :meth:`~langchain_genmem.MemoryStream.add_many` takes it.
+
+    Returns:
+        The persona's stream and the node written.
+
+    Raises:
+        ValidationError: a bad value (``--poignancy: expected a number from 1 ...``), or
+            evidence the stream does not hold (``--evidence: no memory ...``).
+    """
+    try:
+        validate_items([item])
+        stream = store.open(create=True)
+        return stream, stream.add_many([item])[0]
+    except ValidationError as e:
+        field = (e.field or "").rpartition(".")[2]  # items[0].evidence -> evidence
+        if field not in _ADD_OPTIONS:
+            raise
+        raise renamed(e, _ADD_OPTIONS[field]) from e
 
 
 def _chat_line(text: str) -> list[str]:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from langchain_genmem import validation
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.errors import GenMemError, StorageError, ValidationError
 from langchain_genmem.interop.generative_agents import SCRATCH_TIME_FORMAT
+from langchain_genmem.nodes import NODE_TYPES, TYPE_CHOICES
 from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 
 if TYPE_CHECKING:
@@ -44,12 +45,8 @@ class Relevance(str, Enum):
     hybrid = "hybrid"
 
 
-class NodeKind(str, Enum):
-    """The kinds of memory ``genmem add`` writes."""
-
-    event = "event"
-    thought = "thought"
-    chat = "chat"
+NodeKind = Enum("NodeKind", [(t, t) for t in NODE_TYPES], type=str, module=__name__)  # type: ignore[misc]
+NodeKind.__doc__ = "The kinds of memory ``genmem add`` writes: those of ``NODE_TYPES``."
 
 
 K = Annotated[int, typer.Option("-k", min=0, help="How many memories to show.")]
@@ -115,7 +112,11 @@ Until = Annotated[
 ]
 Types = Annotated[
     list[str] | None,
-    typer.Option("--type", help="Only memories of this type: event or thought (repeat)."),
+    typer.Option(
+        "--type",
+        help=f"Only memories of this type: {TYPE_CHOICES} (repeat; without it, events and "
+        "thoughts, the original's candidates).",
+    ),
 ]
 MinPoignancy = Annotated[
     float | None, typer.Option("--min-poignancy", help="Only memories at least this poignant.")
@@ -195,10 +196,24 @@ class Weights:
         try:
             make_filter(**given)
         except ValidationError as e:  # name the option, not the library's field
-            where = option.get(e.field or "", "--type")
-            msg = f"{where}: {str(e).partition(': ')[2]}"
-            raise ValidationError(msg, field=where) from None
+            if e.field == "created_before":  # the times are read: the window is empty
+                msg = (f"--until: {self.until!r} is not after --since {self.since!r} (--until "
+                       "ends the window and is left out)")
+                raise ValidationError(msg, field="--until") from None
+            raise renamed(e, option.get(e.field or "", "--type")) from None
         return given
+
+    def filter_options(self) -> str:
+        """The candidate filter options given, as typed, e.g. ``--type chat --since 2023-02-13``.
+
+        Returns:
+            The options and their values; empty when none was given.
+        """
+        given = [("--since", self.since), ("--until", self.until),
+                 *(("--type", t) for t in self.types or ()),
+                 ("--min-poignancy", self.min_poignancy)]
+        return " ".join(f"{option} {value:g}" if isinstance(value, float) else f"{option} {value}"
+                        for option, value in given if value is not None)
 
     def retriever(self, stream: MemoryStream, k: int, *, touch: bool) -> GenerativeAgentsRetriever:
         """A retriever over the stream with these options.
@@ -278,6 +293,29 @@ def weight_options(command: Callable[..., None]) -> Callable[..., None]:
     run.__annotations__ = {p.name: p.annotation for p in parameters}
     run.__annotations__["return"] = signature.return_annotation
     return run
+
+
+def renamed(error: GenMemError, option: str) -> GenMemError:
+    """A library error as the command line says it: naming the option, not the field.
+
+    The library's messages start with the field they are about (``path: ...``,
+    ``items[0].poignancy: ...``); the same words follow the option instead.
+
+    Args:
+        error: the library's error.
+        option: the option (or argument) the user gave, e.g. ``--poignancy``.
+
+    Returns:
+        A ValidationError (for any kind of it) or StorageError whose message starts with
+        the option; any other error as it is.
+    """
+    field, found, rest = str(error).partition(": ")
+    text = f"{option}: {rest if found and ' ' not in field else error}"
+    if isinstance(error, ValidationError):
+        return ValidationError(text, field=option)
+    if type(error) is StorageError:
+        return StorageError(text)
+    return error
 
 
 def parse_time(text: str, option: str) -> datetime:

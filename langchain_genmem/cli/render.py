@@ -103,25 +103,79 @@ def formula(retriever: GenerativeAgentsRetriever) -> str:
     )
 
 
-def relevance_formula(retriever: GenerativeAgentsRetriever) -> str | None:
-    """What the relevance component is, unless it is the original's dense cosine.
+def relevance_formula(
+    retriever: GenerativeAgentsRetriever, rows: Sequence[Mapping[str, Any]] = ()
+) -> str | None:
+    """What the relevance component of a retrieval is, unless it is the original's cosine.
+
+    The weights are those the retrieval used (its rows' ``lexical_share``), so the parts
+    shown add up to the relevance shown: a hybrid falls back to one part when the other is
+    equal for every candidate (e.g. no query word occurs in any memory), and says so.
 
     Args:
         retriever: the retriever.
+        rows: the retrieval's rows (:func:`~langchain_genmem.cli.reports.retrieve_rows`);
+            without rows, the retriever's own lexical weight.
 
     Returns:
         E.g. ``relevance = 0.75×dense + 0.25×lexical (hybrid of the normalised parts)``, or
         None for dense relevance.
     """
-    mode, share = retriever.effective_relevance()
+    mode, weight = retriever.effective_relevance()
     if mode == "dense":
         return None
     if mode == "lexical":
         return "relevance = lexical (BM25 of the query's words, normalised)"
-    return (
-        f"relevance = {number(1.0 - share)}×dense + {number(share)}×lexical "
-        "(hybrid of the normalised parts)"
-    )
+    used = rows[0].get("lexical_share") if rows else None
+    share = weight if used is None else float(used)
+    why = "hybrid of the normalised parts"
+    if share != weight and share == 0.0:
+        why = "hybrid, dense part alone: every memory has the same BM25 for this query"
+    elif share != weight and share == 1.0:
+        why = "hybrid, lexical part alone: every memory has the same cosine to this query"
+    return f"relevance = {number(1.0 - share)}×dense + {number(share)}×lexical ({why})"
+
+
+def left_out_lines(
+    counts: Mapping[str, int],
+    shown: int,
+    *,
+    clock: datetime,
+    options: str,
+    expression: str | None = None,
+) -> list[str]:
+    """What a retrieval left out, one line per reason; and why nothing is shown, if so.
+
+    Args:
+        counts: :func:`~langchain_genmem.cli.reports.retrieval_counts` of the retrieval.
+        shown: how many rows are shown.
+        clock: the stream's clock (expiration is judged at it).
+        options: the candidate filter options given (``Weights.filter_options``).
+        expression: the ``--filter`` expression, or None.
+
+    Returns:
+        The lines, e.g. ``nothing to show: --since 2024-01-01 left out 124 memories``.
+    """
+    lines = []
+    if counts["skipped_expired"]:
+        lines.append(f"expired memories skipped: {counts['skipped_expired']} (clock "
+                     f"{clock:{TIME_FORMAT}}; --now sets it)")
+    filtered, scored = counts["skipped_filtered"], counts["candidates"]
+    if filtered and (shown or scored):
+        lines.append(f"left out by {options}: {filtered}")
+    if shown or (scored and expression is None):  # rows, or -k 0
+        return lines
+    if scored:
+        lines.append(f"nothing to show: --filter {expression!r} left out all {scored} "
+                     "memories scored")
+    elif filtered:
+        lines.append(f"nothing to show: {options} left out {filtered} memories")
+    elif counts["skipped_idle"]:
+        lines.append(f"nothing to score: {counts['skipped_idle']} memories are idle "
+                     "(--keep-idle scores them)")
+    elif not counts["skipped_expired"]:
+        lines.append("nothing to score: no events or thoughts (--type chat scores the chats)")
+    return lines
 
 
 def score_table(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langchain_genmem.cli.options import TIME_FORMAT
+from langchain_genmem.cli.options import TIME_FORMAT, renamed
 from langchain_genmem.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -46,14 +46,22 @@ def retrieve_rows(
         return [document_row(d) for d in docs]
     with warnings.catch_warnings():  # the commands say it themselves (skipped_expired)
         warnings.filterwarnings("ignore", message="no rows: ", category=UserWarning)
-        df = retrieve_memories(retriever, query, k=k, filter=filter_)
+        try:
+            df = retrieve_memories(retriever, query, k=k, filter=filter_)
+        except ValidationError as e:
+            if e.field != "filter":
+                raise
+            raise renamed(e, "--filter") from e
     return [{**row, **df.attrs} for row in df.to_dict("records")]
 
 
-def skipped_expired(
+LEFT_OUT = ("skipped_expired", "skipped_idle", "skipped_filtered")
+
+
+def retrieval_counts(
     retriever: GenerativeAgentsRetriever, query: str, rows: list[dict[str, Any]]
-) -> int:
-    """How many expired memories a retrieval left out, also when it returned no row.
+) -> dict[str, int]:
+    """How many memories a retrieval scored and left out, also when it returned no row.
 
     Args:
         retriever: the retriever.
@@ -61,12 +69,15 @@ def skipped_expired(
         rows: what :func:`retrieve_rows` returned for it.
 
     Returns:
-        The count.
+        ``candidates`` (memories scored, before any ``--filter`` expression),
+        ``skipped_expired``, ``skipped_idle`` and ``skipped_filtered``.
     """
     if rows:
-        return int(rows[0]["skipped_expired"])
+        return {name: int(rows[0][name]) for name in ("candidates", *LEFT_OUT)}
     peek = retriever.model_copy(update={"update_access": False})
-    return peek.retrieve_with_report(query, k=0).skipped_expired
+    report = peek.retrieve_with_report(query, k=0)
+    return {"candidates": report.candidate_count,
+            **{name: int(getattr(report, name)) for name in LEFT_OUT}}
 
 
 def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from langchain_genmem.errors import StorageError, ValidationError
+from langchain_genmem.backends.chroma import persistent_client
+from langchain_genmem.cli.options import renamed
+from langchain_genmem.errors import GenMemError, StorageError, ValidationError
 from langchain_genmem.interop.generative_agents import FixedClock
 
 CHROMA_FILE = "chroma.sqlite3"  # what an embedded Chroma folder holds once created
@@ -52,22 +54,24 @@ class Store:
             A ``PersistentClient`` on ``path`` or an ``HttpClient`` on ``host:port``.
 
         Raises:
+            ValidationError: ``--path`` is a file or cannot be created.
             StorageError: the store cannot be opened or the server not reached.
         """
+        if self._client is None and not self.host:
+            try:
+                self._client = persistent_client(self.path)
+            except GenMemError as e:
+                raise renamed(e, "--path") from e
         if self._client is None:
             import chromadb
 
-            # Chroma's default settings, as MemoryStream uses: Chroma refuses a second client
-            # of one folder with other settings.
             try:
-                if self.host:
-                    self._client = chromadb.HttpClient(host=self.host, port=self.port)
-                else:
-                    self._client = chromadb.PersistentClient(path=str(self.path))
+                self._client = chromadb.HttpClient(host=self.host, port=self.port)
             except Exception as e:  # noqa: BLE001 - chromadb raises many kinds
-                msg = f"cannot open {self.where()} ({_first_line(e)})"
-                if self.host:
-                    msg = f"{msg}; start it (chroma run --port N) or drop --chroma-host"
+                msg = (
+                    f"cannot open {self.where()} ({_first_line(e)}); start it "
+                    "(chroma run --port N) or drop --chroma-host"
+                )
                 raise StorageError(msg) from e
         return self._client
 
@@ -142,6 +146,8 @@ class Store:
             names = {getattr(c, "name", c) for c in self.client().list_collections()}
             missing = self.collection not in names
         else:
+            if self.path.exists() and not self.path.is_dir():
+                self.client()  # refuses a file, as a write would
             missing = not (self.path / CHROMA_FILE).is_file()
         if missing:
             option = "--collection" if self.host else "--path"

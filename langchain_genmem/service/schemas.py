@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from langchain_genmem.nodes import TYPE_CHOICES, NodeType
 from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 
 # ---------------------------------------------------------------------------- limits
@@ -52,7 +53,7 @@ LIMITS: dict[str, float] = {
 }
 """Every limit, as the README and ``GET /healthz`` state them."""
 
-NodeKind = Literal["event", "thought", "chat"]
+NodeKind = NodeType
 RecencyModeName = Literal["hours", "rank", "reverie"]
 RelevanceName = Literal["dense", "lexical", "hybrid"]
 Status = Literal["ok", "no_candidates", "error"]
@@ -112,8 +113,9 @@ Until = _optional(
     "'2023-02-13' and created_before '2023-02-14' that day (default: no limit).",
 )
 Kinds = _optional(
-    "string", str, "Only memories of these types, comma-separated: 'event', 'thought' or "
-    "'event,thought' (default: both).", max_length=MAX_FIELD_CHARS,
+    "string", str, f"Only memories of these types, comma-separated, each {TYPE_CHOICES}, e.g. "
+    "'event,thought' (default: events and thoughts, the original's candidates; chats only "
+    "when named).", max_length=MAX_FIELD_CHARS,
 )
 Relevance = _optional(
     "string", RelevanceName, "The relevance signal: dense (embedding cosine, the original's), "
@@ -301,7 +303,7 @@ class RetrieveResponse(BaseModel):
 class MemoryItem(_Request):
     """One memory to add, as flat fields."""
 
-    type: Annotated[NodeKind, Field(description="event, thought or chat.")] = "event"
+    type: Annotated[NodeKind, Field(description=f"{TYPE_CHOICES}.")] = "event"
     description: Annotated[
         str,
         Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The memory in words."),

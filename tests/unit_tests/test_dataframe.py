@@ -152,3 +152,19 @@ def test_an_unknown_scale_is_refused(stream: MemoryStream) -> None:
     with pytest.raises(ValidationError, match="importance_scale"):
         retrieve_memories(retriever, "x", importance_scale=10)  # type: ignore[arg-type]
     assert not any(n.last_accessed == NOW for n in stream.nodes())
+
+
+@pytest.mark.parametrize("relevance", ["dense", "lexical", "hybrid"])
+@pytest.mark.parametrize("expression", [None, 'type == "event"'])
+def test_every_part_of_the_relevance_is_a_column(
+    stream: MemoryStream, relevance: str, expression: str | None
+) -> None:
+    stream.add_event("玛丽亚在霍布斯咖啡馆学习物理", poignancy=4, created=NOW)
+    retriever = GenerativeAgentsRetriever(stream=stream, k=4, update_access=False,
+                                          relevance=relevance)
+    docs = {d.metadata["node_id"]: d.metadata for d in retriever.invoke("物理 physics", k=20)}
+    df = retrieve_memories(retriever, "物理 physics", filter=expression)
+    assert len(df) == 4
+    for row in df.to_dict("records"):
+        for part in ("dense", "lexical", "cosine", "bm25", "lexical_share"):
+            assert row[part] == docs[row["node_id"]][part], part

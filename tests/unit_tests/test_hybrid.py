@@ -339,3 +339,22 @@ def test_lexical_scores_survive_a_restart(tmp_path):
              for d in GenerativeAgentsRetriever(stream=again, **ask).invoke("超导磁体 reactor")]
     assert after == before and before[0][1] > 0
     again.close()
+
+
+def test_the_share_used_is_told_so_the_parts_add_up_to_the_relevance():
+    """A hybrid retrieval whose query words occur in no memory ranks by the dense part alone;
+    its documents say so (``lexical_share`` 0), so the parts shown add up to the relevance."""
+    stream = physics_stream()
+    retriever = GenerativeAgentsRetriever(stream=stream, relevance="hybrid", k=3)
+    for query, share in [("超导磁体", 0.0), ("中子通量 lunch", 0.25)]:
+        report = retriever.retrieve_with_report(query)
+        assert report.lexical_share == share
+        for doc in report.documents:
+            m = doc.metadata
+            assert m["lexical_share"] == share
+            mixed = (1 - share) * m["dense"] + share * m["lexical"]
+            assert m["relevance"] == pytest.approx(mixed, abs=1e-15)
+    assert retriever.invoke("超导磁体")[0].metadata["bm25"] == 0.0
+    lexical = GenerativeAgentsRetriever(stream=stream, relevance="lexical", k=1).invoke("中子")
+    dense = GenerativeAgentsRetriever(stream=stream, k=1).invoke("中子")
+    assert (lexical[0].metadata["lexical_share"], dense[0].metadata["lexical_share"]) == (1, 0)

@@ -27,6 +27,7 @@ META_KEYS = {
     "score", "recency", "relevance", "importance", "cosine", "dense", "lexical", "bm25", "rank",
     "depth", "subject", "predicate", "object", "keywords", "filling", "embedding_key",
     "candidates", "skipped_expired", "skipped_idle", "skipped_filtered",  # of the retrieval
+    "lexical_share",
 }
 
 
@@ -236,6 +237,25 @@ def test_chats_are_never_candidates(clock):
         "conversing about physics")
     assert [d.metadata["type"] for d in report.documents] == ["event"]
     assert report.candidate_count == 1
+
+
+def test_chats_are_candidates_when_a_filter_names_them(clock):
+    stream = make_stream(clock)
+    chat = stream.add_chat("玛丽亚和克劳斯聊量子物理", poignancy=8, created=hours_ago(3),
+                           filling=[["玛丽亚", "你好"], ["克劳斯", "你的论文写得怎么样？"]])
+    idle = stream.add_chat("玛丽亚 is idle", poignancy=2, created=hours_ago(2))
+    event = stream.add_event("玛丽亚在学习量子物理", poignancy=3, created=hours_ago(1))
+    for mode in ("hours", "rank", "reverie"):
+        retriever = make_retriever(stream=stream, update_access=False, recency_mode=mode)
+        only = retriever.retrieve_with_report("量子物理", types=["chat"])
+        assert ids(only.documents) == [chat.node_id], mode
+        assert (only.candidate_count, only.skipped_filtered, only.skipped_idle) == (1, 1, 1)
+        both = retriever.retrieve_with_report("量子物理", types=["event", "chat"])
+        assert sorted(ids(both.documents)) == sorted([chat.node_id, event.node_id]), mode
+        assert ids(retriever.invoke("量子物理")) == [event.node_id]  # the original's
+    if SETUP.score_in == "process":  # the database always leaves idle memories out
+        kept = make_retriever(stream=stream, idle_filter=False, types=["chat"]).invoke("量子物理")
+        assert sorted(ids(kept)) == sorted([chat.node_id, idle.node_id])
 
 
 def test_idle_embedding_keys_are_skipped(clock):

@@ -387,3 +387,15 @@ def test_text_in_a_thought_filling_is_kept_as_data_but_evidence_must_be_ids(stre
         stream.add_thought("u", poignancy=1, evidence=["a note"])
     with pytest.raises(UnknownNodeError, match="node_9"):
         stream.add_thought("u", poignancy=1, filling=["node_9"])
+
+
+def test_a_path_that_is_a_file_or_cannot_be_made_is_a_clear_error(tmp_path):
+    notes = tmp_path / "笔记.txt"
+    notes.write_text("玛丽亚的笔记", "utf-8")
+    for path, says in [(notes, "is a file"), (notes / "store", "cannot create the folder"),
+                       (str(notes), "is a file")]:
+        with pytest.raises(ValidationError, match=says) as caught:
+            MemoryStream("玛丽亚", path=path, embeddings=DeterministicFakeEmbedding(size=8))
+        assert isinstance(caught.value, GenMemError) and caught.value.field == "path"
+        assert str(caught.value).startswith("path: ") and str(notes) in str(caught.value)
+    assert notes.read_text("utf-8") == "玛丽亚的笔记"
