@@ -1,26 +1,34 @@
 # The two commands of the README: `make demo` and `make test`. Both create .venv and install
-# the package the first time; after that they need no network.
+# the package the first time; after that they need no network. `make postgres` starts a local
+# PostgreSQL + pgvector (`genmem db start`): `eval "$(make -s postgres)"` sets GENMEM_DSN.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench lint clean
+.PHONY: demo test install postgres bench lint clean
 
 # The first run installs from PyPI: pip shows what it collects and its progress bars (a
-# minute or more of silence reads as a hang); later runs skip this step.
+# minute or more of silence reads as a hang); later runs skip this step. It all goes to
+# stderr, so that `eval "$(make -s postgres)"` reads only the export line.
 $(STAMP): pyproject.toml
-	@echo "First run: creating $(VENV) and installing langchain-genmem and its dependencies (1-3 min)"
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar on -e '.[test]'
-	@echo "Installed into $(VENV)"
+	@echo "First run: creating $(VENV) and installing langchain-genmem and its dependencies (1-3 min)" >&2
+	$(PYTHON) -m venv $(VENV) >&2
+	$(BIN)/python -m pip install --quiet --upgrade pip >&2
+	$(BIN)/python -m pip install --progress-bar on -e '.[test]' >&2
+	@echo "Installed into $(VENV)" >&2
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/genmem demo "data/generative_agents/July1_the_ville_isabella_maria_klaus-step-3-12/personas/Maria Lopez/bootstrap_memory/associative_memory"
+	@echo "genmem is in $(BIN): run 'source $(BIN)/activate' to use it, or run $(BIN)/genmem"
+
+# A local PostgreSQL + pgvector in .genmem/postgres (no docker); its last line is
+# `export GENMEM_DSN=...`. `.venv/bin/genmem db stop` stops it.
+postgres: $(STAMP)
+	@$(BIN)/genmem db start
 
 test: $(STAMP)
 	$(BIN)/ruff check .

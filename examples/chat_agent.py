@@ -6,7 +6,11 @@ live in a local folder, so the next run remembers this one. Recall is tuned for 
 (``langchain_genmem.agent.CHAT_RETRIEVAL``: hybrid dense + lexical relevance alone, measured
 best on the labelled question set), not the simulation's recency and importance weights.
 
-    export OPENAI_API_KEY=...  [OPENAI_BASE_URL=...  OPENAI_MODEL=...]
+Needs a chat model: OpenAI, or a local OpenAI-compatible server (Ollama, llama.cpp's
+llama-server, vLLM), which needs no key. Without one it says what to set, in one line.
+
+    export OPENAI_API_KEY=sk-...                                       # OpenAI, or
+    export OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen2.5  # Ollama, no key
     python examples/chat_agent.py                       # interactive; empty line or Ctrl-D ends
     python examples/chat_agent.py --script turns.txt    # one user message per line
 """
@@ -14,13 +18,14 @@ best on the labelled question set), not the simulation's recency and importance 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_genmem import MemoryStream
+from langchain_genmem import GenMemError, MemoryStream
 from langchain_genmem.agent import create_memory_agent
-from langchain_genmem.llm import chat_model_or_hint
+from langchain_genmem.llm import chat_model_from_env
 
 
 def turns(script: str | None):
@@ -47,9 +52,17 @@ def main() -> int:
     parser.add_argument("--script", help="a file with one user message per line")
     parser.add_argument("-k", type=int, default=5, help="memories recalled per turn")
     args = parser.parse_args()
-    model = chat_model_or_hint(temperature=0)
-    if model is None:  # the hint on what to set was printed
+    try:
+        chat(args)
+    except GenMemError as e:  # no model, a server that is down, a store that refuses: one line
+        print(f"error: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def chat(args: argparse.Namespace) -> None:
+    """Talk with the agent over the memories in ``args.path``."""
+    model = chat_model_from_env(temperature=0)
     with MemoryStream(args.name, path=args.path) as stream:
         # the checkpointer keeps this session's messages; the stream keeps memories for good
         agent = create_memory_agent(model, stream, k=args.k, user=args.user,
@@ -68,7 +81,6 @@ def main() -> int:
                 for node_id in out["reflection"]["written"]:
                     print(f"  (reflected) {stream.get(node_id).description}")
         print(f"[{len(stream)} memories saved in {args.path}]")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Quickstart: a memory stream, weighted retrieval, and the retriever inside an LCEL chain.
 
-Runs offline: the bundled multilingual model embeds, and the "LLM" at the end of the chain is
-a plain function that shows the prompt it would send. Swap in ``ChatOpenAI()`` for a real one.
+Needs no chat model, and runs offline: the bundled multilingual model embeds, and the "LLM"
+at the end of the chain is a plain function that shows the prompt it would send. Swap in
+``langchain_genmem.llm.chat_model_from_env()`` for a real one (OpenAI with
+``OPENAI_API_KEY``, or a local server with ``OPENAI_BASE_URL=http://localhost:11434/v1``).
 
     python examples/quickstart.py [--path FOLDER]
 """
@@ -9,6 +11,7 @@ a plain function that shows the prompt it would send. Swap in ``ChatOpenAI()`` f
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from datetime import datetime, timedelta
 
@@ -16,7 +19,7 @@ from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, SimulationClock
+from langchain_genmem import GenerativeAgentsRetriever, GenMemError, MemoryStream, SimulationClock
 
 MEMORIES = [
     # (hours after 8:00, description, subject, predicate, object, poignancy)
@@ -54,12 +57,17 @@ def format_docs(docs: list[Document]) -> str:
     )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="genmem-quickstart-") as temporary:
-        run(args.path or temporary)  # the temporary store is removed at the end
+    try:
+        with tempfile.TemporaryDirectory(prefix="genmem-quickstart-") as temporary:
+            run(args.path or temporary)  # the temporary store is removed at the end
+    except GenMemError as e:  # e.g. a folder that cannot hold a store: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run(path: str) -> None:
@@ -90,4 +98,4 @@ def show_retrieval(stream: MemoryStream) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

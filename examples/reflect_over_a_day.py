@@ -5,23 +5,29 @@ reflection happens "at night". Importance of each event is rated by the model, t
 counts down as in the original, and the reflection graph turns the day into thoughts that cite
 the memories they rest on.
 
-    export OPENAI_API_KEY=...  [OPENAI_BASE_URL=...  OPENAI_MODEL=...]
+Needs a chat model: OpenAI, or a local OpenAI-compatible server (Ollama, llama.cpp's
+llama-server, vLLM), which needs no key. Without one it says what to set, in one line.
+
+    export OPENAI_API_KEY=sk-...                                       # OpenAI, or
+    export OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen2.5  # Ollama, no key
     python examples/reflect_over_a_day.py [--path FOLDER]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from datetime import datetime
 
 from langchain_genmem import (
+    GenMemError,
     ImportanceScorer,
     MemoryStream,
     SimulationClock,
     create_reflection_graph,
 )
-from langchain_genmem.llm import chat_model_or_hint
+from langchain_genmem.llm import chat_model_from_env
 
 PERSONA = "Isabella Rodriguez"
 DAY = [
@@ -45,11 +51,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
     args = parser.parse_args()
-    model = chat_model_or_hint(temperature=0)
-    if model is None:  # the hint on what to set was printed
+    try:
+        model = chat_model_from_env(temperature=0)
+        with tempfile.TemporaryDirectory(prefix="genmem-day-") as temporary:
+            live_a_day(model, args.path or temporary)  # the temporary store is removed at the end
+    except GenMemError as e:  # no model, a server that is down, a store that refuses: one line
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="genmem-day-") as temporary:
-        live_a_day(model, args.path or temporary)  # the temporary store is removed at the end
     return 0
 
 

@@ -6,8 +6,13 @@ questions and, per question, insights citing the memories' numbers), then
 ``generate_reflection`` writing them as thoughts (reflections) whose pointers are node ids.
 Importance is shown on seed 004's 0.1-1.0 scale (``importance_scale="unit"``).
 
+Needs no chat model: without one a scripted stand-in answers, offline. With OpenAI or a
+local OpenAI-compatible server (Ollama, llama.cpp's llama-server, vLLM) set, that model
+answers:
+
     python examples/seed004_walkthrough.py             # offline: a scripted stand-in model
-    export OPENAI_API_KEY=...  [OPENAI_BASE_URL=...  OPENAI_MODEL=...]
+    export OPENAI_API_KEY=sk-...                                       # OpenAI, or
+    export OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen2.5  # Ollama, no key
     python examples/seed004_walkthrough.py             # the same flow with that model
 
 Needs pandas (``pip install 'langchain-genmem[pandas]'``). Memories use the bundled offline
@@ -18,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
+import sys
 import tempfile
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,12 +36,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from langchain_genmem import (
     GenerativeAgentsRetriever,
+    GenMemError,
     ImportanceScorer,
     MemoryStream,
     SimulationClock,
 )
 from langchain_genmem.dataframe import get_memory_df, retrieve_memories
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm import chat_model_configured, chat_model_from_env
 from langchain_genmem.nodes import node_number
 from langchain_genmem.reflection import generate_insight, generate_reflection
 
@@ -141,17 +147,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
     args = parser.parse_args()
-    if os.environ.get("OPENAI_API_KEY"):
-        model = chat_model_from_env(temperature=0)
-    else:
-        print("(offline: a scripted stand-in model answers; set OPENAI_API_KEY for a real one)")
-        model = ScriptedModel()
     pd.set_option("display.max_colwidth", 60)
     pd.set_option("display.width", 200)
-    if args.path:
-        return walk(model, args.path)
-    with tempfile.TemporaryDirectory(prefix="genmem-seed004-") as temporary:
-        return walk(model, temporary)
+    try:
+        if chat_model_configured():
+            model = chat_model_from_env(temperature=0)
+        else:
+            print("(offline: a scripted stand-in model answers; set OPENAI_API_KEY, or "
+                  "OPENAI_BASE_URL for a local server, for a real one)")
+            model = ScriptedModel()
+        if args.path:
+            return walk(model, args.path)
+        with tempfile.TemporaryDirectory(prefix="genmem-seed004-") as temporary:
+            return walk(model, temporary)
+    except GenMemError as e:  # a server that is down, a store that refuses: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def walk(model: BaseChatModel, path: str) -> int:

@@ -3,7 +3,8 @@
 Reads the original ``associative_memory/`` files (nodes.json, embeddings.json,
 kw_strength.json) and ``scratch.json``, re-embeds the memories with the bundled offline model,
 then runs the original's two retrievals: weighted (``new_retrieve``) and by keyword
-(``retrieve``). The stream's clock stays at the simulation time of the save.
+(``retrieve``). The stream's clock stays at the simulation time of the save. Needs no chat
+model: the saved memories already carry their importance.
 
     python examples/smallville.py [ASSOCIATIVE_MEMORY_FOLDER] [--persona NAME]
 """

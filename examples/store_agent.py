@@ -11,15 +11,16 @@ that moves a day between the threads. The last recall asks only about the first 
     python examples/store_agent.py --path store    # keep the memories in a folder
     python examples/store_agent.py --own-tools     # the tools defined here, not LangMem's
 
-The stand-in model follows the user's words (``remember: ...`` stores, a question searches
-and answers from what the search returned), so the run needs no API key; memories use the
-bundled offline embedding model.
+Needs no chat model: a stand-in follows the user's words (``remember: ...`` stores, a question
+searches and answers from what the search returned), so the run needs no key and no server;
+memories use the bundled offline embedding model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import warnings
 from datetime import datetime
@@ -32,7 +33,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config, get_store
 
-from langchain_genmem import GenerativeAgentsStore, SimulationClock
+from langchain_genmem import GenerativeAgentsStore, GenMemError, SimulationClock
 
 NAMESPACE = ("memories", "{user_id}")
 DAY_ONE = datetime(2023, 2, 13, 9, 0)
@@ -134,18 +135,23 @@ def run(path: str, own_tools: bool = False) -> None:
     store.close()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", help="A folder to keep the memories (default: temporary).")
     parser.add_argument("--own-tools", action="store_true",
                         help="Use the tools defined here instead of LangMem's.")
     args = parser.parse_args()
-    if args.path:
-        run(args.path, args.own_tools)
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        run(folder, args.own_tools)
+    try:
+        if args.path:
+            run(args.path, args.own_tools)
+        else:
+            with tempfile.TemporaryDirectory() as folder:
+                run(folder, args.own_tools)
+    except GenMemError as e:  # e.g. a store folder another process writes: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

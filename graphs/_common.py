@@ -18,7 +18,12 @@ key             variable               default      meaning
 
 The store is opened as ``genmem`` opens it (:class:`~langchain_genmem.cli.Store`), so every
 backend the command line knows works here too. The model's server and key come from the
-standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` variables (secrets stay out of configs).
+standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` variables (secrets stay out of configs); a
+local OpenAI-compatible server (``OPENAI_BASE_URL=http://localhost:11434/v1`` for Ollama)
+needs no key. A run that needs a model that is missing or cannot be reached fails with a
+:class:`~langchain_genmem.errors.ChatModelError`, whose one-line hint the LangGraph server
+returns to the caller (it shows the messages of ``RuntimeError`` and a few other standard
+types only, "An internal error occurred" for the rest).
 """
 
 from __future__ import annotations
@@ -97,8 +102,8 @@ def model_from_config(
     """``ChatOpenAI`` from the standard variables, its name from the config.
 
     Without them, a stand-in whose every call raises what to set: the server still loads the
-    graph, and the caller of a run that needs the model gets the hint, not "An internal error
-    occurred" (with the hint only in the server log).
+    graph, runs that need no model work, and the caller of a run that needs one gets the
+    hint, not "An internal error occurred" (with the hint only in the server log).
     """
     env = dict(os.environ if env is None else env)
     name = settings(config, env)["model"]

@@ -12,6 +12,7 @@ Every error the package raises on purpose derives from one root, so callers can 
     ├── InteropError               a Generative Agents folder could not be read (names file, node)
     ├── ParseError                 an LLM reply had nothing usable (e.g. no rating in it)
     └── ConfigurationError         something to install or set before this can run (says what)
+        └── ChatModelError         no chat model, or it cannot be reached or refused the call
 """
 
 from __future__ import annotations
@@ -112,3 +113,13 @@ class ParseError(GenMemError, ValueError):
 
 class ConfigurationError(GenMemError):
     """Something must be installed or set first; the message says what."""
+
+
+class ChatModelError(ConfigurationError, RuntimeError):
+    """No chat model is configured, or it cannot be reached, refused the key or failed.
+
+    The message is one line naming what to set or check (``OPENAI_API_KEY``,
+    ``OPENAI_BASE_URL``, ``OPENAI_MODEL``). It is also a ``RuntimeError`` so that servers
+    that pass only the messages of standard error types to their callers (the LangGraph
+    API server does) show this hint rather than a generic "internal error".
+    """

@@ -1,34 +1,67 @@
-"""A chat model from the standard OpenAI variables, for the CLI and the examples.
+"""A chat model from the standard OpenAI variables, for the CLI, the examples and the graphs.
 
-``OPENAI_API_KEY`` (required), ``OPENAI_BASE_URL`` (any OpenAI-compatible server: OpenAI,
-Ollama, vLLM, llama.cpp, LM Studio...) and ``OPENAI_MODEL`` (default ``gpt-4o-mini``).
+``OPENAI_API_KEY`` (for OpenAI, or a server that checks keys), ``OPENAI_BASE_URL`` (any
+OpenAI-compatible server: Ollama, llama.cpp's ``llama-server``, vLLM, LM Studio...; a local
+server needs no key) and ``OPENAI_MODEL`` (default ``gpt-4o-mini``).
+
+Whatever goes wrong with the model surfaces as one :class:`~langchain_genmem.errors.ChatModelError`
+whose one-line message says what to set or check: no model configured
+(:func:`chat_model_from_env`), or a server that cannot be reached, refuses the key or has no
+such model (the model it returns translates its client's errors). Scripts print it as
+``error: ...``::
+
+    try:
+        model = chat_model_from_env()
+        ...
+    except GenMemError as e:
+        print(f"error: {e}", file=sys.stderr)
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from langchain_genmem.errors import ConfigurationError
+from langchain_genmem.errors import ChatModelError
 
 DEFAULT_MODEL = "gpt-4o-mini"
+# What a local server that checks no key gets (the OpenAI client insists on one).
+LOCAL_SERVER_KEY = "not-needed"
 
+LOCAL_SERVERS = "Ollama: http://localhost:11434/v1, llama.cpp's llama-server, vLLM"
 MISSING_KEY_HINT = (
-    "this needs an OpenAI-compatible chat model: set OPENAI_API_KEY (any value for a local "
-    "server), and optionally OPENAI_BASE_URL (e.g. http://localhost:11434/v1 for Ollama) and "
-    f"OPENAI_MODEL (default {DEFAULT_MODEL})"
+    "no chat model: set OPENAI_API_KEY, or point OPENAI_BASE_URL at a local OpenAI-compatible "
+    f"server ({LOCAL_SERVERS}); OPENAI_MODEL names the model (default {DEFAULT_MODEL})"
 )
+
+
+def chat_model_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Tell whether the variables name a chat model: a key, or a server's address.
+
+    Args:
+        env: the variables (default ``os.environ``).
+
+    Returns:
+        True when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set.
+    """
+    env = os.environ if env is None else env
+    return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
 
 
 def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
     """``ChatOpenAI`` configured from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``.
+
+    A server named by ``OPENAI_BASE_URL`` alone (a local one) gets a placeholder key. The
+    model's client errors (server down, key refused, no such model) are raised as one-line
+    :class:`~langchain_genmem.errors.ChatModelError` hints.
 
     Args:
         env: the variables (default ``os.environ``).
@@ -38,20 +71,61 @@ def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> 
         The chat model.
 
     Raises:
-        ConfigurationError: ``OPENAI_API_KEY`` is not set (the message says what to set), or
-            langchain-openai is not installed.
+        ChatModelError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set (the message
+            says what to set).
+        ConfigurationError: langchain-openai is not installed.
     """
     env = os.environ if env is None else env
-    if not env.get("OPENAI_API_KEY"):
-        raise ConfigurationError(MISSING_KEY_HINT)
+    if not chat_model_configured(env):
+        raise ChatModelError(MISSING_KEY_HINT)
+    options: dict[str, Any] = {"model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
+                               "api_key": env.get("OPENAI_API_KEY") or LOCAL_SERVER_KEY}
+    if env.get("OPENAI_BASE_URL"):
+        options["base_url"] = env["OPENAI_BASE_URL"]
+    return _hinting_chat_openai()(**{**options, **kwargs})
+
+
+@functools.cache
+def _hinting_chat_openai() -> type[BaseChatModel]:
+    """``ChatOpenAI`` whose client errors become :class:`ChatModelError` hints (made once)."""
     from langchain_genmem.extras import require_extra
 
     chat_openai = require_extra("langchain_openai", "openai", "the chat model").ChatOpenAI
-    options: dict[str, Any] = {"model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
-                               "api_key": env["OPENAI_API_KEY"]}
-    if env.get("OPENAI_BASE_URL"):
-        options["base_url"] = env["OPENAI_BASE_URL"]
-    return chat_openai(**{**options, **kwargs})
+
+    class HintingChatOpenAI(chat_openai):  # type: ignore[misc, valid-type]
+        """``ChatOpenAI`` that raises its client's errors as one-line hints."""
+
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            with _hints(self.openai_api_base):
+                return super()._generate(*args, **kwargs)
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            with _hints(self.openai_api_base):
+                return await super()._agenerate(*args, **kwargs)
+
+        def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+            with _hints(self.openai_api_base):
+                yield from super()._stream(*args, **kwargs)
+
+        async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+            with _hints(self.openai_api_base):
+                async for chunk in super()._astream(*args, **kwargs):
+                    yield chunk
+
+    HintingChatOpenAI.__qualname__ = HintingChatOpenAI.__name__
+    return HintingChatOpenAI
+
+
+@contextmanager
+def _hints(base: str | None) -> Iterator[None]:
+    """Re-raise an error of the OpenAI client as the :func:`model_error` hint."""
+    try:
+        yield
+    except Exception as e:
+        hint = model_error(e, base=base)
+        if hint is None:
+            raise
+        raise hint from e
 
 
 class UnconfiguredChatModel(BaseChatModel):
@@ -60,10 +134,11 @@ class UnconfiguredChatModel(BaseChatModel):
     Deployed graphs (``langgraph dev``) are built when the server loads them; a graph factory
     that raised there would leave the caller with "An internal error occurred" and the hint in
     the server log only. With this stand-in the graph builds, runs that need no model (a
-    reflection that is not due) work, and a run that needs one fails with the hint itself.
+    reflection that is not due) work, and a run that needs one fails with the hint itself
+    (a :class:`ChatModelError`, whose message the server passes on to the caller).
 
     Attributes:
-        hint: what to set, raised as a ConfigurationError.
+        hint: what to set, raised as a ChatModelError.
     """
 
     hint: str = MISSING_KEY_HINT
@@ -79,54 +154,44 @@ class UnconfiguredChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        raise ConfigurationError(self.hint)
+        raise ChatModelError(self.hint)
 
 
-def model_error(error: BaseException) -> ConfigurationError | None:
+def model_error(error: BaseException, *, base: str | None = None) -> ChatModelError | None:
     """A one-line hint for an error of the OpenAI client, or None for any other error.
 
-    For callers that print errors as one line (the CLI, scripts): an unreachable server, a
-    refused key or an unknown model says which variable to check instead of a traceback.
+    An unreachable server, a refused key or an unknown model says which variable to check
+    instead of a traceback.
 
     Args:
         error: what the chat model raised.
+        base: the server's address, for the message (default ``OPENAI_BASE_URL``).
 
     Returns:
-        The hint as a ConfigurationError, or None when the error is not the client's.
+        The hint as a ChatModelError, or None when the error is not the client's.
     """
     try:
         import openai
     except ImportError:
         return None
-    base = os.environ.get("OPENAI_BASE_URL") or "the OpenAI API"
+    base = base or os.environ.get("OPENAI_BASE_URL")
+    where = f"the chat model at {base}" if base else "the OpenAI API"
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if isinstance(error, openai.APIConnectionError):
-        msg = f"cannot reach the chat model at {base} ({first}); start it or check OPENAI_BASE_URL"
+        if base:
+            fix = (f"start that server, point OPENAI_BASE_URL at one that runs ({LOCAL_SERVERS}), "
+                   "or unset it and set OPENAI_API_KEY for OpenAI")
+        else:
+            fix = ("check the network, or point OPENAI_BASE_URL at a local OpenAI-compatible "
+                   f"server ({LOCAL_SERVERS})")
+        msg = f"cannot reach {where} ({first}): {fix}"
     elif isinstance(error, openai.AuthenticationError):
-        msg = f"the chat model at {base} refused the key ({first}); check OPENAI_API_KEY"
+        msg = f"{where} refused the key ({first}); check OPENAI_API_KEY"
     elif isinstance(error, openai.NotFoundError):
-        msg = f"the chat model at {base} has no such model or route ({first}); check " \
+        msg = f"{where} has no such model or route ({first}); check " \
               "OPENAI_MODEL and OPENAI_BASE_URL (most servers end in /v1)"
     elif isinstance(error, openai.APIError):
-        msg = f"the chat model at {base} failed ({first})"
+        msg = f"{where} failed ({first})"
     else:
         return None
-    return ConfigurationError(msg)
-
-
-def chat_model_or_hint(**kwargs: Any) -> Any | None:
-    """:func:`chat_model_from_env`, or None after printing what to set on stderr.
-
-    For scripts: ``model = chat_model_or_hint(); if model is None: return 2``.
-
-    Args:
-        **kwargs: more ``ChatOpenAI`` arguments.
-
-    Returns:
-        The chat model, or None when it cannot be built.
-    """
-    try:
-        return chat_model_from_env(**kwargs)
-    except ConfigurationError as e:
-        print(e, file=sys.stderr)
-        return None
+    return ChatModelError(msg)

