@@ -107,6 +107,12 @@ def test_pages_name_concepts_not_the_projects_history(page: Path) -> None:
     assert not found, f"{page.relative_to(ROOT)}: {found}"
 
 
+def test_the_retrieval_page_says_when_to_batch_adds() -> None:
+    text = (ROOT / "docs" / "retrieval.md").read_text("utf-8")
+    adding = text[text.index("## Adding memories"):]
+    assert "stream.add_many(" in adding and "one store commit" in adding
+
+
 # ------------------------------------------------------------ the checks themselves
 
 
