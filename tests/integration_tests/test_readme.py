@@ -1,23 +1,35 @@
-"""Every python block of README.md runs as printed, and prints what the README shows under it.
+"""Every python block of README.md and docs/*.md runs as printed, and prints what the page shows.
 
-The blocks are found, not listed: add a block to the README and it is run here. The rules:
+The blocks are found, not listed: add a block to a page and it is run here. The rules:
 
-- Blocks run in README order, each in its own ``python`` process, all in one temporary
-  folder holding ``data/`` (a link to the repository's), as a reader following the tour from
-  a clone would. A block may reopen what an earlier block stored (``.genmem``...).
+- Each page is a tour of its own: its blocks run in page order, each in its own ``python``
+  process, all in one temporary folder for that page holding ``data/`` (a link to the
+  repository's), as a reader following the page from a clone would. A block may reopen what an
+  earlier block of the same page stored (``.genmem``...); pages never share a folder.
 - Every block gets ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` of a scripted OpenAI-compatible
   server (``tests/support/openai_server.py``) answering with :data:`README_RULES`; a prompt no
   rule matches gets :data:`DEFAULT_REPLY`. Add a rule there when a new block needs a reply
   of its own.
 - A fenced ``text`` block right after a python block (nothing but blank lines between) is
-  the output the block must print, compared exactly (trailing spaces and blank lines aside).
+  the output the block must print, compared line by line (trailing spaces and blank lines
+  aside): exactly, unless the block declares a tolerance.
 - An HTML comment just above the block (``<!-- readme-test: WORDS -->``) declares more:
   ``rerun`` runs the block twice; both runs must print the same (nothing stored twice).
   ``needs=chroma`` starts the Chroma server of ``tests/support/chroma_server.py`` and passes
   its address as ``CHROMA_HOST`` and ``CHROMA_PORT``; ``needs=postgres`` creates an empty
   database with pgvector on the session's PostgreSQL (``tests/support/postgres_server.py``)
-  and passes its DSN as ``GENMEM_DSN``. Any other word fails the test, so a typo cannot
-  switch a check off.
+  and passes its DSN as ``GENMEM_DSN``. ``tolerance=0.02`` compares the output token by
+  token: every number within 0.02 of the one shown, all text exactly. Any other word fails
+  the test, so a typo cannot switch a check off.
+- A block leaves nothing in the temporary folder (``TMPDIR``): what a reader copies must
+  clean up after itself.
+
+Printed numbers that come from embeddings (cosines, and the scores and normalised parts made
+of them) differ slightly between CPUs: the bundled model's vectors differ in about the third
+decimal, so such a figure may move by about 0.01 in the second decimal. A block prints them
+rounded and declares a tolerance, or prints only what is stable (a ranking with a clear
+margin, a count, whether a figure improved). ``GENMEM_TEST_*`` variables reach the blocks, so
+a run that perturbs the model's vectors to play another CPU perturbs them here too.
 
 The examples' docstrings are held to the same standard: every ``python examples/...`` usage
 line runs as printed (optional ``[...]`` parts left out) in a temporary folder holding
@@ -27,6 +39,7 @@ line runs as printed (optional ``[...]`` parts left out) in a temporary folder h
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -38,10 +51,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 DEFAULT_REPLY = "Nice to meet you! I will remember that."
 README_RULES = [
-    # section 1: the chain's answer
+    # the tour's chain: its answer
     {"when": r"Who invited you to a party\?",
      "reply": "Klaus Mueller did: he asked me to the Valentine's Day party."},
     # importance of one memory, and of several in one call
@@ -62,14 +75,16 @@ README_RULES = [
 ]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->", re.DOTALL)
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
-WORDS = re.compile(r"rerun|needs=chroma|needs=postgres")
+WORDS = re.compile(r"rerun|needs=chroma|needs=postgres|tolerance=\d+(\.\d+)?([eE]-?\d+)?")
+NUMBER = re.compile(r"(-?\d+(?:\.\d+)?)")
 TIMEOUT = 600
 
 
 @dataclass
 class Block:
-    """One python block of the README: where it is, its code, what it declares and shows."""
+    """One python block of a page: where it is, its code, what it declares and shows."""
 
+    page: str
     line: int
     code: str
     declared: list[str] = field(default_factory=list)
@@ -77,10 +92,16 @@ class Block:
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.page}:{self.line}"
+
+    @property
+    def tolerance(self) -> float:
+        """The declared numeric tolerance, 0 (exact) when none is declared."""
+        found = [w.split("=", 1)[1] for w in self.declared if w.startswith("tolerance=")]
+        return float(found[-1]) if found else 0.0
 
 
-def readme_blocks(text: str) -> list[Block]:
+def page_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The python blocks of a markdown text, with the comment above and the output below."""
     fences = list(FENCE.finditer(text))
     blocks = []
@@ -91,7 +112,7 @@ def readme_blocks(text: str) -> list[Block]:
         markers = list(MARKER.finditer(before))
         marker = markers[-1] if markers and markers[-1].end() == len(before) else None
         declared = marker.group(1).split("(")[0].split() if marker else []
-        block = Block(text.count("\n", 0, fence.start()) + 1, fence.group(2), declared)
+        block = Block(page, text.count("\n", 0, fence.start()) + 1, fence.group(2), declared)
         after = fences[i + 1] if i + 1 < len(fences) else None
         if after is not None and after.group(1) in ("text", "") \
                 and not text[fence.end(): after.start()].strip():
@@ -100,16 +121,46 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text("utf-8"))
+BLOCKS = [block for path in PAGES
+          for block in page_blocks(path.read_text("utf-8"), path.relative_to(ROOT).as_posix())]
 
 
 def lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 
 
+def same_line(printed: str, shown: str, tolerance: float) -> bool:
+    """Whether a printed line matches the shown one: text exactly, numbers within tolerance."""
+    if tolerance == 0:
+        return printed == shown
+    got, want = NUMBER.split(printed), NUMBER.split(shown)
+    if len(got) != len(want):
+        return False
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        if i % 2 == 0:  # text between numbers
+            if a != b:
+                return False
+        elif not math.isclose(float(a), float(b), rel_tol=0, abs_tol=tolerance + 1e-9):
+            return False
+    return True
+
+
+def differences(printed: str, shown: str, tolerance: float = 0.0) -> list[str]:
+    """The lines where the printed output departs from the shown one (empty: it matches)."""
+    got, want = lines(printed), lines(shown)
+    found = [f"line {i + 1}: printed {a!r}, shown {b!r}"
+             for i, (a, b) in enumerate(zip(got, want, strict=False))
+             if not same_line(a, b, tolerance)]
+    if len(got) != len(want):
+        found.append(f"printed {len(got)} lines, shown {len(want)}")
+    return found
+
+
 def offline_env(**extra: str) -> dict[str, str]:
-    outer = ("OPENAI_", "CHROMA_", "GENMEM_")  # the reader's own settings never leak in
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(outer)}
+    """The environment of a block: the reader's own settings never leak in, test switches do."""
+    outer = ("OPENAI_", "CHROMA_", "GENMEM_")
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(outer) or k.startswith("GENMEM_TEST_")}
     return {**keep, **extra}
 
 
@@ -123,11 +174,20 @@ def openai_env(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def tour(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The reader's folder (a clone's data/ in it) and the output of the blocks run so far."""
-    folder = tmp_path_factory.mktemp("readme-tour")
-    (folder / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    return {"folder": folder, "ran": {}}
+def tours(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Per page: the reader's folder (a clone's data/ in it) and the blocks' output so far."""
+    made: dict[str, dict] = {}
+
+    def tour(page: str) -> dict:
+        if page not in made:
+            folder = tmp_path_factory.mktemp("tour-" + re.sub(r"\W+", "-", page))
+            (folder / "data").symlink_to(ROOT / "data", target_is_directory=True)
+            (folder.parent / f"{folder.name}-tmp").mkdir()
+            made[page] = {"folder": folder, "tmp": folder.parent / f"{folder.name}-tmp",
+                          "ran": {}}
+        return made[page]
+
+    return {"tour": tour}
 
 
 def run_block(block: Block, folder: Path, env: dict[str, str]) -> str:
@@ -138,41 +198,77 @@ def run_block(block: Block, folder: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
-def test_the_readme_has_python_blocks_and_each_declares_only_known_words() -> None:
-    assert len(BLOCKS) >= 6
+def test_every_page_with_code_has_blocks_and_each_declares_only_known_words() -> None:
+    pages = {block.page for block in BLOCKS}
+    assert "README.md" in pages and len(pages) >= 8
     for block in BLOCKS:
         unknown = [w for w in block.declared if not WORDS.fullmatch(w)]
         assert not unknown, f"{block.name}: unknown readme-test words {unknown}"
+        if block.tolerance:
+            assert block.shown is not None, f"{block.name}: a tolerance but no output shown"
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[b.name for b in BLOCKS])
-def test_readme_block_runs_as_printed(index: int, tour: dict, openai_env: dict,
-                                      request: pytest.FixtureRequest) -> None:
-    for i in range(index + 1):  # earlier blocks first, even when this one is run alone
-        if i in tour["ran"]:
+def test_block_runs_as_printed(index: int, tours: dict, openai_env: dict,
+                               request: pytest.FixtureRequest) -> None:
+    block = BLOCKS[index]
+    tour = tours["tour"](block.page)
+    for i, earlier in enumerate(BLOCKS[: index + 1]):  # the page's earlier blocks first
+        if earlier.page != block.page or i in tour["ran"]:
             continue
-        block = BLOCKS[i]
-        env = offline_env(**openai_env)
-        if "needs=chroma" in block.declared:
+        env = offline_env(**openai_env, TMPDIR=str(tour["tmp"]))
+        if "needs=chroma" in earlier.declared:
             server = request.getfixturevalue("chroma_server")
             env |= {"CHROMA_HOST": server.host, "CHROMA_PORT": str(server.port)}
-        if "needs=postgres" in block.declared:
+        if "needs=postgres" in earlier.declared:
             server = request.getfixturevalue("postgres_server")
-            env["GENMEM_DSN"] = server.create_database(f"readme_{block.line}")
-        out = run_block(block, tour["folder"], env)
-        if "rerun" in block.declared:
-            again = run_block(block, tour["folder"], env)
-            assert lines(again) == lines(out), f"{block.name}: a second run printed otherwise"
+            name = re.sub(r"\W+", "_", f"doc_{earlier.page}_{earlier.line}").lower()
+            env["GENMEM_DSN"] = server.create_database(name)
+        out = run_block(earlier, tour["folder"], env)
+        if "rerun" in earlier.declared:
+            again = run_block(earlier, tour["folder"], env)
+            assert lines(again) == lines(out), f"{earlier.name}: a second run printed otherwise"
+        assert list(tour["tmp"].iterdir()) == [], \
+            f"{earlier.name} left files in the temporary folder"
         tour["ran"][i] = out
-    block = BLOCKS[index]
     if block.shown is not None:
-        assert lines(tour["ran"][index]) == lines(block.shown), block.name
+        wrong = differences(tour["ran"][index], block.shown, block.tolerance)
+        assert not wrong, f"{block.name} printed otherwise:\n" + "\n".join(wrong)
 
 
-def test_the_quickstart_says_when_to_batch_adds() -> None:
-    text = README.read_text("utf-8")
-    quickstart = text[text.index("### 1. Quickstart"): text.index("### 2. ")]
-    assert "stream.add_many(" in quickstart and "one store commit" in quickstart
+# ------------------------------------------------------------- the comparison itself
+
+
+def test_text_compares_exactly_and_numbers_within_the_declared_tolerance() -> None:
+    shown = "food 1.445 食物\nparty 5.0"
+    assert differences("food 1.441 食物\nparty 5.0", shown, 0.02) == []
+    assert differences("food 1.441 食物\nparty 5.0", shown) != []  # no tolerance: exact
+    assert differences("food 1.475 食物\nparty 5.0", shown, 0.02) != []
+    assert differences("fool 1.445 食物\nparty 5.0", shown, 0.02) != []
+    assert differences("food 1.445 食物\nparty 5.0\nextra", shown, 0.02) != []
+    assert differences("food 1.445 食物 2\nparty 5.0", shown, 0.02) != []
+    # integers are numbers too: a node id or a count differs by at least 1
+    assert differences("node_38", "node_37", 0.02) != []
+
+
+def test_a_marker_declares_words_and_a_text_block_below_is_the_output() -> None:
+    text = ("<!-- readme-test: rerun tolerance=0.02 (why) -->\n```python\nprint(1)\n```\n\n"
+            "```text\n1\n```\n\n```python\nprint(2)\n```\nprose\n```text\n2\n```\n")
+    first, second = page_blocks(text, "docs/x.md")
+    assert (first.declared, first.tolerance, first.shown) == (["rerun", "tolerance=0.02"],
+                                                             0.02, "1\n")
+    assert (second.declared, second.tolerance, second.shown) == ([], 0.0, None)
+    assert first.name == "docs/x.md:2"
+
+
+def test_test_switches_reach_the_blocks_and_the_readers_settings_do_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GENMEM_TEST_EMBEDDING_NOISE", "2e-3")
+    monkeypatch.setenv("GENMEM_DSN", "postgresql://someone@elsewhere/db")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-readers-own")
+    env = offline_env(OPENAI_API_KEY="scripted")
+    assert env["GENMEM_TEST_EMBEDDING_NOISE"] == "2e-3"
+    assert "GENMEM_DSN" not in env and env["OPENAI_API_KEY"] == "scripted"
 
 
 # ---------------------------------------------------------------------------- examples
