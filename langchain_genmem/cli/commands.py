@@ -57,7 +57,7 @@ from langchain_genmem.interop.generative_agents import (
     load_associative_memory,
     persona_of,
 )
-from langchain_genmem.llm import chat_model_from_env, model_error
+from langchain_genmem.llm import chat_model_from_env
 from langchain_genmem.nodes import TYPE_CHOICES, MemoryNode
 from langchain_genmem.store import MemoryStream
 
@@ -360,13 +360,7 @@ def reflect(
     except ImportError as e:
         msg = f"the reflection graph is not available in this installation ({e})"
         raise ConfigurationError(msg) from e
-    try:
-        out = create_reflection_graph(model, stream, force=force).invoke({})
-    except Exception as e:
-        hint = model_error(e)
-        if hint is None:
-            raise
-        raise hint from e
+    out = create_reflection_graph(model, stream, force=force).invoke({})  # model errors: one line
     typer.echo(f"status: {out['status']}")
     if out["status"] == "not_due":
         typer.echo(f"trigger: {out['trigger']['explanation']}")

@@ -427,6 +427,7 @@ def test_reflect_without_api_key_says_what_to_set(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # a local server alone is a model
     result = run(store, "reflect", code=2)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
         assert name in result.output
