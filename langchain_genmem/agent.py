@@ -37,10 +37,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.importance import ImportanceScorer, reply_text
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.llm.importance import ImportanceScorer, reply_text
+from langchain_genmem.memory.stream import MemoryStream
+from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 DEFAULT_AGENT_SYSTEM_PROMPT = (
     "You are {persona}, talking with {user}. You have a long-term memory; these are the "
@@ -195,8 +196,6 @@ def create_memory_agent(
         return "reflect" if reflect and stream.state.reflection_due else END
 
     def run_reflection(state: AgentState) -> dict[str, Any]:
-        from langchain_genmem.reflection import create_reflection_graph
-
         out = create_reflection_graph(model, stream, importance=scorer).invoke({})
         return {"reflection": dict(out)}
 

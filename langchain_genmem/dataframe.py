@@ -1,8 +1,8 @@
 """pandas views of a memory stream, for notebooks.
 
-Seed 004's ``get_memory_df`` and ``retrieve_memories``. Both take ``importance_scale``:
+The stepwise design's ``get_memory_df`` and ``retrieve_memories``. Both take ``importance_scale``:
 ``"poignancy"`` (default) shows the ``poignancy`` column as stored (1 to 10 in the
-original), ``"unit"`` shows seed 004's 0.1 to 1.0 (poignancy / 10; a filter then compares
+original), ``"unit"`` shows the stepwise design's 0.1 to 1.0 (poignancy / 10; a filter then compares
 with those values). What is stored never changes. The ``importance`` column of
 ``retrieve_memories`` is the normalised importance component of the score, on neither scale.
 
@@ -26,15 +26,16 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_genmem.extras import require_extra
-from langchain_genmem.nodes import ImportanceScale, MemoryNode, importance_divisor
+from langchain_genmem.core.extras import require_extra
+from langchain_genmem.core.nodes import ImportanceScale, MemoryNode, importance_divisor
+from langchain_genmem.filters import apply_filter, check_columns, parse_filter
 
 if TYPE_CHECKING:
     import pandas as pd
     from langchain_core.documents import Document
 
-    from langchain_genmem.retrievers import GenerativeAgentsRetriever, RetrievalReport
-    from langchain_genmem.store import MemoryStream
+    from langchain_genmem.memory.stream import MemoryStream
+    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever, RetrievalReport
 
 # Columns of retrieve_memories, the score components first: the metadata of a retrieved
 # Document but the counts of the retrieval as a whole, which go to ``df.attrs``.
@@ -112,12 +113,12 @@ def retrieve_memories(
     query: str,
     *,
     k: int | None = None,
-    filter: str | None = None,  # noqa: A002 - seed 004's name
+    filter: str | None = None,  # noqa: A002 - the stepwise design's name
     importance_scale: ImportanceScale = "poignancy",
 ) -> pd.DataFrame:
     """Weighted retrieval as a table, best first, optionally filtered before the top k.
 
-    As in seed 004, the filter applies to every scored candidate and the best ``k`` that pass
+    As in that design, the filter applies to every scored candidate and the best ``k`` that pass
     are returned; only those get their ``last_accessed`` updated (when the retriever
     updates access times).
 
@@ -146,7 +147,6 @@ def retrieve_memories(
     """
     divisor = importance_divisor(importance_scale)
     pd = require_pandas()
-    from langchain_genmem.filters import apply_filter, check_columns, parse_filter
 
     k = retriever.k if k is None else k
     if filter is None:

@@ -14,7 +14,7 @@ never given to ``eval``, ``exec`` or ``DataFrame.query``. The grammar, whole::
 
 ``and``, ``or``, ``not`` and ``in`` are case-insensitive. Anything else (function calls,
 attributes, subscripts, lambdas, comprehensions, arithmetic) is a
-:class:`~langchain_genmem.errors.ValidationError`, as is a name that is not a column.
+:class:`~langchain_genmem.core.errors.ValidationError`, as is a name that is not a column.
 
 Example:
     .. code-block:: python
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langchain_genmem.errors import ConfigurationError, ValidationError
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
 
 try:
     import pyparsing as pp

@@ -41,7 +41,7 @@ How the store maps onto the stream:
   ``filter`` holds equality tests on value fields (``{"kind": "food"}``, or
   ``{"n": {"$gte": 3}}`` with ``$eq $ne $gt $gte $lt $lte``) and the retrieval filters
   ``created_after``, ``created_before``, ``types`` and ``min_poignancy`` (reserved names;
-  see :mod:`langchain_genmem.candidate_filter`), which limit listing too.
+  see :mod:`langchain_genmem.numerics.candidate_filter`), which limit listing too.
 - **TTL** is not supported (``supports_ttl`` is False: ``put(..., ttl=...)`` raises);
   memories fade by recency instead. ``index=False`` stores an item that listing shows and
   ranked search leaves out; ``index=[fields]`` describes the memory by those value fields.
@@ -85,12 +85,14 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from langchain_genmem import validation
-from langchain_genmem.candidate_filter import make_filter
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import Clock, MemoryStream, _open_backend
-from langchain_genmem.timeutil import naive
+from langchain_genmem.backends.opener import open_backend
+from langchain_genmem.core import validation
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.timeutil import naive
+from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.memory.stream import Clock, MemoryStream
+from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 REGISTRY = "langgraph_store"
 TIME_FILTERS = ("created_after", "created_before", "types", "min_poignancy")
@@ -184,13 +186,11 @@ class GenerativeAgentsStore(BaseStore):
     ) -> None:
         names = set(GenerativeAgentsRetriever.model_fields) - {"memory_stream"}
         validation.known_arguments(retriever_kwargs or {}, names, "retriever_kwargs")
-        self.backend = _open_backend(path, client, collection_name, dsn)
+        self.backend = open_backend(path, client=client, dsn=dsn, collection=collection_name)
         self.embeddings = embeddings
         self.clock = clock
         self.importance = None
         if model is not None:
-            from langchain_genmem.importance import ImportanceScorer
-
             self.importance = ImportanceScorer(model)
         self.default_poignancy = make_filter(min_poignancy=default_poignancy).min_poignancy
         self.persona_for = persona_for
@@ -241,9 +241,7 @@ class GenerativeAgentsStore(BaseStore):
             for stream in self._streams.values():
                 stream.close()
             self._streams.clear()
-            close = getattr(self.backend, "close", None)
-            if close is not None:
-                close()
+            self.backend.close()
 
     # ------------------------------------------------------------------ BaseStore
 

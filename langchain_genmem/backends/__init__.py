@@ -1,5 +1,39 @@
-"""Storage backends behind MemoryStream (see :mod:`langchain_genmem.backends.base`)."""
+"""Storage backends behind MemoryStream.
 
-from langchain_genmem.backends.base import Head, MemoryBackend, StoredNode
+The contract (:mod:`langchain_genmem.backends.base`), Chroma, PostgreSQL, and the one
+function that opens a store (:func:`~langchain_genmem.backends.opener.open_backend`).
+"""
 
-__all__ = ["Head", "MemoryBackend", "StoredNode"]
+from langchain_genmem.backends.base import (
+    CAPABILITIES,
+    AccessLog,
+    Capability,
+    DatabaseRanking,
+    Head,
+    MemoryBackend,
+    ScoredRow,
+    SnapshotStore,
+    StoredNode,
+    StoreRanking,
+    access_log_of,
+    contract_problems,
+    ranking_of,
+    snapshots_of,
+)
+
+__all__ = [
+    "CAPABILITIES",
+    "AccessLog",
+    "Capability",
+    "DatabaseRanking",
+    "Head",
+    "MemoryBackend",
+    "ScoredRow",
+    "SnapshotStore",
+    "StoreRanking",
+    "StoredNode",
+    "access_log_of",
+    "contract_problems",
+    "ranking_of",
+    "snapshots_of",
+]

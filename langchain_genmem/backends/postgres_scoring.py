@@ -1,6 +1,6 @@
-"""Weighted retrieval in one SQL query, equal to :mod:`langchain_genmem.scoring`.
+"""Weighted retrieval in one SQL query, equal to :mod:`langchain_genmem.numerics.scoring`.
 
-The query restates :func:`langchain_genmem.scoring.rank` over every candidate of a persona
+The query restates :func:`langchain_genmem.numerics.scoring.rank` over every candidate of a persona
 (events and thoughts whose ``embedding_key`` has no ``"idle"``, or the types a filter names,
 chats included; expired ones dropped unless asked or in ``"reverie"`` mode):
 
@@ -17,19 +17,20 @@ chats included; expired ones dropped unless asked or in ``"reverie"`` mode):
 
 Every step is a ``MATERIALIZED`` CTE: computed once, never re-run per row by a planner that
 cannot see the sizes of the aggregates. The error bound of step 1 is
-:func:`~langchain_genmem.scoring.cosine_error` for float32, doubled for pgvector's own
+:func:`~langchain_genmem.numerics.scoring.cosine_error` for float32, doubled for pgvector's own
 summation order and the query's rounding to float32.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from langchain_genmem.nodes import CANDIDATE_TYPES, NODE_TYPES
-from langchain_genmem.scoring import RecencyMode, Weights, cosine_error
+from langchain_genmem.core.modes import RecencyMode
+from langchain_genmem.core.nodes import CANDIDATE_TYPES, NODE_TYPES
+from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.numerics.scoring import Weights, cosine_error
 
 EXACT = """(SELECT CASE WHEN e.embedding_norm = 0 OR %(qn)s = 0 THEN 0::float8
               ELSE sum(x::float8 * y) / (e.embedding_norm * %(qn)s) END
@@ -112,42 +113,6 @@ LIMIT %(k)s
 """
 
 
-@dataclass(frozen=True)
-class ScoredRow:
-    """One returned candidate: its row (``READ_COLUMNS`` order) and its components.
-
-    Attributes:
-        row: the node's columns.
-        score: the weighted score.
-        recency: normalised recency.
-        relevance: normalised relevance.
-        importance: normalised importance.
-        cosine: raw cosine similarity.
-    """
-
-    row: tuple
-    score: float
-    recency: float
-    relevance: float
-    importance: float
-    cosine: float
-
-
-@dataclass(frozen=True)
-class DatabaseRanking:
-    """The outcome of one in-database ranking.
-
-    Attributes:
-        rows: the top k, best first.
-        candidate_count: how many candidates were scored.
-        min_score: the lowest score among candidates (from the approximate pass).
-    """
-
-    rows: list[ScoredRow]
-    candidate_count: int
-    min_score: float | None
-
-
 def ranking_query(mode: RecencyMode, include_expired: bool, where: str = "") -> str:
     """The SQL of one ranking.
 
@@ -155,8 +120,8 @@ def ranking_query(mode: RecencyMode, include_expired: bool, where: str = "") -> 
         mode: the recency mode.
         include_expired: keep expired candidates (``"reverie"`` always does).
         where: more candidate conditions (``" AND ..."`` over ``memory_nodes m``), from
-            :meth:`~langchain_genmem.candidate_filter.CandidateFilter.sql`: the filter picks
-            the candidates before normalisation, as in process (its parameters may replace
+            :meth:`~langchain_genmem.numerics.candidate_filter.CandidateFilter.sql`: the filter
+            picks the candidates before normalisation, as in process (its parameters may replace
             ``kinds``, the types scored).
 
     Returns:
@@ -207,7 +172,6 @@ def ranking_params(
     """
     from pgvector import Vector
 
-    from langchain_genmem.timeutil import to_epoch
 
     q = np.asarray(query, dtype=np.float64)
     return {

@@ -7,7 +7,7 @@ float32 vectors, their norms and int8 codes, times, poignancies, type codes, ...
 arrays, the nodes' texts as one JSON document, and the keyword index, in one file under
 ``<folder>/genmem-snapshots/``, written when a stream opens fully or closes. Opening reads
 the columns straight into the cache's arrays, and node objects are made only when asked for
-(:class:`~langchain_genmem.cache.LazyNodes`).
+(:class:`~langchain_genmem.memory.cache.LazyNodes`).
 
 It is never a second source of truth: it is used only when it matches the store exactly,
 and otherwise ignored and written again. A match means the same collection and persona, the

@@ -8,10 +8,10 @@ the library are printed as one line saying what to do, with exit code 2 for bad 
 missing setup and 1 for anything else. ``genmem demo`` runs offline on the bundled fixture.
 
 The package holds ``app`` (the typer app, global options, errors as hints), ``options``
-(option aliases, :class:`Weights`, times), ``store`` (:class:`Store`), ``commands``,
+(option aliases, :class:`RetrievalOptions`, times), ``store`` (:class:`Store`), ``commands``,
 ``reports`` (results as data), ``render`` (results as text, JSON and tables), ``chart``
 (the ``explain`` chart) and ``demo`` (the offline tour). Option values follow the library's
-rules (:mod:`langchain_genmem.validation`); only ``import`` and ``add`` create a store or a
+rules (:mod:`langchain_genmem.core.validation`); only ``import`` and ``add`` create a store or a
 persona.
 ``serving`` holds ``serve``, ``mcp`` and ``openapi``, which serve every persona of the store
 (:mod:`langchain_genmem.service`).
@@ -36,7 +36,13 @@ from langchain_genmem.cli.app import DEFAULT_PATH, app, main
 from langchain_genmem.cli.chart import save_explain_png
 from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
-from langchain_genmem.cli.options import NodeKind, RecencyMode, Weights, parse_time
+from langchain_genmem.cli.options import (
+    NodeKind,
+    RecencyMode,
+    RetrievalOptions,
+    Weights,
+    parse_time,
+)
 from langchain_genmem.cli.render import (
     formula,
     print_keyword_report,
@@ -59,6 +65,7 @@ __all__ = [
     "DEFAULT_PNG",
     "NodeKind",
     "RecencyMode",
+    "RetrievalOptions",
     "Store",
     "Weights",
     "app",

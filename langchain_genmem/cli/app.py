@@ -10,13 +10,13 @@ from typer.core import TyperGroup
 
 from langchain_genmem.cli.options import parse_time
 from langchain_genmem.cli.store import Store
-from langchain_genmem.errors import (
+from langchain_genmem.core.errors import (
     ConfigurationError,
     GenMemError,
     InteropError,
     ValidationError,
 )
-from langchain_genmem.shutdown import flush_on_signals
+from langchain_genmem.memory.shutdown import flush_on_signals
 
 DEFAULT_PATH = Path(".genmem")
 
@@ -108,7 +108,7 @@ def _main(
 ) -> None:
     """Generative Agents memory streams: import, search, explain and reflect."""
     when = parse_time(now, "--now") if now is not None else None
-    ctx.obj = Store(path, chroma_host, chroma_port, collection, persona, when, dsn=dsn)
+    ctx.obj = Store(path, chroma_host, chroma_port, collection, dsn=dsn, persona=persona, now=when)
     ctx.call_on_close(ctx.obj.close)
 
 

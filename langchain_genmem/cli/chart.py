@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.cli.render import relevance_formula
 from langchain_genmem.cli.reports import effective_gains, number
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.extras import require_extra
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.extras import require_extra
 
 if TYPE_CHECKING:
-    from langchain_genmem.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 # What the output's suffix selects; anything else is refused before any work.
 FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".svg": "svg", ".pdf": "pdf"}

@@ -21,7 +21,7 @@ from langchain_genmem.cli.options import (
     AsJson,
     K,
     NodeKind,
-    Weights,
+    RetrievalOptions,
     parse_time,
     renamed,
     weight_options,
@@ -48,8 +48,10 @@ from langchain_genmem.cli.reports import (
     tune_report,
 )
 from langchain_genmem.cli.store import Store, store_of
-from langchain_genmem.errors import ConfigurationError, ValidationError
-from langchain_genmem.inputs import validate_items
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
+from langchain_genmem.evaluation.metrics import load_examples
+from langchain_genmem.evaluation.tuning import fit_weights
 from langchain_genmem.interop.generative_agents import (
     NODES_FILE,
     dump_associative_memory,
@@ -57,9 +59,10 @@ from langchain_genmem.interop.generative_agents import (
     load_associative_memory,
     persona_of,
 )
-from langchain_genmem.llm import chat_model_from_env
-from langchain_genmem.nodes import TYPE_CHOICES, MemoryNode
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.llm.chat import chat_model_from_env
+from langchain_genmem.memory.inputs import validate_items
+from langchain_genmem.memory.stream import MemoryStream
+from langchain_genmem.reflection import create_reflection_graph
 
 DEFAULT_PNG = Path("genmem-explain.png")
 
@@ -187,7 +190,7 @@ def search(
     query: Annotated[str, typer.Argument(help="The focal point to retrieve memories for.")],
     k: K = 10,
     *,
-    weights: Weights,
+    weights: RetrievalOptions,
     filter_: Annotated[
         str | None,
         typer.Option(
@@ -265,7 +268,7 @@ def explain(
     ] = DEFAULT_PNG,
     k: K = 10,
     *,
-    weights: Weights,
+    weights: RetrievalOptions,
 ) -> None:
     """Save a chart of the weighted score components of the top memories (needs matplotlib)."""
     checked_output(output)  # an unknown suffix or missing folder is refused before any work
@@ -327,13 +330,10 @@ def tune(
         bool, typer.Option("--save", help="Store the tuned values as the persona's settings.")
     ] = False,
     *,
-    weights: Weights,
+    weights: RetrievalOptions,
     as_json: AsJson = False,
 ) -> None:
     """Learn the retrieval weights, decay and lexical weight from labelled questions."""
-    from langchain_genmem.evaluation import load_examples
-    from langchain_genmem.tuning import fit_weights
-
     stream = store_of(ctx).open()
     labelled = persona_examples(load_examples(examples), stream.persona, examples)
     result = fit_weights(
@@ -355,11 +355,6 @@ def reflect(
     """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
     stream = store_of(ctx).open()
     model = chat_model_from_env()
-    try:
-        from langchain_genmem.reflection import create_reflection_graph
-    except ImportError as e:
-        msg = f"the reflection graph is not available in this installation ({e})"
-        raise ConfigurationError(msg) from e
     out = create_reflection_graph(model, stream, force=force).invoke({})  # model errors: one line
     typer.echo(f"status: {out['status']}")
     if out["status"] == "not_due":

@@ -31,7 +31,7 @@ from langchain_genmem.backends.local_postgres import DEFAULT_FOLDER, LocalPostgr
 from langchain_genmem.backends.postgres_schema import SCHEMA_VERSION, schema_sql
 from langchain_genmem.cli.app import app
 from langchain_genmem.cli.store import store_of
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.core.errors import ValidationError
 
 db_app = typer.Typer(
     name="db",
@@ -115,7 +115,7 @@ def init(
     if not store.dsn:
         msg = "--dsn: give the PostgreSQL database (or set GENMEM_DSN), or use --print"
         raise ValidationError(msg, field="dsn")
-    from langchain_genmem.backends.postgres import PostgresBackend
+    from langchain_genmem.backends.postgres import PostgresBackend  # lazy: optional extra
 
     PostgresBackend(store.dsn, dim=dim, min_size=0).close()
     typer.echo(f"schema version {SCHEMA_VERSION} ready in {store.where()}")

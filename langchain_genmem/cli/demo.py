@@ -8,13 +8,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from langchain_genmem.cli.options import TIME_FORMAT, Weights
+from langchain_genmem.cli.options import TIME_FORMAT, RetrievalOptions
 from langchain_genmem.cli.render import formula, print_keyword_report, print_stats, score_table
 from langchain_genmem.cli.reports import keyword_report, retrieve_rows, stream_stats
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.timeutil import FixedClock
 from langchain_genmem.interop.generative_agents import (
     NODES_FILE,
-    FixedClock,
     load_associative_memory,
     persona_of,
 )
@@ -53,11 +53,11 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
     focal = "breakfast and morning routine"
     sections = [
         ("2. Relevance", f"{focal!r}, weights 0/1/0: meaning alone ranks",
-         Weights(recency_w=0, importance_w=0)),
+         RetrievalOptions(recency_w=0, importance_w=0)),
         ("3. Importance", "same focal point, the paper's weights 1/1/1: poignant memories climb",
-         Weights()),
+         RetrievalOptions()),
         ("4. Recency", "recency weight 6 (times its gain 0.5: 3×recency): this afternoon's "
-         "memories come first", Weights(recency_w=6)),
+         "memories come first", RetrievalOptions(recency_w=6)),
     ]
     for name, why, weights in sections:
         say(name, why)
@@ -65,7 +65,7 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
         rows = retrieve_rows(retriever, focal, k, None)
         console.print(score_table(rows, title=None, width=console.width))
         console.print(f"   {formula(retriever)}", highlight=False)
-    retrieve_rows(Weights().retriever(stream, 3, touch=True), focal, 3, None)
+    retrieve_rows(RetrievalOptions().retriever(stream, 3, touch=True), focal, 3, None)
     later = then + timedelta(hours=3)
     stream.clock = FixedClock(later)
     say("5. Recall", f"section 3's top 3 retrieved at {then:%H:%M} (last_accessed := now): "
@@ -90,9 +90,7 @@ def bundled_fixture() -> Path:
     Raises:
         ValidationError: neither place holds it.
     """
-    from langchain_genmem import cli
-
-    here = Path(cli.__file__).resolve().parents[2]  # cli/__init__.py -> the checkout
+    here = Path(__file__).resolve().parents[2]  # cli/demo.py -> the checkout
     for base in (Path.cwd(), here):
         if (base / DEFAULT_FIXTURE / NODES_FILE).exists():
             return base / DEFAULT_FIXTURE

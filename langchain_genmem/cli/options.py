@@ -1,7 +1,7 @@
 """The options several ``genmem`` commands share: value types, ``Annotated`` option aliases, times.
 
 The retrieval options (recency mode, weights, decay, relevance signal, filters) are declared
-once here and reach a command as one :class:`Weights` through :func:`weight_options`.
+once here and reach a command as one :class:`RetrievalOptions` through :func:`weight_options`.
 """
 
 from __future__ import annotations
@@ -16,33 +16,35 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from langchain_genmem import validation
-from langchain_genmem.errors import GenMemError, StorageError, ValidationError
-from langchain_genmem.interop.generative_agents import SCRATCH_TIME_FORMAT
-from langchain_genmem.nodes import NODE_TYPES, TYPE_CHOICES
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.core import validation
+from langchain_genmem.core.errors import GenMemError, StorageError, ValidationError
+from langchain_genmem.core.modes import (
+    DEFAULT_RECENCY_MODE,
+    DEFAULT_RELEVANCE_MODE,
+    RECENCY,
+    RECENCY_MODES,
+    RELEVANCE,
+    RELEVANCE_MODES,
+    describe,
+)
+from langchain_genmem.core.nodes import NODE_TYPES, TYPE_CHOICES
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.core.timeutil import SCRATCH_TIME_FORMAT
+from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 if TYPE_CHECKING:
-    from langchain_genmem.retrievers import GenerativeAgentsRetriever
-    from langchain_genmem.store import MemoryStream
+    from langchain_genmem.memory.stream import MemoryStream
+    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-class RecencyMode(str, Enum):
-    """The recency modes of :class:`~langchain_genmem.GenerativeAgentsRetriever`."""
-
-    hours = "hours"
-    rank = "rank"
-    reverie = "reverie"
-
-
-class Relevance(str, Enum):
-    """The relevance signals of :class:`~langchain_genmem.GenerativeAgentsRetriever`."""
-
-    dense = "dense"
-    lexical = "lexical"
-    hybrid = "hybrid"
+# The choices typer shows, made from the one declaration of the modes (core.modes).
+RecencyMode = Enum("RecencyMode", {m: m for m in RECENCY_MODES}, type=str, module=__name__)
+RecencyMode.__doc__ = "The recency modes of :class:`~langchain_genmem.GenerativeAgentsRetriever`."
+Relevance = Enum("Relevance", {m: m for m in RELEVANCE_MODES}, type=str, module=__name__)
+Relevance.__doc__ = "The relevance signals of :class:`~langchain_genmem.GenerativeAgentsRetriever`."
 
 
 NodeKind = Enum("NodeKind", [(t, t) for t in NODE_TYPES], type=str, module=__name__)  # type: ignore[misc]
@@ -54,8 +56,7 @@ Mode = Annotated[
     RecencyMode,
     typer.Option(
         "--recency-mode",
-        help="hours: decay ** hours since last access (the paper); rank: decay ** position "
-        "by last access; reverie: the original code exactly.",
+        help=f"{describe(RECENCY)}.",
     ),
 ]
 RecencyW = Annotated[
@@ -76,8 +77,8 @@ RelevanceOption = Annotated[
     Relevance | None,
     typer.Option(
         "--relevance",
-        help="dense: embedding cosine (the original's); lexical: BM25 over the words (English "
-        "and Chinese); hybrid: both fused (default: the persona's, dense unless changed).",
+        help=f"{describe(RELEVANCE)} (default: the persona's, {DEFAULT_RELEVANCE_MODE} unless "
+        "changed).",
     ),
 ]
 LexicalWeight = Annotated[
@@ -125,7 +126,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text
 
 
 @dataclass
-class Weights:
+class RetrievalOptions:
     """Retrieval options shared by ``search``, ``explain`` and ``demo``.
 
     Attributes:
@@ -143,7 +144,7 @@ class Weights:
         min_poignancy: keep memories at least this poignant, or None.
     """
 
-    mode: RecencyMode = RecencyMode.hours
+    mode: RecencyMode = RecencyMode(DEFAULT_RECENCY_MODE)
     recency_w: float | None = None
     relevance_w: float | None = None
     importance_w: float | None = None
@@ -183,8 +184,6 @@ class Weights:
         Raises:
             ValidationError: a bad value, naming the option.
         """
-        from langchain_genmem.candidate_filter import make_filter
-
         given = {
             "created_after": None if self.since is None else parse_time(self.since, "--since"),
             "created_before": None if self.until is None else parse_time(self.until, "--until"),
@@ -226,8 +225,6 @@ class Weights:
         Returns:
             The retriever.
         """
-        from langchain_genmem.retrievers import GenerativeAgentsRetriever
-
         return GenerativeAgentsRetriever(
             stream=stream,
             k=k,
@@ -244,9 +241,9 @@ class Weights:
         )
 
 
-# The command-line options of each Weights field, in the order the help lists them.
+# The command-line options of each RetrievalOptions field, in the order the help lists them.
 _WEIGHT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
-    ("mode", Mode, RecencyMode.hours),
+    ("mode", Mode, RecencyMode(DEFAULT_RECENCY_MODE)),
     ("recency_w", RecencyW, None),
     ("relevance_w", RelevanceW, None),
     ("importance_w", ImportanceW, None),
@@ -264,8 +261,8 @@ _WEIGHT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
 def weight_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give a command the recency mode, weight and decay options as one ``weights`` parameter.
 
-    Typer sees the options of :class:`Weights` where the command declares
-    ``weights: Weights``; the command is called with them gathered into that parameter.
+    Typer sees the options of :class:`RetrievalOptions` where the command declares
+    ``weights: RetrievalOptions``; the command is called with them gathered into that parameter.
 
     Args:
         command: a command function with a ``weights`` parameter.
@@ -286,7 +283,7 @@ def weight_options(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
-        weights = Weights(**{name: kwargs.pop(name) for name, _, _ in _WEIGHT_OPTIONS})
+        weights = RetrievalOptions(**{name: kwargs.pop(name) for name, _, _ in _WEIGHT_OPTIONS})
         command(*args, weights=weights, **kwargs)
 
     run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -342,3 +339,6 @@ def parse_time(text: str, option: str) -> datetime:
     except ValueError:
         msg = f"{option}: {text!r} is not a time like '2023-02-13 18:00:00'"
         raise ValidationError(msg, field=option) from None
+
+
+Weights = RetrievalOptions  # the name it had; the retrieval's weights are numerics.scoring.Weights

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from langchain_genmem.retrievers import GenerativeAgentsRetriever
-    from langchain_genmem.store import MemoryStream
+    from langchain_genmem.memory.stream import MemoryStream
+    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 _WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
 _TABLE_COLUMNS = ("#", "node", "type", "created", "score", "recency", "relevance", "importance")
@@ -150,7 +150,7 @@ def left_out_lines(
         counts: :func:`~langchain_genmem.cli.reports.retrieval_counts` of the retrieval.
         shown: how many rows are shown.
         clock: the stream's clock (expiration is judged at it).
-        options: the candidate filter options given (``Weights.filter_options``).
+        options: the candidate filter options given (``RetrievalOptions.filter_options``).
         expression: the ``--filter`` expression, or None.
 
     Returns:
@@ -248,7 +248,7 @@ def print_keyword_report(console: Console, report: Mapping[str, Any]) -> None:
 
 
 def print_stats(console: Console, report: Mapping[str, Any]) -> None:
-    """Print :func:`~langchain_genmem.cli.reports.stream_stats` as text.
+    """Print :func:`~langchain_genmem.memory.stats.stream_stats` as text.
 
     Args:
         console: where to print.

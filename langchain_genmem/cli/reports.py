@@ -6,19 +6,21 @@ Retrieved rows, effective weights, the keyword retrieval, stream statistics and 
 from __future__ import annotations
 
 import warnings
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.cli.options import TIME_FORMAT, renamed
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.dataframe import document_row, retrieve_memories
+from langchain_genmem.memory.stats import number
+from langchain_genmem.memory.stats import stream_stats as stream_stats  # importable here as before
 
 if TYPE_CHECKING:
-    from langchain_genmem.evaluation import Example
-    from langchain_genmem.retrievers import GenerativeAgentsRetriever
-    from langchain_genmem.store import MemoryStream
-    from langchain_genmem.tuning import FitResult
+    from langchain_genmem.evaluation.metrics import Example
+    from langchain_genmem.evaluation.tuning import FitResult
+    from langchain_genmem.memory.stream import MemoryStream
+    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 COMPONENTS = ("recency", "relevance", "importance")
 RELEVANCE_PARTS = ("dense", "lexical")
@@ -39,8 +41,6 @@ def retrieve_rows(
         The rows; each also says how many memories were scored (``candidates``) and left
         out (``skipped_expired``, ``skipped_idle``).
     """
-    from langchain_genmem.dataframe import document_row, retrieve_memories
-
     if filter_ is None:
         docs = retriever.retrieve_with_report(query, k=k).documents
         return [document_row(d) for d in docs]
@@ -125,57 +125,6 @@ def keyword_report(stream: MemoryStream, spo: tuple[str, str, str], limit: int) 
             for name, nodes in found.items()
         },
     }
-
-
-def stream_stats(stream: MemoryStream, top: int) -> dict[str, Any]:
-    """What ``genmem stats`` shows, as JSON-ready data.
-
-    Args:
-        stream: the stream.
-        top: keyword strengths listed per type.
-
-    Returns:
-        Counts, depth histogram, strengths, trigger state, settings and clock.
-    """
-    state = stream.state
-    nodes = stream.nodes()
-    return {
-        "persona": stream.persona,
-        "memories": len(stream),
-        "types": {t: sum(n.type == t for n in nodes) for t in ("event", "thought", "chat")},
-        "depths": dict(sorted(Counter(n.depth for n in nodes).items())),
-        "keyword_strength": {
-            t: dict(Counter(m).most_common(top)) for t, m in stream.kw_strength.items()
-        },
-        "trigger": {
-            "importance_trigger_curr": number(state.importance_trigger_curr),
-            "importance_trigger_max": number(state.importance_trigger_max),
-            "importance_ele_n": state.importance_ele_n,
-            "reflection_due": state.reflection_due,
-        },
-        "settings": {
-            **{
-                name: number(getattr(state, name))
-                for name in ("recency_w", "relevance_w", "importance_w", "recency_decay")
-            },
-            "relevance_mode": state.relevance_mode,
-            "lexical_weight": number(state.lexical_weight),
-        },
-        "vector_size": state.dim,
-        "clock": stream.clock(),
-    }
-
-
-def number(value: float) -> int | float:
-    """A number as the reports show it: an int when whole, else rounded to 4 places.
-
-    Args:
-        value: the number.
-
-    Returns:
-        The number to show.
-    """
-    return int(value) if float(value).is_integer() else round(float(value), 4)
 
 
 def _brief(node: Any) -> dict[str, Any]:

@@ -20,7 +20,16 @@ import typer
 
 from langchain_genmem.cli.app import app
 from langchain_genmem.cli.store import store_of
-from langchain_genmem.errors import ConfigurationError
+from langchain_genmem.core.errors import ConfigurationError
+from langchain_genmem.core.extras import require_extra
+from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
+from langchain_genmem.service import (
+    KeyRing,
+    MemoryService,
+    StreamPool,
+    check_listen,
+    create_service,
+)
 
 if TYPE_CHECKING:
     from langchain_genmem.service import KeyRing, MemoryService
@@ -79,9 +88,8 @@ def serve(
     model: Model = None,
     base_url: BaseUrl = None,
 ) -> None:
-    """Serve the memory over HTTP (FastAPI): seed 001's /retrieve, importable by Dify."""
+    """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
-    from langchain_genmem.service import check_listen
 
     check_listen(host, keys)
     service = _service(ctx, model, base_url)
@@ -107,8 +115,6 @@ def openapi(
     ] = None,
 ) -> None:
     """Print the OpenAPI schema of `genmem serve`, ready for Dify's custom-tool import."""
-    from langchain_genmem.service import KeyRing, MemoryService, StreamPool
-
     def unused() -> Any:
         raise ConfigurationError("the schema needs no store")
 
@@ -139,7 +145,7 @@ def mcp_(
 ) -> None:
     """Serve the memory as MCP tools: remember, recall, recall_keywords, reflect, persona_stats."""
     keys = _keys(api_key, keys_file)
-    from langchain_genmem.service import check_listen, create_mcp_server
+    from langchain_genmem.service import check_listen, create_mcp_server  # lazy: optional extra
 
     if transport is Transport.http:
         check_listen(host, keys)
@@ -150,7 +156,7 @@ def mcp_(
     if transport is Transport.stdio:
         server.run("stdio")
         return
-    from langchain_genmem.service.mcp import mcp_http_app
+    from langchain_genmem.service.mcp import mcp_http_app  # lazy: optional extra
 
     typer.echo(f"genmem mcp: {store_of(ctx).where()} on {_url(host, port)}/mcp", err=True)
     _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
@@ -167,21 +173,15 @@ def _log_service(name: str) -> None:
 
 
 def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:
-    from langchain_genmem.service import KeyRing
-
     return KeyRing.from_options(api_key or (), keys_file)
 
 
 def _service(ctx: typer.Context, model: str | None, base_url: str | None) -> MemoryService:
-    from langchain_genmem.service import create_service
-
     return create_service(store_of(ctx), model=_chat_model(model, base_url))
 
 
 def _chat_model(model: str | None, base_url: str | None) -> Any:
     """The chat model of the OPENAI_* variables and flags, or None without a key or server."""
-    from langchain_genmem.llm import chat_model_configured, chat_model_from_env
-
     env = dict(os.environ)
     if model:
         env["OPENAI_MODEL"] = model
@@ -198,17 +198,13 @@ def _chat_model(model: str | None, base_url: str | None) -> Any:
 
 
 def _http_app(service: MemoryService, keys: KeyRing, public_url: str) -> Any:
-    from langchain_genmem.extras import require_extra
-
     require_extra("fastapi", "service", "genmem serve")
-    from langchain_genmem.service.http import create_app
+    from langchain_genmem.service.http import create_app  # lazy: optional extra
 
     return create_app(service, keys=keys, public_url=public_url)
 
 
 def _uvicorn() -> Any:
-    from langchain_genmem.extras import require_extra
-
     return require_extra("uvicorn", "service", "genmem serve")
 
 

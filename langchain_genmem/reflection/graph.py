@@ -1,7 +1,8 @@
 """Reflection as a LangGraph graph: from recent memories to thoughts with evidence.
 
-:func:`create_reflection_graph` builds the reflection of Generative Agents (seed 002, stages
-1 to 7 but the thoughts after a conversation; seed 004's condensing and window trigger) as a
+:func:`create_reflection_graph` builds the reflection of Generative Agents (the original's stages
+1 to 7 but the thoughts after a conversation; the stepwise design's condensing and
+window trigger) as a
 compiled ``StateGraph``::
 
     check_trigger → focal_points → retrieve × questions (Send, in parallel)
@@ -11,7 +12,7 @@ Each node reads the graph's state, runs one stage of
 :class:`~langchain_genmem.reflection.stages.Stages` and writes its result back. The stages
 are written once, as generators that yield what they need (model calls, importance ratings,
 a stream write; see :mod:`~langchain_genmem.reflection.steps`), served sync or async by the
-same runner; seed 004's step-by-step functions (:mod:`~langchain_genmem.reflection.stepwise`)
+same runner; the stepwise design's functions (:mod:`~langchain_genmem.reflection.stepwise`)
 and the thoughts after a conversation (:mod:`~langchain_genmem.reflection.conversation`)
 run the same stages.
 """
@@ -26,14 +27,13 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Overwrite, Send
 
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.importance import ImportanceScorer
-from langchain_genmem.reflection.prompts import (
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.prompts import (
     DEFAULT_BATCH_TRIPLE_PROMPT,
     DEFAULT_CONDENSE_PROMPT,
     DEFAULT_CONDENSE_SYSTEM_PROMPT,
@@ -44,6 +44,7 @@ from langchain_genmem.reflection.prompts import (
     DEFAULT_PLANNING_THOUGHT_PROMPT,
     DEFAULT_QUESTIONS_SYSTEM_PROMPT,
 )
+from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.stages import Stages
 from langchain_genmem.reflection.state import (
     QuestionTask,
@@ -53,9 +54,8 @@ from langchain_genmem.reflection.state import (
     Retrieved,
     TriggerPolicy,
 )
-from langchain_genmem.reflection.steps import Runner, Step, retrieve_evidence
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.reflection.steps import GraphNode, Runner, Step, retrieve_evidence
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 __all__ = ["DEFAULT_REFLECTION_PROMPTS", "PROMPT_FIELDS", "create_reflection_graph"]
 
@@ -90,7 +90,7 @@ PROMPT_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "memo": ("conversation", "persona", "partner"),
     }
 )
-"""The ``str.format`` fields each prompt may use (see :mod:`langchain_genmem.reflection.prompts`;
+"""The ``str.format`` fields each prompt may use (see :mod:`langchain_genmem.llm.prompts`;
 ``question`` is the focal point, ``partner`` the other speaker)."""
 
 GRAPH_PROMPTS = ("focal_points", "focal_points_system", "insights", "insights_system",
@@ -360,11 +360,11 @@ def create_reflection_graph(
       ``importance_trigger_curr`` is at or below 0 and it has memories; the focal points are
       asked about its last ``importance_ele_n`` events and thoughts by last access (when
       ``importance_ele_n`` is 0, as after a reset, the last ``window`` instead of the
-      original's every memory). ``"window"`` (seed 004): due when the poignancy of the
+      original's every memory). ``"window"`` (the stepwise design's): due when the poignancy of the
       newest ``window`` events and thoughts sums to ``threshold`` or more (None: the
       persona's ``importance_trigger_max``); the focal points are asked about those. Idle
       memories never count. Not due (and not forced) ends the run, status ``"not_due"``.
-      The window policy keeps no state, as in seed 004: it stays due while the window's sum
+      The window policy keeps no state, as that design's: it stays due while the window's sum
       reaches the threshold, and the thoughts a reflection writes are memories of the
       window too.
     * ``focal_points``: one call; the memories' ``embedding_key`` one a line. No usable
@@ -373,18 +373,18 @@ def create_reflection_graph(
     * ``retrieve``: one branch per question, sent with ``langgraph.types.Send`` and run in
       parallel; each takes the best ``k`` memories with the retriever (its recency mode
       and weights; with ``relevance_min``, the best ``k`` of those whose normalised
-      relevance is above it, as seed 004) without touching access times, so every branch
+      relevance is above it, as that design does) without touching access times, so every branch
       scores the same state and the result does not depend on thread timing. The original
       retrieves the questions one after the other, each seeing the access times the
       previous one set.
     * ``insights`` (the join): the union of retrieved memories is marked accessed once, at
       the stream's clock; then one call per question (concurrently), its evidence numbered
-      from 0 as :func:`~langchain_genmem.parsers.format_numbered` shows it. Cited numbers
+      from 0 as :func:`~langchain_genmem.llm.parsers.format_numbered` shows it. Cited numbers
       map to those node ids; a number not shown is dropped alone and reported, an insight
       left without valid evidence is not written (reported). An unreadable reply drops
       that question's insights only (the original drops all and writes "this is blank").
     * ``condense``: a question with more than ``max_insights`` insights is condensed by one
-      call (seed 004); :func:`~langchain_genmem.parsers.parse_insights` already merges
+      call; :func:`~langchain_genmem.llm.parsers.parse_insights` already merges
       repeated insights of one reply, so a question with at most ``max_insights`` has no
       duplicates and costs no call. An unreadable condensed reply keeps the first
       ``max_insights`` insights as they were.
@@ -466,13 +466,13 @@ def create_reflection_graph(
     builder = StateGraph(
         ReflectionState, input_schema=ReflectionInput, output_schema=ReflectionOutput
     )
-    builder.add_node("check_trigger", RunnableCallable(nodes.check_trigger, trace=False))
+    builder.add_node("check_trigger", GraphNode(nodes.check_trigger))
     builder.add_node("focal_points", runner.node("focal_points", nodes.focal_points))
-    builder.add_node("retrieve", RunnableCallable(nodes.retrieve, trace=False))
+    builder.add_node("retrieve", GraphNode(nodes.retrieve))
     builder.add_node("insights", runner.node("insights", nodes.insights))
     builder.add_node("condense", runner.node("condense", nodes.condense))
     builder.add_node("write_back", runner.node("write_back", nodes.write_back))
-    builder.add_node("reset_trigger", RunnableCallable(nodes.reset_trigger, trace=False))
+    builder.add_node("reset_trigger", GraphNode(nodes.reset_trigger))
     # wire
     builder.add_edge(START, "check_trigger")
     builder.add_conditional_edges("check_trigger", nodes.after_check, ["focal_points", END])

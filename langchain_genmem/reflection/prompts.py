@@ -1,50 +1,22 @@
-"""Prompts of importance scoring, reflection and post-conversation thoughts.
+"""Importable here as before; the module is :mod:`langchain_genmem.llm.prompts`."""
 
-Every prompt is a ``str`` template filled with :meth:`str.format`. The wording follows the
-prompts of the original Generative Agents code (``poignancy_*_v1``, ``generate_focal_pt_v1``,
-``insight_and_evidence_v1``, ``planning_thought_on_convo_v1``, ``memo_on_convo_v1``; trailing
-spaces dropped) and the system prompts of seed 004. The two batched prompts are this
-package's own: they ask for one answer a line, "N. answer", so that one call serves many
-items. Numbered lists come from :func:`langchain_genmem.parsers.format_numbered`, whose
-output ends with a line break; the numbers a prompt shows are the numbers the model cites
-back. Nothing in the structure depends on the language: names, memories and statements
-may be in any language.
-
-Fields:
-
-* Importance of one memory, one template per node type (also in the mapping
-  ``DEFAULT_IMPORTANCE_PROMPTS``, keyed by ``"event"``, ``"thought"``, ``"chat"``):
-  ``DEFAULT_EVENT_IMPORTANCE_PROMPT``, ``DEFAULT_THOUGHT_IMPORTANCE_PROMPT``,
-  ``DEFAULT_CHAT_IMPORTANCE_PROMPT``.
-  ``{persona}`` the persona's name; ``{persona_description}`` a few sentences about the
-  persona (the original's identity set, may be empty); ``{description}`` the memory.
-* ``DEFAULT_BATCH_IMPORTANCE_PROMPT``: several memories in one call.
-  ``{persona}``, ``{persona_description}`` as above; ``{n}`` how many memories;
-  ``{memories}`` the memories numbered from 1, each marked with its type
-  (``"1. [event] …\\n2. [chat] …\\n"``). Answer: one "N. rating" line per memory.
-* ``DEFAULT_FOCAL_POINTS_PROMPT``: ``{statements}`` the recent memories, one a line;
-  ``{n}`` how many questions. The prompt ends with "1)" as in the original.
-* ``DEFAULT_INSIGHTS_PROMPT``: ``{statements}`` the evidence numbered from 0
-  (``format_numbered(texts)``); ``{n}`` how many insights. Answers look like
-  "insight (because of 1, 5, 3)"; the prompt ends with "1." as in the original.
-* ``DEFAULT_CONDENSE_PROMPT``: ``{insights}`` the insights to condense, one a line, each
-  with its evidence numbers in square brackets.
-* ``DEFAULT_BATCH_TRIPLE_PROMPT``: ``{statements}`` numbered from 1; ``{n}`` how many.
-  Answer: one "N. (subject, predicate, object)" line per statement.
-* ``DEFAULT_PLANNING_THOUGHT_PROMPT`` and ``DEFAULT_MEMO_PROMPT`` (after a conversation):
-  ``{conversation}`` the utterances, one "speaker: utterance" a line; ``{persona}`` the
-  persona's name. Both end with an opening quote and the name, so the reply continues a
-  sentence about the persona.
-* System prompts of seed 004: ``DEFAULT_IMPORTANCE_SYSTEM_PROMPT``,
-  ``DEFAULT_QUESTIONS_SYSTEM_PROMPT`` and ``DEFAULT_INSIGHTS_SYSTEM_PROMPT`` have no
-  field; ``DEFAULT_CONDENSE_SYSTEM_PROMPT`` has ``{n}``, the most bullet points to keep
-  (5 in seed 004).
-"""
-
-from __future__ import annotations
-
-from collections.abc import Mapping
-from types import MappingProxyType
+from langchain_genmem.llm.prompts import (
+    DEFAULT_BATCH_IMPORTANCE_PROMPT,
+    DEFAULT_BATCH_TRIPLE_PROMPT,
+    DEFAULT_CHAT_IMPORTANCE_PROMPT,
+    DEFAULT_CONDENSE_PROMPT,
+    DEFAULT_CONDENSE_SYSTEM_PROMPT,
+    DEFAULT_EVENT_IMPORTANCE_PROMPT,
+    DEFAULT_FOCAL_POINTS_PROMPT,
+    DEFAULT_IMPORTANCE_PROMPTS,
+    DEFAULT_IMPORTANCE_SYSTEM_PROMPT,
+    DEFAULT_INSIGHTS_PROMPT,
+    DEFAULT_INSIGHTS_SYSTEM_PROMPT,
+    DEFAULT_MEMO_PROMPT,
+    DEFAULT_PLANNING_THOUGHT_PROMPT,
+    DEFAULT_QUESTIONS_SYSTEM_PROMPT,
+    DEFAULT_THOUGHT_IMPORTANCE_PROMPT,
+)
 
 __all__ = [
     "DEFAULT_BATCH_IMPORTANCE_PROMPT",
@@ -63,132 +35,3 @@ __all__ = [
     "DEFAULT_QUESTIONS_SYSTEM_PROMPT",
     "DEFAULT_THOUGHT_IMPORTANCE_PROMPT",
 ]
-
-# --- importance (poignancy) -------------------------------------------------------------
-
-DEFAULT_IMPORTANCE_SYSTEM_PROMPT = (
-    "You are an AI who rates events in terms of their perceived importance on a scale of 1 to 10."
-)
-
-_PERSONA = "Here is a brief description of {persona}.\n{persona_description}\n\n"
-_SCALE = "On the scale of 1 to 10, where 1 is purely mundane "
-_RATE = "Rate (return a number between 1 to 10):"
-
-DEFAULT_EVENT_IMPORTANCE_PROMPT = (
-    _PERSONA + _SCALE + "(e.g., brushing teeth, making bed) and 10 is extremely poignant "
-    "(e.g., a break up, college acceptance), rate the likely poignancy of the following "
-    "event for {persona}.\n\nEvent: {description}\n" + _RATE
-)
-
-DEFAULT_THOUGHT_IMPORTANCE_PROMPT = (
-    _PERSONA + _SCALE + "(e.g., I need to do the dishes, I need to walk the dog) and 10 is "
-    "extremely poignant (e.g., I wish to become a professor, I love Elie), rate the likely "
-    "poignancy of the following thought for {persona}.\n\nThought: {description}\n" + _RATE
-)
-
-DEFAULT_CHAT_IMPORTANCE_PROMPT = (
-    _PERSONA + _SCALE + "(e.g., routine morning greetings) and 10 is extremely poignant "
-    "(e.g., a conversation about breaking up, a fight), rate the likely poignancy of the "
-    "following conversation for {persona}.\n\nConversation:\n{description}\n\n" + _RATE
-)
-
-DEFAULT_IMPORTANCE_PROMPTS: Mapping[str, str] = MappingProxyType(
-    {
-        "event": DEFAULT_EVENT_IMPORTANCE_PROMPT,
-        "thought": DEFAULT_THOUGHT_IMPORTANCE_PROMPT,
-        "chat": DEFAULT_CHAT_IMPORTANCE_PROMPT,
-    }
-)
-
-DEFAULT_BATCH_IMPORTANCE_PROMPT = (
-    _PERSONA + _SCALE + "(e.g., brushing teeth, making bed, routine morning greetings, "
-    "I need to do the dishes) and 10 is extremely poignant (e.g., a break up, college "
-    "acceptance, a conversation about breaking up, a fight, I wish to become a professor), "
-    "rate the likely poignancy of each of the following {n} memories for {persona}. Each "
-    "memory is marked as an event, a thought or a chat (a conversation).\n\n"
-    "Memories:\n{memories}\n"
-    'Rate each memory on its own line as "N. rating", where N is the number of the memory '
-    "and rating is a number between 1 to 10. Write nothing else."
-)
-
-# --- reflection: focal points, insights, condensation ---------------------------------
-
-DEFAULT_QUESTIONS_SYSTEM_PROMPT = (
-    "You are an intelligent AI system designed to reflect on past experiences and generate "
-    "meaningful insights.\n"
-    "Your goal is to help the user gain a deeper understanding of their experiences and "
-    "identify patterns or themes that may not have been immediately obvious.\n"
-    "When generating questions, focus on high-level, abstract questions that will prompt "
-    "the subject to think more deeply about their experiences.\n"
-    "Avoid simple, surface-level questions that can easily be answered by the memories "
-    "themselves."
-)
-
-DEFAULT_FOCAL_POINTS_PROMPT = (
-    "{statements}\n\nGiven only the information above, what are {n} most salient high-level "
-    "questions we can answer about the subjects grounded in the statements?\n1)"
-)
-
-DEFAULT_INSIGHTS_SYSTEM_PROMPT = (
-    "You are an intelligent AI system designed to reflect on past experiences and generate "
-    "meaningful insights.\n"
-    "Your goal is to help yourself gain a deeper understanding of your experiences and "
-    "identify patterns or themes that may not have been immediately obvious.\n"
-    "When generating insights, focus on high-level, abstract insights that will prompt you "
-    "to think more deeply about your experiences.\n"
-    "Cite the index of the statement as evidence, do not explicitly mention the statement "
-    'or evidence. The desired format is: "\n'
-    "1. insight [`index number(s) of evidence`]\n"
-    "2. insight [`index number(s) of evidence`]\n"
-    "3. insight [`index number(s) of evidence`]\n"
-    'etc"\n\n'
-    "REQUIREMENTS:\n"
-    "- You MUST ensure to use square brackets enclosing the index numbers at the end of "
-    "each insight.\n"
-    "- You MUST only include one insight per line.\n"
-    "- You MUST be as concise and specific as possible"
-)
-
-DEFAULT_INSIGHTS_PROMPT = (
-    "Input:\n{statements}\n\nWhat {n} high-level insights can you infer from the above "
-    "statements? (example format: insight (because of 1, 5, 3))\n1."
-)
-
-DEFAULT_CONDENSE_SYSTEM_PROMPT = (
-    "You are an AI who is an expert at condensing information into concise numbered, "
-    "bullet points.\n"
-    "Please condense the following insights into a maximum of {n} bullet points, each "
-    "starting with a number followed by a period.\n"
-    "Include all the appropriate index numbers referencing the information in square "
-    "brackets, listed at the end of each insight.\n"
-    "Do not include multiple, unrelated insights in one bullet point. Ensure each insight "
-    "explicitly mentions the subject by name."
-)
-
-DEFAULT_CONDENSE_PROMPT = "Please condense the insights generated in this list:\n\n{insights}\n"
-
-# --- structure: (subject, predicate, object) ---------------------------------------------
-
-DEFAULT_BATCH_TRIPLE_PROMPT = (
-    "Turn each of the following {n} statements into a (subject, predicate, object) triple: "
-    "the subject and the object are short noun phrases, the predicate a short verb phrase "
-    'in its base form. For example, "Dolores Murphy is eating breakfast." becomes '
-    "(Dolores Murphy, eat, breakfast).\n\n"
-    "Statements:\n{statements}\n"
-    'Write one triple per statement on its own line as "N. (subject, predicate, object)", '
-    "where N is the number of the statement. Write nothing else."
-)
-
-# --- after a conversation ------------------------------------------------------------------
-
-DEFAULT_PLANNING_THOUGHT_PROMPT = (
-    "[Conversation]\n{conversation}\n\nWrite down if there is anything from the conversation "
-    "that {persona} need to remember for her planning, from {persona}'s perspective, in a "
-    'full sentence.\n\n"{persona}'
-)
-
-DEFAULT_MEMO_PROMPT = (
-    "[Conversation]\n{conversation}\n\nWrite down if there is anything from the conversation "
-    "that {persona} might have found interesting from {persona}'s perspective, in a full "
-    'sentence.\n\n"{persona}'
-)

@@ -1,4 +1,4 @@
-"""The stages of reflection, written once: the graph's nodes and seed 004's functions run these.
+"""The stages of reflection, written once: the graph's nodes and the stepwise functions run these.
 
 :class:`Stages` holds the settings of one reflection and has one method per stage: the
 trigger check, the focal points, the retrieval, the insights, the condensing and the
@@ -19,16 +19,17 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langchain_genmem.errors import ParseError
-from langchain_genmem.keywords import unique
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.parsers import (
+from langchain_genmem.core.errors import ParseError
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.text import unique
+from langchain_genmem.llm.parsers import (
     format_numbered,
     parse_focal_points,
     parse_insights,
     parse_triples,
 )
-from langchain_genmem.parsers import text_key as _text_key
+from langchain_genmem.llm.parsers import text_key as _text_key
+from langchain_genmem.memory.stream import MemoryStream, thought_expiration
 from langchain_genmem.reflection.state import (
     Dropped,
     Insight,
@@ -39,8 +40,7 @@ from langchain_genmem.reflection.state import (
 )
 from langchain_genmem.reflection.steps import Ask, Retrieve, Score, Step, Write, drop, excerpt
 from langchain_genmem.reflection.steps import messages as _messages
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream, thought_expiration
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 __all__ = [
     "FALLBACK_POIGNANCY",
@@ -61,7 +61,7 @@ FORCE_HINT = "force=True, or `genmem reflect --force`, reflects now"
 """How to reflect when the trigger is not due, in every trigger report."""
 
 DEFAULT_TOPIC = "reflection"
-"""The object of a fallback triple when an insight has no question (seed 004's functions)."""
+"""The object of a fallback triple when an insight has no question (the step-by-step functions)."""
 
 
 def candidates(stream: MemoryStream) -> list[MemoryNode]:
@@ -78,7 +78,7 @@ def ask(prompts: Mapping[str, str], name: str, persona: str, **fields: Any) -> l
 
 
 def cited_line(text: str, numbers: Sequence[int]) -> str:
-    """An insight as seed 004 writes it: ``text [7, 52, 47]`` (just the text without numbers)."""
+    """An insight in the stepwise form: ``text [7, 52, 47]`` (just the text without numbers)."""
     return f"{text} [{', '.join(map(str, numbers))}]" if numbers else text
 
 
@@ -243,7 +243,7 @@ class Stages:
         max_insights: the most insights kept per question.
         k: memories retrieved per question.
         relevance_min: keep only evidence whose normalised relevance is above this.
-        scale: what the window trigger divides the poignancy sum by (10 for seed 004's
+        scale: what the window trigger divides the poignancy sum by (10 for the stepwise design's
             0.1-1.0 importance); its value and threshold are on that scale.
     """
 

@@ -14,6 +14,7 @@ in :meth:`Runner.run` and with ``abatch``/``ascore_many``/``ainvoke``/``aadd_man
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -23,17 +24,17 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph._internal._runnable import RunnableCallable
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 
-from langchain_genmem.errors import ParseError
-from langchain_genmem.importance import ImportanceScorer, reply_text
+from langchain_genmem.core.errors import ParseError
+from langchain_genmem.llm.importance import ImportanceScorer, reply_text
+from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.state import Dropped, ReflectionState
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 __all__ = [
     "Ask",
+    "GraphNode",
     "Retrieve",
     "Runner",
     "Score",
@@ -52,6 +53,50 @@ T = TypeVar("T")
 def messages(system: str, human: str) -> list[BaseMessage]:
     """The messages of one call: the system prompt (when not empty) and the human prompt."""
     return [SystemMessage(system), HumanMessage(human)] if system else [HumanMessage(human)]
+
+
+class GraphNode(Runnable[Any, Any]):
+    """A graph node with a sync body and an optional async one, run as the node itself.
+
+    LangGraph records one run per node; the body runs inside it without a run of its own
+    (as ``StateGraph.add_node`` does for a plain function). ``invoke`` calls ``func``;
+    ``ainvoke`` awaits ``afunc``, or calls ``func`` in the event loop when there is none.
+    A body that takes a ``config`` parameter gets the run's config; the run's store and
+    config are also available inside it from ``langgraph.config.get_store()`` and
+    ``get_config()``.
+
+    Args:
+        func: the sync body, ``func(state)`` or ``func(state, config)``.
+        afunc: the async body, with the same parameters; None runs ``func``.
+        name: the node's name.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        afunc: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        self.func = func
+        self.afunc = afunc
+        self.name = name or getattr(func, "__name__", None)
+        self._wants_config = "config" in inspect.signature(func).parameters
+
+    def _args(self, state: Any, config: RunnableConfig | None) -> tuple[Any, ...]:
+        return (state, ensure_config(config)) if self._wants_config else (state,)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # noqa: A002
+        """Run the sync body."""
+        return self.func(*self._args(input, config))
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any  # noqa: A002
+    ) -> Any:
+        """Run the async body (the sync one in the event loop when there is none)."""
+        if self.afunc is None:
+            return self.func(*self._args(input, config))
+        return await self.afunc(*self._args(input, config))
 
 
 # --- requests the stages make, and the runner that serves them -------------------------------
@@ -92,7 +137,7 @@ class Retrieve:
         questions: the focal points.
         k: memories per question.
         relevance_min: keep only memories whose normalised relevance is above this
-            (seed 004's ``relevance > 0.5``); None keeps all.
+            (the stepwise design's ``relevance > 0.5``); None keeps all.
     """
 
     retriever: GenerativeAgentsRetriever
@@ -125,7 +170,8 @@ def retrieve_evidence(
 ) -> list[str]:
     """The node ids of the evidence of one question, best first.
 
-    As seed 004's ``retrieve_memories(query, filter_statement)``, the filter applies to every
+    As the stepwise design's
+    ``retrieve_memories(query, filter_statement)``, the filter applies to every
     scored memory and the best ``k`` that pass are kept (relevance is normalised over all
     candidates, so it is the same number the retriever's documents carry).
 
@@ -272,7 +318,7 @@ class Runner:
 
     def node(
         self, name: str, stage: Callable[[ReflectionState], Step[dict[str, Any]]]
-    ) -> RunnableCallable:
+    ) -> GraphNode:
         """A graph node running ``stage``, sync and async, adding its calls to ``llm_calls``."""
 
         def func(state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
@@ -283,7 +329,7 @@ class Runner:
             update, calls = await self.arun(stage(state), config)
             return {**update, "llm_calls": state["llm_calls"] + calls}
 
-        return RunnableCallable(func, afunc, name=name, trace=False)
+        return GraphNode(func, afunc, name=name)
 
 
 def drop(stage: str, reason: str, **about: Any) -> Dropped:

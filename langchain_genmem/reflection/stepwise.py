@@ -1,6 +1,6 @@
-"""Reflection step by step, as seed 004's functions: look at the insights, edit, write back.
+"""Reflection step by step, as the stepwise design's: look at the insights, edit, write back.
 
-Seed 004 reflects with plain functions a notebook calls one after the other::
+The stepwise design reflects with plain functions a notebook calls one after the other::
 
     questions, insights_list = generate_insight(stream, model, context_window=15, threshold=3)
     insights_list[0][0] = ("Maria Lopez is preparing for an exam", [2, 5])   # edit freely
@@ -12,18 +12,18 @@ These functions run the stages of the reflection graph
 replies they write the same thoughts as ``create_reflection_graph(model, stream,
 trigger="window", window=15, threshold=30, relevance_min=0.5)``. The graph also reports what
 it dropped and why; these functions log those records at INFO level
-(``logging.getLogger("langchain_genmem.reflection.stepwise")``) and return seed 004's shapes:
+(``logging.getLogger("langchain_genmem.reflection.stepwise")``) and return that design's shapes:
 
 * questions: ``list[str]``;
 * insights: one list per question of ``(insight, pointers)`` pairs, where the pointers are
-  the numbers of the evidence memories in the stream (``node_7`` is 7): seed 004's
+  the numbers of the evidence memories in the stream (``node_7`` is 7): the design's
   ``Reflection.pointers``, stable across questions, which :func:`generate_reflection` maps
   back to node ids. (The model cites the statements as numbered in its prompt, from 0;
   those numbers are translated, and a number the prompt did not show is dropped.)
 
-Importance: seed 004 rates memories from 0.1 to 1.0, the original (and the stream) from 1
+Importance: the stepwise design rates memories from 0.1 to 1.0, the original (and the stream) from 1
 to 10. ``importance_scale="unit"`` (the default of :func:`generate_insight`, whose
-``threshold=3`` is seed 004's) compares the window's sum of poignancy / 10 with the
+``threshold=3`` is the design's) compares the window's sum of poignancy / 10 with the
 threshold; ``"poignancy"`` compares the stored values. What is stored never changes; the
 DataFrame views (:mod:`langchain_genmem.dataframe`) take the same ``importance_scale``.
 
@@ -41,10 +41,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.importance import ImportanceScorer, reply_text
-from langchain_genmem.nodes import ImportanceScale, MemoryNode, importance_divisor, node_number
-from langchain_genmem.parsers import parse_insights
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.nodes import ImportanceScale, MemoryNode, importance_divisor, node_number
+from langchain_genmem.llm.importance import ImportanceScorer, reply_text
+from langchain_genmem.llm.parsers import parse_insights
+from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.graph import (
     GRAPH_PROMPTS,
     check_model,
@@ -60,8 +61,7 @@ from langchain_genmem.reflection.stages import (
 )
 from langchain_genmem.reflection.state import Dropped, Insight, QuestionInsights
 from langchain_genmem.reflection.steps import Runner, Step, drop
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 __all__ = [
     "InsightPair",
@@ -76,7 +76,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 InsightPair = tuple[str, list[int]]
-"""One insight as seed 004 writes it: its text and the numbers of its evidence memories."""
+"""One insight as the design writes it: its text and the numbers of its evidence memories."""
 
 
 def _log(dropped: Sequence[Dropped]) -> None:
@@ -151,16 +151,16 @@ def generate_insight(
     force: bool = False,
     config: RunnableConfig | None = None,
 ) -> tuple[list[str], list[list[InsightPair]]] | None:
-    """Seed 004's ``generate_insight``: questions about recent memories, insights per question.
+    """The design's ``generate_insight``: questions about recent memories, insights per question.
 
-    The steps of seed 004, each a stage of the reflection graph:
+    The design's steps, each a stage of the reflection graph:
 
     1. the newest ``context_window`` events and thoughts (idle ones and chats never count);
     2. the trigger: None (no model call) when their importance sums to less than
-       ``threshold``, on ``importance_scale`` (seed 004: 0.1-1.0, so ``threshold=3``);
+       ``threshold``, on ``importance_scale`` (the design's 0.1-1.0, so ``threshold=3``);
     3. ``n_questions`` high-level questions about them (one call);
     4. per question, the best ``k`` memories whose normalised relevance is above
-       ``relevance_min`` (seed 004's ``relevance > 0.5``); they are marked accessed once;
+       ``relevance_min`` (the design's ``relevance > 0.5``); they are marked accessed once;
     5. per question, insights citing those memories (one call each, concurrently);
     6. a question with more than ``max_insights`` insights is condensed (one call).
 
@@ -176,8 +176,8 @@ def generate_insight(
         relevance_min: keep only evidence whose relevance is above this; None keeps all.
         k: memories retrieved per question.
         n_insights: insights asked per question.
-        max_insights: the most insights kept per question (seed 004: 5).
-        importance_scale: ``"unit"`` (seed 004's 0.1-1.0) or ``"poignancy"`` (1-10).
+        max_insights: the most insights kept per question (5 in the design).
+        importance_scale: ``"unit"`` (the design's 0.1-1.0) or ``"poignancy"`` (1-10).
         retriever: the retriever (its weights and recency mode); None uses the persona's.
         prompts: overrides of the reflection prompts by name (see
             :data:`~langchain_genmem.reflection.graph.DEFAULT_REFLECTION_PROMPTS`).
@@ -185,7 +185,7 @@ def generate_insight(
         config: a runnable config for the model calls (callbacks, tags, concurrency).
 
     Returns:
-        ``(questions, insights_list)`` in seed 004's shapes (see the module docstring):
+        ``(questions, insights_list)`` in the design's shapes (see the module docstring):
         one list of ``(insight, pointers)`` per question, empty when it gave nothing
         usable; or None when the trigger has not fired.
 
@@ -228,7 +228,7 @@ async def agenerate_insight(
 
 
 def _graph_names(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Seed 004's argument names as the graph's (``context_window`` is ``window``...)."""
+    """The design's argument names as the graph's (``context_window`` is ``window``...)."""
     renamed = {"context_window": "window", "n_questions": "n_focal_points"}
     return {renamed.get(name, name): value for name, value in settings.items()}
 
@@ -305,9 +305,9 @@ def condense_insights(
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
 ) -> str:
-    """Seed 004's ``condense_insights``: at most five numbered bullets, citations kept.
+    """The stepwise design's ``condense_insights``: at most five numbered bullets, citations kept.
 
-    One call with seed 004's condense prompts (the graph's ``condense`` and
+    One call with the design's condense prompts (the graph's ``condense`` and
     ``condense_system``). The insights are sent numbered from 1, each with its numbers in
     square brackets. The reply is read leniently: a bullet without a citation is dropped,
     at most ``max_insights`` are kept, and an unreadable reply gives back the first
@@ -317,14 +317,14 @@ def condense_insights(
         insight_list: the insights as text ("1. insight [7, 52]" a line) or as
             ``(insight, [numbers])`` pairs (one question's list from :func:`generate_insight`).
         model: any LangChain chat model.
-        max_insights: the most bullet points (seed 004: 5).
+        max_insights: the most bullet points (5 in the design).
         question: the focal point, for prompts that show ``{question}``.
         prompts: overrides of ``condense`` and ``condense_system``.
         config: a runnable config for the model call.
 
     Returns:
         The bullets, "1. insight [7, 52, 47]" one a line;
-        :func:`~langchain_genmem.parsers.parse_insights` turns them into pairs again.
+        :func:`~langchain_genmem.llm.parsers.parse_insights` turns them into pairs again.
 
     Raises:
         ValidationError: no insight given, a bad pair or ``max_insights``.
@@ -447,7 +447,7 @@ def generate_reflection(
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
 ) -> list[MemoryNode]:
-    """Seed 004's ``generate_reflection``: write the insights as thoughts (reflections).
+    """The stepwise design's ``generate_reflection``: write the insights as thoughts (reflections).
 
     The graph's write-back: every pointer becomes the node id of that memory (``7`` is
     ``node_7``); an insight repeated across questions (without case and spacing) is written
@@ -463,7 +463,7 @@ def generate_reflection(
         stream: the persona's memory stream.
         insights_list: per question, ``(insight, pointers)`` pairs, as
             :func:`generate_insight` returns them (edited or not); a flat list of pairs
-            (one question's, or :func:`~langchain_genmem.parsers.parse_insights` of
+            (one question's, or :func:`~langchain_genmem.llm.parsers.parse_insights` of
             :func:`condense_insights`) works too.
         model: the chat model of the triples and importance; None uses the model of the
             stream's importance scorer.
@@ -475,7 +475,7 @@ def generate_reflection(
         config: a runnable config for the model calls.
 
     Returns:
-        The thoughts written, in order (seed 004's ``Reflection`` objects: ``evidence`` are
+        The thoughts written, in order (the design's ``Reflection`` objects: ``evidence`` are
         the pointers as node ids, ``poignancy`` the importance on 1-10).
 
     Raises:

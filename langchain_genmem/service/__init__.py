@@ -32,11 +32,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        from langchain_genmem.service.http import create_app
+        from langchain_genmem.service.http import create_app  # lazy: optional extra
 
         return create_app
     if name == "create_mcp_server":
-        from langchain_genmem.service.mcp import create_mcp_server
+        from langchain_genmem.service.mcp import create_mcp_server  # lazy: optional extra
 
         return create_mcp_server
     msg = f"module {__name__!r} has no attribute {name!r}"

@@ -3,7 +3,7 @@
 :func:`create_app` serves a :class:`~langchain_genmem.service.operations.MemoryService`:
 
 ==========================  ====================  ===========================================
-``POST /retrieve``          ``retrieve``          seed 001's weighted retrieval, one focal text
+``POST /retrieve``          ``retrieve``          the Dify workflow's weighted retrieval
 ``POST /memories``          ``add_memory``        add one memory (flat fields)
 ``POST /memories/batch``    ``add_memories``      add several memories, all or nothing
 ``POST /keyword-retrieve``  ``keyword_retrieve``  the original retrieve() by subject/pred./object
@@ -23,10 +23,9 @@ Example:
     .. code-block:: python
 
         from fastapi.testclient import TestClient
-        from langchain_genmem.cli import Store
         from langchain_genmem.service import create_app, create_service
 
-        app = create_app(create_service(Store(".genmem")), api_keys=["a-long-secret-key-1234"])
+        app = create_app(create_service(".genmem"), api_keys=["a-long-secret-key-1234"])
         with TestClient(app) as client:
             client.post("/retrieve", json={"persona_name": "Ada", "focal_text": "tea"},
                         headers={"Authorization": "Bearer a-long-secret-key-1234"})
@@ -40,14 +39,14 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
-from langchain_genmem.errors import (
+from langchain_genmem.core.errors import (
     ConfigurationError,
     GenMemError,
     ParseError,
     StorageError,
     ValidationError,
 )
-from langchain_genmem.extras import require_extra
+from langchain_genmem.core.extras import require_extra
 from langchain_genmem.service.operations import MemoryService, ReflectionBusyError
 from langchain_genmem.service.schemas import (
     LIMITS,
@@ -186,7 +185,7 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         """Retrieve the persona's memories that matter most for a focal text.
 
         Every event and thought of the persona is scored by recency, relevance to
-        focal_text and importance (Generative Agents' new_retrieve, seed 001's contract);
+        focal_text and importance (Generative Agents' new_retrieve, the Dify workflow's contract);
         the best top_k come back with their score and normalised components, and their
         last_accessed becomes now. relevance picks the signal: dense (embeddings), lexical
         (words) or hybrid (both, weighted by lexical_weight); each node shows its dense and

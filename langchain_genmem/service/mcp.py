@@ -27,9 +27,16 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from langchain_genmem.candidate_filter import when
-from langchain_genmem.errors import GenMemError
-from langchain_genmem.extras import require_extra
+from langchain_genmem.core.errors import GenMemError
+from langchain_genmem.core.extras import require_extra
+from langchain_genmem.core.modes import (
+    LEXICAL_WEIGHT,
+    POIGNANCY,
+    RELEVANCE,
+    RelevanceMode,
+    describe,
+)
+from langchain_genmem.numerics.candidate_filter import when
 from langchain_genmem.service.operations import MemoryService
 from langchain_genmem.service.schemas import (
     MAX_FIELD_CHARS,
@@ -40,7 +47,6 @@ from langchain_genmem.service.schemas import (
     KeywordRequest,
     MemoryItem,
     NodeKind,
-    RelevanceName,
     RetrieveRequest,
 )
 from langchain_genmem.service.security import OPEN_ACCESS, ApiKey, KeyRing
@@ -141,7 +147,7 @@ class _Tools:
         persona: Persona = None,
         poignancy: Annotated[
             float | None,
-            Field(ge=1, le=10, description="Importance 1 (mundane) to 10 (life-changing); "
+            Field(**POIGNANCY.field(), description="Importance 1 (mundane) to 10 (life-changing); "
                   "leave empty to let the server rate it (needs its chat model)."),
         ] = None,
         type: Annotated[  # noqa: A002 - the memory type, as the library names it
@@ -191,13 +197,13 @@ class _Tools:
         until: Annotated[str | None, Field(
             max_length=64, description="Only memories created before this ISO time."
         )] = None,
-        relevance: Annotated[RelevanceName | None, Field(
-            description="How relevance is measured: dense (meaning), lexical (the words "
-            "themselves: names, numbers, rare terms) or hybrid (both). Leave empty for the "
-            "persona's setting."
+        relevance: Annotated[RelevanceMode | None, Field(
+            description=f"How relevance is measured: {describe(RELEVANCE, for_model=True)}. "
+            "Leave empty for the persona's setting."
         )] = None,
         lexical_weight: Annotated[float | None, Field(
-            ge=0, le=1, description="For hybrid: the share of the lexical signal, 0 to 1 "
+            **LEXICAL_WEIGHT.field(),
+            description="For hybrid: the share of the lexical signal, 0 to 1 "
             "(leave empty for the persona's setting)."
         )] = None,
         idle_filter: Annotated[bool, Field(

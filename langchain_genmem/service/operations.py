@@ -8,20 +8,26 @@ in its thread pool, the MCP server in a worker thread).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_genmem.errors import (
+from langchain_genmem.core.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
     GenMemError,
     StorageError,
     ValidationError,
 )
-from langchain_genmem.llm import MISSING_KEY_HINT
-from langchain_genmem.nodes import MemoryNode
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.llm.chat import MISSING_KEY_HINT
+from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.memory.location import StoreLocation
+from langchain_genmem.memory.stats import stream_stats
+from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 from langchain_genmem.service.schemas import (
     AddResponse,
     KeywordRequest,
@@ -36,9 +42,6 @@ from langchain_genmem.service.schemas import (
     RetrieveResponse,
 )
 from langchain_genmem.service.streams import StreamPool
-
-if TYPE_CHECKING:
-    from langchain_genmem.cli.store import Store
 
 
 class ReflectionBusyError(GenMemError):
@@ -61,7 +64,7 @@ class MemoryService:
     # ------------------------------------------------------------------ reading
 
     def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
-        """Seed 001's weighted retrieval for one focal text.
+        """The Dify workflow's weighted retrieval for one focal text.
 
         An unknown or empty persona is ``no_candidates``; a store or embedding failure is
         ``error`` with its message (so a workflow can branch on ``status``).
@@ -72,8 +75,6 @@ class MemoryService:
         Returns:
             The reply.
         """
-        from langchain_genmem.retrievers import GenerativeAgentsRetriever
-
         stream = self.streams.find(request.persona_name)
         if stream is None:
             return _empty("no_candidates", f"no memories for persona {request.persona_name!r}")
@@ -146,8 +147,6 @@ class MemoryService:
         Returns:
             The statistics, or None for an unknown persona.
         """
-        from langchain_genmem.cli.reports import stream_stats
-
         stream = self.streams.find(persona)
         if stream is None:
             return None
@@ -202,7 +201,6 @@ class MemoryService:
         """
         if self.model is None:
             raise ConfigurationError(f"reflect: {MISSING_KEY_HINT}")
-        from langchain_genmem.reflection import create_reflection_graph
 
         stream = self.streams.find(persona)
         if stream is None:
@@ -297,11 +295,14 @@ def _empty(status: str, message: str) -> RetrieveResponse:
     )
 
 
-def create_service(store: Store, *, model: Any = None) -> MemoryService:
-    """A memory service over the command line's store.
+def create_service(
+    store: StoreLocation | str | os.PathLike[str], *, model: Any = None
+) -> MemoryService:
+    """A memory service over a store.
 
     Args:
-        store: where the memories live (``Store(path)``, or the global options' store).
+        store: where the memories live: a :class:`StoreLocation` (``StoreLocation(dsn=...)``,
+            the ``genmem`` command's ``Store``) or an embedded folder's path.
         model: a chat model for reflection and for rating memories added without poignancy;
             None for a server that needs poignancy given and cannot reflect.
 
@@ -310,7 +311,7 @@ def create_service(store: Store, *, model: Any = None) -> MemoryService:
     """
     importance = None
     if model is not None:
-        from langchain_genmem.importance import ImportanceScorer
-
         importance = ImportanceScorer(model)
+    if not isinstance(store, StoreLocation):
+        store = StoreLocation(store)
     return MemoryService(StreamPool.from_store(store, importance=importance), model=model)

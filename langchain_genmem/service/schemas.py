@@ -8,7 +8,7 @@ explicit ``null`` (Dify sends ``null`` for an input left empty). Lists a caller 
 one field (keywords, evidence) are comma-separated text; only ``/memories/batch`` takes an
 array (Dify passes an array input as JSON text and the service reads it as such).
 
-Replies follow seed 001's retrieval contract: ``retrieved_nodes`` (each with ``score`` and
+Replies follow the Dify workflow's retrieval contract: ``retrieved_nodes`` (each with ``score`` and
 the normalised ``recency``, ``relevance`` and ``importance``, and the parts of the relevance:
 normalised ``dense`` and ``lexical``, raw ``cosine`` and ``bm25``), ``accessed_ids``,
 ``status`` (``ok``, ``no_candidates`` or ``error``), ``message`` and ``debug``.
@@ -22,8 +22,21 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
-from langchain_genmem.nodes import TYPE_CHOICES, NodeType
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.core.modes import (
+    DECAY,
+    DEFAULT_RECENCY_MODE,
+    DEFAULT_RELEVANCE_MODE,
+    LEXICAL_WEIGHT,
+    POIGNANCY,
+    RECENCY,
+    RELEVANCE,
+    RecencyMode,
+    RelevanceMode,
+    describe,
+)
+from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
+from langchain_genmem.numerics.candidate_filter import make_filter
 
 # ---------------------------------------------------------------------------- limits
 
@@ -54,8 +67,8 @@ LIMITS: dict[str, float] = {
 """Every limit, as the README and ``GET /healthz`` state them."""
 
 NodeKind = NodeType
-RecencyModeName = Literal["hours", "rank", "reverie"]
-RelevanceName = Literal["dense", "lexical", "hybrid"]
+RecencyModeName = RecencyMode  # the modes are core.modes'; these names stay importable
+RelevanceName = RelevanceMode
 Status = Literal["ok", "no_candidates", "error"]
 
 _SPLIT = re.compile(r"[,，、;；\n]")
@@ -93,12 +106,13 @@ Weight = _optional(
     ge=0.0, le=MAX_WEIGHT,
 )
 Decay = _optional(
-    "number", float, "Recency decay per hour (or per rank), 0 < d <= 1 (default: the persona's, "
-    "0.99 unless changed).", gt=0.0, le=1.0,
+    "number", float, f"Recency decay per hour (or per rank), in {DECAY.text()} (default: the "
+    f"persona's, {DEFAULT_RECENCY_DECAY} unless changed).", **DECAY.field(),
 )
 Poignancy = _optional(
-    "number", float, "Importance from 1 (mundane, e.g. brushing teeth) to 10 (poignant, e.g. a "
-    "break-up); leave empty to let the server's chat model rate it.", ge=1.0, le=10.0,
+    "number", float, f"Importance from {POIGNANCY.low:g} (mundane, e.g. brushing teeth) to "
+    f"{POIGNANCY.high:g} (poignant, e.g. a break-up); leave empty to let the server's chat model "
+    "rate it.", **POIGNANCY.field(),
 )
 When = _optional(
     "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
@@ -118,14 +132,13 @@ Kinds = _optional(
     "when named).", max_length=MAX_FIELD_CHARS,
 )
 Relevance = _optional(
-    "string", RelevanceName, "The relevance signal: dense (embedding cosine, the original's), "
-    "lexical (BM25 over the words, English and Chinese) or hybrid (both fused; best for "
-    "questions about what was said) (default: the persona's setting, dense unless changed).",
+    "string", RelevanceName, f"The relevance signal: {describe(RELEVANCE)} (default: the "
+    f"persona's setting, {DEFAULT_RELEVANCE_MODE} unless changed).",
 )
 LexicalWeight = _optional(
     "number", float, "Share of the lexical signal in the hybrid relevance, 0 (dense only) to 1 "
     f"(lexical only) (default: the persona's setting, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
-    ge=0.0, le=1.0,
+    **LEXICAL_WEIGHT.field(),
 )
 IdleFilter = Annotated[
     bool,
@@ -167,7 +180,7 @@ class _Request(BaseModel):
 
 
 class RetrieveRequest(_Request):
-    """Seed 001's retrieval inputs: one focal text, weighted retrieval over every memory."""
+    """The Dify workflow's retrieval inputs: one focal text, every memory scored."""
 
     persona_name: PersonaName
     focal_text: Annotated[
@@ -188,10 +201,9 @@ class RetrieveRequest(_Request):
     recency_mode: Annotated[
         RecencyModeName,
         Field(
-            description="hours: decay ** hours since last access (the paper); rank: decay ** "
-            "position by last access (seed 001's Code node); reverie: the original code exactly."
+            description=f"{describe(RECENCY)}."
         ),
-    ] = "hours"
+    ] = DEFAULT_RECENCY_MODE
     relevance: Relevance = None
     lexical_weight: LexicalWeight = None
     idle_filter: IdleFilter = True
@@ -208,8 +220,6 @@ class RetrieveRequest(_Request):
     @field_validator("types")
     @classmethod
     def _types(cls, value: str | None) -> str | None:
-        from langchain_genmem.candidate_filter import make_filter
-
         make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
         return value
 
@@ -249,7 +259,7 @@ class RetrieveRequest(_Request):
 class RetrievedNode(BaseModel):
     """One retrieved memory: its fields, its score and the three normalised components."""
 
-    id: str = Field(description="The memory's id (seed 001's `id`; same as node_id).")
+    id: str = Field(description="The memory's id (the Dify workflow's `id`; same as node_id).")
     node_id: str
     type: NodeKind
     created_at: datetime
@@ -288,7 +298,7 @@ class RetrieveDebug(BaseModel):
 
 
 class RetrieveResponse(BaseModel):
-    """Seed 001's retrieval outputs."""
+    """The Dify workflow's retrieval outputs."""
 
     retrieved_nodes: list[RetrievedNode]
     accessed_ids: list[str] = Field(description="Ids whose last_accessed was set to now.")

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from langchain_genmem.errors import ConfigurationError, ValidationError
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
 
 MIN_KEY_CHARS = 16
 """Shortest accepted key: a guessable key is a configuration mistake."""

@@ -6,9 +6,9 @@ concurrent writes never lose or repeat a memory. The pool opens each persona's s
 on the first request that needs it, and closes (flushes) them all when the server stops.
 
 Where the memories live is the business of the ``opener``; :meth:`StreamPool.from_store`
-uses the command line's :class:`~langchain_genmem.cli.Store`, so every backend the CLI can
-open (an embedded folder, a Chroma server, or any backend its ``Store.backend`` learns)
-serves unchanged.
+opens them on a :class:`~langchain_genmem.memory.location.StoreLocation` (the ``genmem``
+command's ``Store`` is one), so every store the library opens (an embedded folder, a Chroma
+server, PostgreSQL, any backend) serves unchanged.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from langchain_genmem.memory.location import StoreLocation
+
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import MemoryBackend
-    from langchain_genmem.cli.store import Store
-    from langchain_genmem.store import MemoryStream
+    from langchain_genmem.memory.stream import MemoryStream
 
 Opener = Callable[[str], "MemoryStream"]
 
@@ -55,11 +56,11 @@ class StreamPool:
         self._reflecting: dict[str, threading.Lock] = {}
 
     @classmethod
-    def from_store(cls, store: Store, *, importance: Any = None) -> StreamPool:
-        """A pool over the command line's store (``--path``, ``--chroma-host``, ...).
+    def from_store(cls, store: StoreLocation, *, importance: Any = None) -> StreamPool:
+        """A pool over a store (the command line's ``--path``, ``--chroma-host``, ``--dsn``...).
 
         Args:
-            store: the store of the global options.
+            store: where the memories live.
             importance: an importance scorer for memories added without poignancy.
 
         Returns:

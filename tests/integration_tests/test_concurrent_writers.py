@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.processes import stop_process
-from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python
+from tests.support.writers import (
+    DUMP,
+    PAUSE_HOOKS,
+    check_consistent,
+    kill_when_paused,
+    run_python,
+    wait_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -80,35 +86,6 @@ WRITER = PAUSE_HOOKS + textwrap.dedent(
     """
 )
 
-DUMP = textwrap.dedent(
-    """
-    import json, sys
-    import chromadb
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-    from langchain_genmem import MemoryStream
-    from langchain_genmem.backends.chroma import ChromaBackend
-    from langchain_genmem.keywords import count_keywords
-
-    where, collection = sys.argv[1], sys.argv[2]
-    if where.startswith("http://"):
-        host, port = where[7:].split(":")
-        client = chromadb.HttpClient(host=host, port=int(port))
-    else:
-        client = chromadb.PersistentClient(path=where)
-    s = MemoryStream("玛丽亚 Lopez", backend=ChromaBackend(client, collection),
-                     embeddings=DeterministicFakeEmbedding(size=8))
-    nodes = list(reversed(s.nodes()))
-    strength = {"event": {}, "thought": {}}
-    for n in nodes:
-        count_keywords(strength, n)
-    print(json.dumps({
-        "ids": [n.node_id for n in nodes],
-        "descriptions": [n.description for n in nodes],
-        "type_counts": [[n.type, n.type_count] for n in nodes],
-        "state": s.state.model_dump(), "strength": strength,
-    }, ensure_ascii=False))
-    """
-)
 
 
 def expected_descriptions(tag: str, count: int) -> list[str]:
@@ -120,11 +97,6 @@ def expected_descriptions(tag: str, count: int) -> list[str]:
     return out
 
 
-def wait_files(*paths: Path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not all(p.exists() for p in paths):
-        assert time.monotonic() < deadline, f"never appeared: {[str(p) for p in paths]}"
-        time.sleep(0.05)
 
 
 def finish(proc, log: Path) -> dict:
@@ -137,18 +109,6 @@ def finish(proc, log: Path) -> dict:
     return json.loads(text.strip().splitlines()[-1])
 
 
-def check_consistent(dump: dict, expected: list[str]) -> None:
-    """Every memory kept once, numbered 1..n, counters and strengths agree with the nodes."""
-    n = len(dump["ids"])
-    assert dump["ids"] == [f"node_{i}" for i in range(1, n + 1)]
-    assert sorted(dump["descriptions"]) == sorted(expected)
-    assert dump["state"]["node_count"] == n
-    seen: dict[str, int] = {}
-    for node_type, type_count in dump["type_counts"]:
-        seen[node_type] = seen.get(node_type, 0) + 1
-        assert type_count == seen[node_type]
-    assert dump["state"]["type_count"] == {**{"event": 0, "thought": 0, "chat": 0}, **seen}
-    assert dump["state"]["kw_strength"] == dump["strength"]
 
 
 def test_two_processes_on_one_server_both_keep_every_memory(spawned, chroma_server, tmp_path: Path):

@@ -86,7 +86,7 @@ DUMP = textwrap.dedent(
     from datetime import datetime
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-    from langchain_genmem.keywords import count_keywords
+    from langchain_genmem.memory.keywords import count_keywords
 
     s = MemoryStream("玛丽亚 Lopez", path=sys.argv[1],
                      embeddings=DeterministicFakeEmbedding(size=16),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.errors import ChatModelError
+from langchain_genmem.core.errors import ChatModelError
 from tests.support.processes import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

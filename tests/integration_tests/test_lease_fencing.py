@@ -22,8 +22,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
 from langchain_genmem.backends.chroma import ChromaBackend
-from tests.integration_tests.test_concurrent_writers import DUMP, check_consistent, wait_files
-from tests.support.writers import run_python
+from tests.support.writers import DUMP, check_consistent, run_python, wait_files
 
 pytestmark = pytest.mark.slow
 

@@ -32,8 +32,8 @@ from langchain_genmem.backends.postgres_schema import (
     ensure_schema,
     schema_sql,
 )
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
-from langchain_genmem.timeutil import to_epoch
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.core.timeutil import to_epoch
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2023, 2, 13, 9, 0)

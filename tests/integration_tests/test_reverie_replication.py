@@ -33,8 +33,8 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from tests.support.embeddings import TableEmbeddings
 from tests.support.fixtures import open_store
-from tests.unit_tests.test_retrievers import TableEmbeddings
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "generative_agents"

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.store import _OPEN_STREAMS
+from langchain_genmem.memory.shutdown import OPEN_STREAMS
 from tests.support.chroma_server import ChromaServer
 from tests.support.openai_server import Rule, ScriptedOpenAI
 from tests.support.postgres_server import PostgresServer
@@ -179,7 +179,7 @@ def open_store(request: pytest.FixtureRequest, backend: str, folder: Path) -> It
             patch.setattr(PostgresBackend, "__init__", recording)
             yield made
     finally:
-        for stream in list(_OPEN_STREAMS):  # deferred access times first, then the pools
+        for stream in list(OPEN_STREAMS):  # deferred access times first, then the pools
             if any(stream.backend is pg for pg in opened):
                 stream.close()
         for pg in opened:

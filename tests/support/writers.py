@@ -21,12 +21,21 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 from tests.support.processes import log_tail, spawn, stop_process
 
-__all__ = ["PAUSE_HOOKS", "kill_when_paused", "run_python", "spawn_python"]
+__all__ = [
+    "DUMP",
+    "PAUSE_HOOKS",
+    "check_consistent",
+    "kill_when_paused",
+    "run_python",
+    "spawn_python",
+    "wait_files",
+]
 
 # Exec'd by writer scripts: `pause_at(backend, point, ready)` installs the hooks.
 PAUSE_HOOKS = '''
@@ -109,3 +118,55 @@ def run_python(code: str, *args: str, timeout: float = 180.0) -> dict:
                           timeout=timeout, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+DUMP = textwrap.dedent(
+    """
+    import json, sys
+    import chromadb
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_genmem import MemoryStream
+    from langchain_genmem.backends.chroma import ChromaBackend
+    from langchain_genmem.memory.keywords import count_keywords
+
+    where, collection = sys.argv[1], sys.argv[2]
+    if where.startswith("http://"):
+        host, port = where[7:].split(":")
+        client = chromadb.HttpClient(host=host, port=int(port))
+    else:
+        client = chromadb.PersistentClient(path=where)
+    s = MemoryStream("玛丽亚 Lopez", backend=ChromaBackend(client, collection),
+                     embeddings=DeterministicFakeEmbedding(size=8))
+    nodes = list(reversed(s.nodes()))
+    strength = {"event": {}, "thought": {}}
+    for n in nodes:
+        count_keywords(strength, n)
+    print(json.dumps({
+        "ids": [n.node_id for n in nodes],
+        "descriptions": [n.description for n in nodes],
+        "type_counts": [[n.type, n.type_count] for n in nodes],
+        "state": s.state.model_dump(), "strength": strength,
+    }, ensure_ascii=False))
+    """
+)
+
+
+def wait_files(*paths: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < deadline, f"never appeared: {[str(p) for p in paths]}"
+        time.sleep(0.05)
+
+
+def check_consistent(dump: dict, expected: list[str]) -> None:
+    """Every memory kept once, numbered 1..n, counters and strengths agree with the nodes."""
+    n = len(dump["ids"])
+    assert dump["ids"] == [f"node_{i}" for i in range(1, n + 1)]
+    assert sorted(dump["descriptions"]) == sorted(expected)
+    assert dump["state"]["node_count"] == n
+    seen: dict[str, int] = {}
+    for node_type, type_count in dump["type_counts"]:
+        seen[node_type] = seen.get(node_type, 0) + 1
+        assert type_count == seen[node_type]
+    assert dump["state"]["type_count"] == {**{"event": 0, "thought": 0, "chat": 0}, **seen}
+    assert dump["state"]["kw_strength"] == dump["strength"]

@@ -17,7 +17,7 @@ from langchain_genmem.agent import (
     chat_retriever,
     create_memory_agent,
 )
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.core.errors import ValidationError
 
 LENA = "User said to Ada: My sister Lena lives in Porto."
 LAPTOP = "User said to Ada: my laptop sits idle at home since the move"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-from langchain_genmem.scoring import Candidates, tie_order
+from langchain_genmem.numerics.scoring import Candidates, tie_order
 
 T0 = datetime(2024, 5, 1, 8)
 

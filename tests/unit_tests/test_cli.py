@@ -13,8 +13,8 @@ import typer
 from typer.testing import CliRunner, Result
 
 from langchain_genmem.cli import app
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.memory.stream import MemoryStream
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "generative_agents"
 ISABELLA = DATA / "July1_the_ville_isabella_maria_klaus-step-3-2/personas/Isabella Rodriguez"
@@ -449,8 +449,8 @@ def test_demo_on_a_small_persona(tmp_path: Path) -> None:
 def test_demo_without_the_fixture_is_a_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langchain_genmem import cli
+    from langchain_genmem.cli import demo
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "__file__", str(tmp_path / "x" / "cli.py"))
+    monkeypatch.setattr(demo, "__file__", str(tmp_path / "x" / "cli" / "demo.py"))
     assert "pass one" in run(tmp_path, "demo", code=2).output

@@ -16,8 +16,8 @@ from langchain_genmem.cli import Store, Weights, app
 from langchain_genmem.cli.chart import explain_figure
 from langchain_genmem.cli.options import Relevance
 from langchain_genmem.cli.reports import retrieve_rows
-from langchain_genmem.errors import StorageError
-from langchain_genmem.nodes import NODE_TYPES, TYPE_CHOICES
+from langchain_genmem.core.errors import StorageError
+from langchain_genmem.core.nodes import NODE_TYPES, TYPE_CHOICES
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "generative_agents"
 MARIA = (DATA / "July1_the_ville_isabella_maria_klaus-step-3-12/personas/Maria Lopez"

@@ -9,24 +9,24 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream, ValidationError
-from langchain_genmem.reflection import (
-    areflect_on_conversation,
-    reflect_on_conversation,
-)
-from langchain_genmem.reflection.conversation import sentence
-from langchain_genmem.reflection.prompts import (
+from langchain_genmem.core.timeutil import SimulationClock as Clock
+from langchain_genmem.llm.prompts import (
     DEFAULT_BATCH_IMPORTANCE_PROMPT,
     DEFAULT_BATCH_TRIPLE_PROMPT,
     DEFAULT_MEMO_PROMPT,
     DEFAULT_PLANNING_THOUGHT_PROMPT,
 )
-from tests.unit_tests.test_reflection_graph import (
+from langchain_genmem.reflection import (
+    areflect_on_conversation,
+    reflect_on_conversation,
+)
+from langchain_genmem.reflection.conversation import sentence
+from tests.support.reflection_script import (
     NOW,
     PERSONA,
     RATINGS,
     T0,
     TRIPLES,
-    Clock,
     ScriptedChatModel,
     auto_ratings,
     auto_triples,

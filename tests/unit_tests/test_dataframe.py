@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
+from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.dataframe import RESULT_COLUMNS, get_memory_df, retrieve_memories
-from langchain_genmem.errors import ConfigurationError, ValidationError
 from langchain_genmem.interop import FixedClock
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.retrievers import GenerativeAgentsRetriever
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.memory.stream import MemoryStream
+from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 START = datetime(2023, 2, 13, 8, 0, 0)
 NOW = datetime(2023, 2, 13, 20, 0, 0)

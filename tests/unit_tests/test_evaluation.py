@@ -1,4 +1,4 @@
-"""Metrics, splits, the example loader and evaluate() of langchain_genmem.evaluation."""
+"""Metrics, splits, the example loader and evaluate() of langchain_genmem.evaluation.metrics."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, SimulationClock
-from langchain_genmem.errors import GenMemError, ValidationError
-from langchain_genmem.evaluation import (
+from langchain_genmem.core.errors import GenMemError, ValidationError
+from langchain_genmem.evaluation.metrics import (
     Example,
     evaluate,
     load_examples,

@@ -14,18 +14,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from langchain_genmem import GenerativeAgentsRetriever, scoring
-from langchain_genmem.quantized import approximate_cosine, int8_available
-from langchain_genmem.scoring import Weights, rank, recency, score, top_k
-from langchain_genmem.timeutil import to_epoch
-from tests.unit_tests.test_quantized import columns, repeated_stream
-from tests.unit_tests.test_scoring import (
+from langchain_genmem import GenerativeAgentsRetriever
+from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.numerics import scoring
+from langchain_genmem.numerics.quantized import approximate_cosine, int8_available
+from langchain_genmem.numerics.scoring import Weights, rank, recency, score, top_k
+from tests.support.scoring_cases import (
     HOUR,
     NOW,
     assert_brute_force,
     batch_exact,
     cands,
+    columns,
+    repeated_stream,
     replace_cos,
+    stream_like,
 )
 
 needs_int8 = pytest.mark.skipif(not int8_available(), reason="simsimd is not installed")
@@ -38,15 +41,6 @@ def kth_path(request, monkeypatch):
     return request.param
 
 
-def stream_like(rng: np.random.Generator, n: int, dim: int, *, spread_hours: float):
-    """Tie-heavy candidates: few vectors, few access times (some after NOW), few poignancies."""
-    base = rng.standard_normal((max(1, n // 5), dim)).astype(np.float32)
-    vectors = base[rng.integers(0, base.shape[0], n)]
-    vectors[rng.random(n) < 0.03] = 0.0
-    access = NOW - spread_hours * HOUR * rng.integers(-1, 4, n)  # -1: after now
-    c = cands(access, type_code=rng.integers(0, 2, n), node_count=rng.permutation(n) + 1,
-              poignancy=rng.integers(1, 4, n))
-    return c, vectors, rng.standard_normal(dim)
 
 
 def check(c, vectors, q, mode, decay, w, k, *, overwrite, int8):

@@ -7,7 +7,7 @@ import builtins
 import pandas as pd
 import pytest
 
-from langchain_genmem.errors import ValidationError
+from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.filters import (
     Column,
     Compare,

@@ -24,8 +24,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from langchain_genmem import MemoryStream, ParseError
-from langchain_genmem.importance import ImportanceScorer
-from langchain_genmem.parsers import (
+from langchain_genmem.core.text import has_letter, limits
+from langchain_genmem.core.timeutil import SimulationClock
+from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.parsers import (
     parse_focal_points,
     parse_insights,
     parse_rating,
@@ -35,8 +37,6 @@ from langchain_genmem.parsers import (
 )
 from langchain_genmem.reflection import create_reflection_graph
 from langchain_genmem.reflection.conversation import sentence
-from langchain_genmem.text import has_letter, limits
-from langchain_genmem.timeutil import SimulationClock
 from tests.support.hostile_replies import StrictEmbedding, hostile_replies
 
 CASES = hostile_replies()

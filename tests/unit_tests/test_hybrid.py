@@ -17,9 +17,9 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.quantized import approximate_cosine, int8_available
-from langchain_genmem.scoring import (
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.numerics.quantized import approximate_cosine, int8_available
+from langchain_genmem.numerics.scoring import (
     Weights,
     fuse_relevance,
     lexical_share,
@@ -28,15 +28,15 @@ from langchain_genmem.scoring import (
     rank,
     recency,
 )
-from tests.unit_tests.test_fast_rank import stream_like
-from tests.unit_tests.test_quantized import columns
-from tests.unit_tests.test_scoring import (
+from tests.support.scoring_cases import (
     NOW,
     batch_exact,
     brute_force,
+    columns,
     normalize,
     original_order,
     replace_cos,
+    stream_like,
 )
 
 MODES = ["dense", "lexical", "hybrid"]
@@ -311,7 +311,7 @@ def test_database_scoring_with_lexical_relevance_is_refused_by_name():
 
 
 def test_rows_of_a_repeated_stream_rank_the_same_in_hybrid_with_either_first_pass():
-    from tests.unit_tests.test_quantized import repeated_stream
+    from tests.support.scoring_cases import repeated_stream
 
     stream, _ = repeated_stream(3, 5000, (40, 64), 1e-4, 4, 7)
     results = []

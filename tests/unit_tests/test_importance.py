@@ -1,4 +1,4 @@
-"""Tests of langchain_genmem.importance: exact prompts, batching, call counts, bad replies."""
+"""Tests of langchain_genmem.llm.importance: exact prompts, batching, call counts, bad replies."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from langchain_genmem.errors import ParseError, ValidationError
-from langchain_genmem.importance import ImportanceScorer, reply_text
+from langchain_genmem.core.errors import ParseError, ValidationError
+from langchain_genmem.llm.importance import ImportanceScorer, reply_text
 
 SYSTEM = (
     "You are an AI who rates events in terms of their perceived importance on a scale of 1 to 10."

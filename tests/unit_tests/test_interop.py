@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
-from langchain_genmem.errors import InteropError
+from langchain_genmem.core.errors import InteropError
 from langchain_genmem.interop import (
     FixedClock,
     dump_associative_memory,
@@ -22,7 +22,7 @@ from langchain_genmem.interop import (
     persona_of,
 )
 from langchain_genmem.interop import generative_agents as ga
-from langchain_genmem.store import MemoryStream
+from langchain_genmem.memory.stream import MemoryStream
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "generative_agents"
 MARIA = DATA / "July1_the_ville_isabella_maria_klaus-step-3-12/personas/Maria Lopez"

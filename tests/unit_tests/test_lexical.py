@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.errors import GenMemError, ValidationError
-from langchain_genmem.lexical import (
+from langchain_genmem.core.errors import GenMemError, ValidationError
+from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.tokens import tokens
+from langchain_genmem.numerics.lexical import (
     BM25_B,
     BM25_K1,
     LexicalIndex,
     indexed_text,
 )
-from langchain_genmem.nodes import MemoryNode
-from langchain_genmem.tokens import tokens
 
 WHEN = datetime(2023, 2, 13, 9, 0)
 

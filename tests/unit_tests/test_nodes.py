@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError as PydanticError
 
 from langchain_genmem import MemoryNode
-from langchain_genmem.keywords import KeywordIndex, default_keywords
+from langchain_genmem.memory.keywords import KeywordIndex, default_keywords
 
 BASE = dict(node_id="node_1", node_count=1, type_count=1, type="event", depth=0,
             created=datetime(2023, 2, 13), last_accessed=datetime(2023, 2, 13),

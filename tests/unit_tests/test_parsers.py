@@ -1,4 +1,4 @@
-"""Tests of langchain_genmem.parsers: every reader on well-formed and malformed replies."""
+"""Tests of langchain_genmem.llm.parsers: every reader on well-formed and malformed replies."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from langchain_genmem.errors import GenMemError, ParseError, ValidationError
-from langchain_genmem.parsers import (
+from langchain_genmem.core.errors import GenMemError, ParseError, ValidationError
+from langchain_genmem.core.text import set_text_limits
+from langchain_genmem.llm.parsers import (
     format_numbered,
     parse_focal_points,
     parse_insights,
@@ -16,7 +17,6 @@ from langchain_genmem.parsers import (
     parse_triple,
     parse_triples,
 )
-from langchain_genmem.text import set_text_limits
 
 # --- parse_rating ---------------------------------------------------------------------
 

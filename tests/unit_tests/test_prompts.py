@@ -1,4 +1,4 @@
-"""Tests of langchain_genmem.reflection.prompts: fields, exact wording, non-English use."""
+"""Tests of langchain_genmem.llm.prompts: fields, exact wording, non-English use."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from types import MappingProxyType
 
 import pytest
 
-from langchain_genmem.parsers import (
+from langchain_genmem.llm import prompts
+from langchain_genmem.llm.parsers import (
     format_numbered,
     parse_focal_points,
     parse_insights,
     parse_ratings,
     parse_triples,
 )
-from langchain_genmem.reflection import prompts
 
 FIELDS = {
     "DEFAULT_EVENT_IMPORTANCE_PROMPT": {"persona", "persona_description", "description"},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import langchain_genmem
-from langchain_genmem import errors
+from langchain_genmem.core import errors
 
 EXPECTED_ALL = sorted([
     "ConcurrentWriterError",

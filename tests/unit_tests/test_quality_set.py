@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from langchain_genmem.evaluation import load_examples
+from langchain_genmem.evaluation.metrics import load_examples
 
 REPO = Path(__file__).resolve().parents[2]
 CJK = re.compile(r"[\u4e00-\u9fff]")

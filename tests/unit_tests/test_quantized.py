@@ -8,22 +8,27 @@ many seeded random streams (a property test).
 
 from __future__ import annotations
 
-from datetime import datetime
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-from langchain_genmem.quantized import approximate_cosine, int8_available, quantize
-from langchain_genmem.scoring import Weights, exact_cosine, inverse_norms, rank, recency, score
-from tests.unit_tests.test_scoring import (
+from langchain_genmem import GenerativeAgentsRetriever
+from langchain_genmem.numerics.quantized import approximate_cosine, int8_available
+from langchain_genmem.numerics.scoring import (
+    Weights,
+    exact_cosine,
+    rank,
+    recency,
+    score,
+)
+from tests.support.scoring_cases import (
     CASES,
     NOW,
     assert_brute_force,
     batch_exact,
+    columns,
     exact_row,
     random_candidates,
+    repeated_stream,
     replace_cos,
     tied,
 )
@@ -31,14 +36,6 @@ from tests.unit_tests.test_scoring import (
 pytestmark = pytest.mark.skipif(not int8_available(), reason="simsimd is not installed")
 
 
-def columns(vectors: np.ndarray) -> SimpleNamespace:
-    """What approximate_cosine reads of a NodeCache."""
-    q = quantize(vectors)
-    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-    inv = inverse_norms(norms)
-    return SimpleNamespace(vectors=vectors, norms=norms, inv_norms=inv, codes=q.codes,
-                           unit_scale=q.scale * inv,
-                           max_relative_residual=float((q.residual * inv).max(initial=0.0)))
 
 
 def check_int8_rank(c, vectors, q, mode, w, k, exact_factory):
@@ -129,24 +126,6 @@ def test_int8_error_bound_holds_on_extreme_rows():
     assert not approx.any() and not np.any(error)
 
 
-def repeated_stream(
-    seed: int, n: int, shape: tuple[int, int], nudge: float, poignancy: int, query_row: int
-) -> tuple[MemoryStream, np.ndarray]:
-    """A stream of ``n`` memories over few distinct vectors (each nudged by multiples of
-    ``nudge``), every 5th or 7th a thought, and a fake query embedding: tie-heavy data."""
-    rng = np.random.default_rng(seed)
-    base = rng.standard_normal(shape).astype(np.float32)
-    stream = MemoryStream("p", clock=lambda: datetime(2024, 5, 1, 12))
-    every = 7 if seed % 2 else 5
-    stream.add_many([
-        {"type": "event" if i % every else "thought", "description": f"记忆 {i}",
-         "poignancy": int(rng.integers(1, poignancy)),
-         "embedding": base[i % shape[0]] + nudge * (i % 3)}
-        for i in range(n)
-    ])
-    query = base[query_row].astype(np.float64)
-    stream._embeddings = SimpleNamespace(embed_query=lambda _: query.tolist())
-    return stream, query
 
 
 def test_the_retriever_gives_the_same_documents_with_either_first_pass():

@@ -27,8 +27,8 @@ from langchain_genmem.backends.chroma import (
     _meta_of,
     _node_from,
 )
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
-from langchain_genmem.timeutil import to_epoch
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.core.timeutil import to_epoch
 
 LEGACY = Path(__file__).resolve().parents[2] / "data" / "chroma_format_1"
 PERSONA = "玛丽亚 Lopez"

@@ -15,10 +15,11 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import pytest
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
-from langchain_genmem.timeutil import SimulationClock as Clock
+from langchain_genmem.core.timeutil import SimulationClock as Clock
+from tests.support.embeddings import TableEmbeddings
 from tests.support.fixtures import Store, open_store
 
 T0 = datetime(2023, 2, 13, 15, 17, 40)
@@ -31,17 +32,6 @@ META_KEYS = {
 }
 
 
-class TableEmbeddings(Embeddings):
-    """Looks every text up in a table: stored texts and queries alike (unknown text: KeyError)."""
-
-    def __init__(self, table: Mapping[str, Sequence[float]]) -> None:
-        self.table = table
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [list(map(float, self.table[t])) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return list(map(float, self.table[text]))
 
 
 class Setup:

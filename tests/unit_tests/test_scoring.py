@@ -13,9 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from langchain_genmem.scoring import (
+from langchain_genmem.numerics.scoring import (
     DEFAULT_GAINS,
-    Candidates,
     Weights,
     combine,
     cosine,
@@ -29,69 +28,28 @@ from langchain_genmem.scoring import (
     tie_order,
     top_k,
 )
-
-HOUR = 3600.0
-NOW = 1_676_300_000.0  # 2023-02-13, an epoch like the fixtures'
-
-
-def cands(
-    last_accessed,
-    type_code=None,
-    poignancy=None,
-    cos=None,
-    node_count=None,
-) -> Candidates:
-    n = len(last_accessed)
-    return Candidates(
-        last_accessed=np.asarray(last_accessed, dtype=np.float64),
-        type_code=np.zeros(n, np.int8) if type_code is None else np.asarray(type_code, np.int8),
-        node_count=np.arange(1, n + 1) if node_count is None else np.asarray(node_count),
-        poignancy=np.ones(n) if poignancy is None else np.asarray(poignancy, np.float64),
-        cosine=np.zeros(n) if cos is None else np.asarray(cos, np.float64),
-    )
-
-
-def tied(rng: np.random.Generator, n: int, accesses: int, **columns) -> Candidates:
-    """Candidates in shuffled node order with only ``accesses`` distinct access times."""
-    return cands(NOW - HOUR * rng.integers(0, accesses, n), type_code=rng.integers(0, 2, n),
-                 node_count=rng.permutation(n) + 1, **columns)
-
+from tests.support.scoring_cases import (
+    CASES,
+    HOUR,
+    NOW,
+    assert_brute_force,
+    batch_exact,
+    cands,
+    exact_row,
+    normalize,
+    original_order,
+    random_candidates,
+    replace_cos,
+    tied,
+)
 
 # ---------------------------------------------------------------- the seeds, restated
 
 
-def original_order(c: Candidates) -> list[int]:
-    """seq_event + seq_thought (each newest first), stable-sorted by last access."""
-    newest_first = sorted(range(len(c)), key=lambda i: -int(c.node_count[i]))
-    events = [i for i in newest_first if c.type_code[i] == 0]
-    thoughts = [i for i in newest_first if c.type_code[i] == 1]
-    return sorted(events + thoughts, key=lambda i: float(c.last_accessed[i]))
 
 
-def normalize(d: dict[int, float]) -> dict[int, float]:
-    """normalize_dict_floats(d, 0, 1)."""
-    lo, hi = min(d.values()), max(d.values())
-    if hi - lo == 0:
-        return {key: (1 - 0) / 2 for key in d}
-    return {key: (v - lo) * (1 - 0) / (hi - lo) + 0 for key, v in d.items()}
 
 
-def brute_force(c: Candidates, cos: list[float], rec: list[float], w: Weights, k: int,
-                relevance: dict[int, float] | None = None):
-    """Every candidate scored with Python floats; the top k as top_highest_x_values picks it.
-
-    ``relevance`` replaces the normalised cosines (a fused relevance, test_hybrid)."""
-    order = original_order(c)
-    r = normalize({i: rec[i] for i in order})
-    v = normalize({i: cos[i] for i in order}) if relevance is None else relevance
-    imp = normalize({i: float(c.poignancy[i]) for i in order})
-    g = w.gains
-    master = {
-        i: w.recency_w * r[i] * g[0] + w.relevance_w * v[i] * g[1] + w.importance_w * imp[i] * g[2]
-        for i in order
-    }
-    best = [i for i, _ in sorted(master.items(), key=lambda kv: kv[1], reverse=True)[:k]]
-    return best, master, r, v, imp
 
 
 # ---------------------------------------------------------------- minmax
@@ -288,34 +246,10 @@ def test_exact_cosine_of_a_row_does_not_depend_on_the_other_rows():
 # ---------------------------------------------------------------- rank == brute force
 
 
-def random_candidates(seed: int, n: int, dim: int):
-    """Float32 vectors with many exact duplicates and 1-ulp near-duplicates, few access
-    times and poignancies: ties and near-ties in every component."""
-    rng = np.random.default_rng(seed)
-    base = rng.standard_normal((max(3, n // 6), dim)).astype(np.float32)
-    vectors = base[rng.integers(0, base.shape[0], n)]
-    nudged = rng.random(n) < 0.2
-    col = rng.integers(0, dim, n)
-    vectors[nudged, col[nudged]] = np.nextafter(vectors[nudged, col[nudged]], np.float32(np.inf))
-    vectors[rng.random(n) < 0.02] = 0.0  # a few zero vectors: cosine 0
-    c = tied(rng, n, accesses=5, poignancy=rng.integers(1, 11, n))
-    # the query is close to one stored vector, so relevance has a clear top and a long tail
-    q = base[0].astype(np.float64) + 0.01 * rng.standard_normal(dim)
-    return c, vectors, q
 
 
-def exact_row(vectors: np.ndarray, norms: np.ndarray, q: np.ndarray):
-    """exact_cosine one row at a time: a row's value is its own, whatever else is asked."""
-
-    def exact(idx: np.ndarray) -> np.ndarray:
-        return np.array([exact_cosine(vectors[i : i + 1], norms[i : i + 1], q)[0] for i in idx])
-
-    return exact
 
 
-def batch_exact(vectors: np.ndarray, norms: np.ndarray, q: np.ndarray):
-    """exact_cosine of the asked rows in one call, as the retriever does."""
-    return lambda idx: exact_cosine(vectors[idx], norms[idx], q)
 
 
 def check_rank(c, vectors, q, mode, w, k, exact_factory):
@@ -327,32 +261,10 @@ def check_rank(c, vectors, q, mode, w, k, exact_factory):
     assert_brute_force(ranked, c, exact, raw, w, k)
 
 
-def assert_brute_force(ranked, c, exact, raw, w, k):
-    """``ranked`` is brute-force float64 scoring's top k, to the bit."""
-    truth = exact(np.arange(len(c))).tolist()
-    best, master, r, v, imp = brute_force(c, truth, raw.tolist(), w, k)
-    assert ranked.best.tolist() == best
-    for i in best:
-        assert ranked.scored.score[i] == master[i]
-        assert ranked.scored.relevance[i] == v[i]
-        assert ranked.scored.recency[i] == r[i]
-        assert ranked.scored.importance[i] == imp[i]
-        assert ranked.cosine[i] == truth[i]
-        assert 0.0 <= ranked.scored.relevance[i] <= 1.0
 
 
-def replace_cos(c: Candidates, cos: np.ndarray) -> Candidates:
-    return Candidates(c.last_accessed, c.type_code, c.node_count, c.poignancy, cos)
 
 
-CASES = [  # seed, n, dim, recency mode, weights
-    (0, 300, 8, "hours", Weights()),
-    (1, 2000, 384, "hours", Weights()),
-    (2, 1500, 384, "reverie", Weights()),
-    (3, 1000, 64, "rank", Weights(recency_w=0.0, importance_w=0.0)),  # relevance alone
-    (4, 1200, 384, "hours", Weights(2.0, 0.25, 1.0, gains=(1.0, 1.0, 1.0))),
-    (5, 800, 1536, "hours", Weights(importance_w=0.0)),
-]
 
 
 @pytest.mark.parametrize(("seed", "n", "dim", "mode", "w"), CASES)

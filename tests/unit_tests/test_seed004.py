@@ -17,22 +17,22 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_genmem import GenerativeAgentsRetriever, ImportanceScorer, MemoryStream
+from langchain_genmem.core.nodes import node_number
+from langchain_genmem.core.timeutil import SimulationClock as Clock
 from langchain_genmem.dataframe import get_memory_df, retrieve_memories
-from langchain_genmem.nodes import node_number
+from langchain_genmem.llm.prompts import DEFAULT_BATCH_TRIPLE_PROMPT
 from langchain_genmem.reflection import generate_reflection
-from langchain_genmem.reflection.prompts import DEFAULT_BATCH_TRIPLE_PROMPT
-from tests.unit_tests.test_reflection_graph import (
+from tests.support.reflection_script import (
     NOW,
     PERSONA,
     RATINGS,
     T0,
     TRIPLES,
-    Clock,
     ScriptedChatModel,
     new_stream,
     scripted,
+    scripted_stream,
 )
-from tests.unit_tests.test_stepwise import scripted_stream
 
 
 @pytest.mark.parametrize("description", ["test description", "测试描述：玛丽亚在准备考试"])

@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from langchain_genmem.cli import Store, app
-from langchain_genmem.errors import ConfigurationError, ValidationError
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.service import (
     ApiKey,
     KeyRing,
@@ -23,7 +24,6 @@ from langchain_genmem.service import (
     create_service,
 )
 from langchain_genmem.service.schemas import MAX_TOP_K, MemoryItem, RetrieveRequest
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT
 from tests.support.dify_schema import dify_problems, dify_tools
 
 NOW = datetime(2023, 2, 14, 9, 0, 0)

@@ -13,8 +13,8 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.errors import ConfigurationError
-from langchain_genmem.shutdown import flush_on_signals, flush_open_streams
+from langchain_genmem.core.errors import ConfigurationError
+from langchain_genmem.memory.shutdown import flush_on_signals, flush_open_streams
 
 PERSONA = "玛丽亚 Maria"
 CREATED = datetime(2023, 2, 13, 9, 0)
@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
     """
 ).format(persona=PERSONA, created=CREATED, accessed=ACCESSED)
 
-LIBRARY = CHILD + "\nfrom langchain_genmem.shutdown import flush_on_signals\n" \
+LIBRARY = CHILD + "\nfrom langchain_genmem.memory.shutdown import flush_on_signals\n" \
     "flush_on_signals()\nwork()\n"
 # The genmem entry point, with its typer app replaced by the work above.
 CLI = CHILD + (

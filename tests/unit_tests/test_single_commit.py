@@ -16,7 +16,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
 from langchain_genmem.backends.chroma import CHAIN_MAX, ChromaBackend, _meta_of
-from langchain_genmem.errors import StorageError
+from langchain_genmem.core.errors import StorageError
 
 PERSONA = "玛丽亚 Lopez"
 T0 = datetime(2024, 3, 1, 9)

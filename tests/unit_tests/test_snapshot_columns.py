@@ -21,8 +21,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.chroma import ChromaBackend
-from langchain_genmem.cache import LazyNodes, from_epochs
-from langchain_genmem.timeutil import from_epoch
+from langchain_genmem.core.timeutil import from_epoch
+from langchain_genmem.memory.cache import LazyNodes, from_epochs
 from tests.support.writers import run_python
 
 PERSONA = "玛丽亚 Lopez"

@@ -12,9 +12,18 @@ from typing import Any
 import pytest
 
 from langchain_genmem import GenerativeAgentsRetriever, ImportanceScorer, MemoryStream
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.nodes import node_number
-from langchain_genmem.parsers import format_numbered
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.nodes import node_number
+from langchain_genmem.core.timeutil import SimulationClock as Clock
+from langchain_genmem.llm.parsers import format_numbered
+from langchain_genmem.llm.prompts import (
+    DEFAULT_CONDENSE_PROMPT,
+    DEFAULT_CONDENSE_SYSTEM_PROMPT,
+    DEFAULT_FOCAL_POINTS_PROMPT,
+    DEFAULT_INSIGHTS_PROMPT,
+    DEFAULT_INSIGHTS_SYSTEM_PROMPT,
+    DEFAULT_QUESTIONS_SYSTEM_PROMPT,
+)
 from langchain_genmem.reflection import (
     acondense_insights,
     agenerate_insight,
@@ -25,15 +34,7 @@ from langchain_genmem.reflection import (
     generate_reflection,
     parse_insights,
 )
-from langchain_genmem.reflection.prompts import (
-    DEFAULT_CONDENSE_PROMPT,
-    DEFAULT_CONDENSE_SYSTEM_PROMPT,
-    DEFAULT_FOCAL_POINTS_PROMPT,
-    DEFAULT_INSIGHTS_PROMPT,
-    DEFAULT_INSIGHTS_SYSTEM_PROMPT,
-    DEFAULT_QUESTIONS_SYSTEM_PROMPT,
-)
-from tests.unit_tests.test_reflection_graph import (
+from tests.support.reflection_script import (
     CONDENSE,
     FOCAL,
     INSIGHTS,
@@ -43,11 +44,11 @@ from tests.unit_tests.test_reflection_graph import (
     PERSONA,
     QUESTIONS,
     T0,
-    Clock,
     ScriptedChatModel,
     fill,
     new_stream,
     scripted,
+    scripted_stream,
 )
 
 FOCAL_POINTS = ["What does Maria Lopez study?", "Who is Klaus Mueller?",
@@ -239,9 +240,6 @@ def test_generate_insight_returns_none_when_the_trigger_does_not_fire(stream):
     assert [n.poignancy for n in stream.nodes()] == [p for *_, p in reversed(MEMORIES)]
 
 
-def scripted_stream() -> MemoryStream:
-    clock = Clock(T0)
-    return fill(new_stream(clock), clock)
 
 
 def test_generate_insight_condenses_a_question_over_the_maximum(stream):

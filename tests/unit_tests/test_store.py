@@ -21,7 +21,7 @@ from langchain_genmem import (
     ValidationError,
 )
 from langchain_genmem.backends.chroma import ChromaBackend
-from langchain_genmem.state import DEFAULT_LEXICAL_WEIGHT, StreamState
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, StreamState
 
 T0 = datetime(2023, 2, 13, 9, 0, 0)
 

@@ -23,7 +23,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import ConcurrentWriterError, MemoryNode, MemoryStream, StorageError
 from langchain_genmem.backends.chroma import NODE_KEYS, ChromaBackend, _meta_of
-from langchain_genmem.keywords import count_keywords
+from langchain_genmem.memory.keywords import count_keywords
 
 T0 = datetime(2023, 2, 13, 9, 0)
 PERSONA = "玛丽亚 Lopez"

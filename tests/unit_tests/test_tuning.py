@@ -9,9 +9,9 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, SimulationClock
-from langchain_genmem.errors import ValidationError
-from langchain_genmem.evaluation import Example, evaluate, split_examples
-from langchain_genmem.tuning import (
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.evaluation.metrics import Example, evaluate, split_examples
+from langchain_genmem.evaluation.tuning import (
     WEIGHT_TOTAL,
     PreparedExamples,
     Setting,

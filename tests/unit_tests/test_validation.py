@@ -8,13 +8,8 @@ from datetime import datetime
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from langchain_genmem import (
-    GenerativeAgentsRetriever,
-    GenMemError,
-    MemoryStream,
-    ValidationError,
-    validation,
-)
+from langchain_genmem import GenerativeAgentsRetriever, GenMemError, MemoryStream, ValidationError
+from langchain_genmem.core import validation
 
 FAKE = DeterministicFakeEmbedding(size=16)
 

@@ -1,0 +1,264 @@
+"""Checks of user input shared by the library and the ``genmem`` command line.
+
+One rule, one wording: the retriever, the stream's settings, the memory inputs and the CLI
+options all call these, so a bad value is refused the same way wherever it comes in. Every
+check returns the value normalised or raises :class:`~langchain_genmem.core.errors.ValidationError`
+naming the field and what is allowed:
+
+================  ==========================================================
+weights, gains    finite numbers >= 0
+recency decay     a number in (0, 1]
+lexical weight    a number in [0, 1]
+relevance mode    ``"dense"``, ``"lexical"`` or ``"hybrid"``
+k                 an integer >= 0
+query             a non-empty text
+poignancy         a number from 1 (mundane) to 10 (poignant), the original's scale
+================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.modes import DECAY, LEXICAL_WEIGHT, POIGNANCY, RELEVANCE_MODES
+from langchain_genmem.core.text import clean_text, length_error, limits
+
+POIGNANCY_MIN = POIGNANCY.low
+POIGNANCY_MAX = POIGNANCY.high
+
+
+def finite_number(value: Any, field: str) -> float:
+    """A real number that is not NaN or infinite.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The value as a float.
+
+    Raises:
+        ValidationError: not a finite number.
+    """
+    number = _coerce(value)
+    if number is None:
+        msg = f"{field}: expected a finite number, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return number
+
+
+def weight(value: Any, field: str) -> float:
+    """A retrieval weight or gain: finite and >= 0.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The weight as a float.
+
+    Raises:
+        ValidationError: not a finite number >= 0.
+    """
+    number = finite_number(value, field)
+    if number < 0:
+        msg = f"{field}: expected a finite number >= 0, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return number
+
+
+def decay(value: Any, field: str = "recency_decay") -> float:
+    """A recency decay: in (0, 1] (1 means no decay).
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The decay as a float.
+
+    Raises:
+        ValidationError: not a number in (0, 1].
+    """
+    number = _coerce(value)
+    if number is None or number not in DECAY:
+        msg = (
+            f"{field}: expected a number in {DECAY.text()} (e.g. 0.99; 1 = no decay), "
+            f"got {value!r}"
+        )
+        raise ValidationError(msg, field=field)
+    return number
+
+
+def lexical_weight(value: Any, field: str = "lexical_weight") -> float:
+    """The share of the lexical signal in the hybrid relevance: in [0, 1].
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The weight as a float.
+
+    Raises:
+        ValidationError: not a number in [0, 1].
+    """
+    number = _coerce(value)
+    if number is None or number not in LEXICAL_WEIGHT:
+        msg = (
+            f"{field}: expected a number in {LEXICAL_WEIGHT.text()} "
+            "(0 = dense only, 1 = lexical only), "
+            f"got {value!r}"
+        )
+        raise ValidationError(msg, field=field)
+    return number
+
+
+def relevance_mode(value: Any, field: str = "relevance_mode") -> str:
+    """A relevance signal: one of :data:`~langchain_genmem.core.modes.RELEVANCE_MODES`.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The mode.
+
+    Raises:
+        ValidationError: not one of the modes.
+    """
+    if not isinstance(value, str) or value not in RELEVANCE_MODES:
+        msg = f"{field}: expected one of {', '.join(RELEVANCE_MODES)}, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return value
+
+
+def top_k(value: Any, field: str = "k") -> int:
+    """How many documents: an integer >= 0.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The integer.
+
+    Raises:
+        ValidationError: not an integer >= 0.
+    """
+    whole = isinstance(value, numbers.Integral) or (
+        isinstance(value, float) and value.is_integer()
+    )
+    if isinstance(value, bool) or not whole or value < 0:
+        msg = f"{field}: expected an integer >= 0, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return int(value)
+
+
+def query(value: Any, field: str = "query") -> str:
+    """A focal point or search text: a non-empty text, cleaned and bounded.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The text, cleaned (:func:`~langchain_genmem.core.text.clean_text`).
+
+    Raises:
+        ValidationError: not a text, only whitespace, or longer than
+            ``limits().description`` characters.
+    """
+    if not isinstance(value, str):
+        msg = f"{field}: expected a text, got {type(value).__name__}"
+        raise ValidationError(msg, field=field)
+    if not value.strip():
+        msg = f"{field}: expected a non-empty text, got {value!r}"
+        raise ValidationError(msg, field=field)
+    too_long = length_error(value, limits().description)
+    if too_long is not None:
+        raise ValidationError(f"{field}: {too_long}", field=field)
+    return clean_text(value)
+
+
+def poignancy(value: Any, field: str = "poignancy") -> float:
+    """An importance rating on the original's scale, 1 to 10.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+
+    Returns:
+        The rating as a float.
+
+    Raises:
+        ValidationError: not a number from 1 to 10.
+    """
+    number = _coerce(value)
+    if number is None or number not in POIGNANCY:
+        msg = (
+            f"{field}: expected a number from {POIGNANCY_MIN:g} (mundane) to "
+            f"{POIGNANCY_MAX:g} (poignant), got {value!r}"
+        )
+        raise ValidationError(msg, field=field)
+    return number
+
+
+def known_arguments(given: Iterable[str], allowed: Iterable[str], owner: str) -> None:
+    """Refuse arguments a constructor does not have, suggesting the closest names.
+
+    Args:
+        given: the names passed.
+        allowed: the names the constructor takes.
+        owner: the class or function, for the message.
+
+    Raises:
+        ValidationError: some names are unknown; the message lists them all.
+    """
+    allowed = sorted(set(allowed))
+    unknown = [name for name in given if name not in allowed]
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, allowed, n=1)
+        parts.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    msg = (
+        f"{owner}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
+        f"it takes {', '.join(allowed)}"
+    )
+    raise ValidationError(msg, field=unknown[0])
+
+
+def from_pydantic(error: PydanticValidationError, owner: str) -> ValidationError:
+    """The first problem of a pydantic error as one of ours, naming the field.
+
+    Args:
+        error: pydantic's error.
+        owner: the class being built, for the message.
+
+    Returns:
+        The error to raise.
+    """
+    first = error.errors()[0]
+    ours = (first.get("ctx") or {}).get("error")
+    if isinstance(ours, ValidationError):  # one of these checks, run inside a validator
+        return ValidationError(f"{owner}: {ours}", field=ours.field)
+    field = ".".join(str(x) for x in first["loc"]) or owner
+    given = first.get("input")
+    shown = "" if isinstance(given, Mapping) else f" (got {given!r})"
+    return ValidationError(f"{owner}: {field}: {first['msg']}{shown}", field=field)
+
+def _coerce(value: Any) -> float | None:
+    """A real number (not a bool, not a text) as a finite float, else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None

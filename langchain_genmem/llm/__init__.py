@@ -1,0 +1,28 @@
+"""Model-facing: what talks to a chat model, below reflection.
+
+Importance (poignancy) scoring, reply parsers and the chat-model glue. The former
+``llm`` module is :mod:`~langchain_genmem.llm.chat`; its names are importable from
+this package as before.
+"""
+
+from langchain_genmem.llm.chat import (
+    DEFAULT_MODEL,
+    LOCAL_SERVER_KEY,
+    LOCAL_SERVERS,
+    MISSING_KEY_HINT,
+    UnconfiguredChatModel,
+    chat_model_configured,
+    chat_model_from_env,
+    model_error,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LOCAL_SERVERS",
+    "LOCAL_SERVER_KEY",
+    "MISSING_KEY_HINT",
+    "UnconfiguredChatModel",
+    "chat_model_configured",
+    "chat_model_from_env",
+    "model_error",
+]

@@ -1,0 +1,197 @@
+"""A chat model from the standard OpenAI variables, for the CLI, the examples and the graphs.
+
+``OPENAI_API_KEY`` (for OpenAI, or a server that checks keys), ``OPENAI_BASE_URL`` (any
+OpenAI-compatible server: Ollama, llama.cpp's ``llama-server``, vLLM, LM Studio...; a local
+server needs no key) and ``OPENAI_MODEL`` (default ``gpt-4o-mini``).
+
+Whatever goes wrong with the model surfaces as one
+:class:`~langchain_genmem.core.errors.ChatModelError`
+whose one-line message says what to set or check: no model configured
+(:func:`chat_model_from_env`), or a server that cannot be reached, refuses the key or has no
+such model (the model it returns translates its client's errors). Scripts print it as
+``error: ...``::
+
+    try:
+        model = chat_model_from_env()
+        ...
+    except GenMemError as e:
+        print(f"error: {e}", file=sys.stderr)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+from langchain_genmem.core.errors import ChatModelError
+from langchain_genmem.core.extras import require_extra
+
+DEFAULT_MODEL = "gpt-4o-mini"
+# What a local server that checks no key gets (the OpenAI client insists on one).
+LOCAL_SERVER_KEY = "not-needed"
+
+LOCAL_SERVERS = "Ollama: http://localhost:11434/v1, llama.cpp's llama-server, vLLM"
+MISSING_KEY_HINT = (
+    "no chat model: set OPENAI_API_KEY, or point OPENAI_BASE_URL at a local OpenAI-compatible "
+    f"server ({LOCAL_SERVERS}); OPENAI_MODEL names the model (default {DEFAULT_MODEL})"
+)
+
+
+def chat_model_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Tell whether the variables name a chat model: a key, or a server's address.
+
+    Args:
+        env: the variables (default ``os.environ``).
+
+    Returns:
+        True when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set.
+    """
+    env = os.environ if env is None else env
+    return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
+
+
+def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+    """``ChatOpenAI`` configured from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``.
+
+    A server named by ``OPENAI_BASE_URL`` alone (a local one) gets a placeholder key. The
+    model's client errors (server down, key refused, no such model) are raised as one-line
+    :class:`~langchain_genmem.core.errors.ChatModelError` hints.
+
+    Args:
+        env: the variables (default ``os.environ``).
+        **kwargs: more ``ChatOpenAI`` arguments (temperature, max_retries...).
+
+    Returns:
+        The chat model.
+
+    Raises:
+        ChatModelError: neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set (the message
+            says what to set).
+        ConfigurationError: langchain-openai is not installed.
+    """
+    env = os.environ if env is None else env
+    if not chat_model_configured(env):
+        raise ChatModelError(MISSING_KEY_HINT)
+    options: dict[str, Any] = {"model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
+                               "api_key": env.get("OPENAI_API_KEY") or LOCAL_SERVER_KEY}
+    if env.get("OPENAI_BASE_URL"):
+        options["base_url"] = env["OPENAI_BASE_URL"]
+    return _hinting_chat_openai()(**{**options, **kwargs})
+
+
+@functools.cache
+def _hinting_chat_openai() -> type[BaseChatModel]:
+    """``ChatOpenAI`` whose client errors become :class:`ChatModelError` hints (made once)."""
+    chat_openai = require_extra("langchain_openai", "openai", "the chat model").ChatOpenAI
+
+    class HintingChatOpenAI(chat_openai):  # type: ignore[misc, valid-type]
+        """``ChatOpenAI`` that raises its client's errors as one-line hints."""
+
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            with _hints(self.openai_api_base):
+                return super()._generate(*args, **kwargs)
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            with _hints(self.openai_api_base):
+                return await super()._agenerate(*args, **kwargs)
+
+        def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+            with _hints(self.openai_api_base):
+                yield from super()._stream(*args, **kwargs)
+
+        async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+            with _hints(self.openai_api_base):
+                async for chunk in super()._astream(*args, **kwargs):
+                    yield chunk
+
+    HintingChatOpenAI.__qualname__ = HintingChatOpenAI.__name__
+    return HintingChatOpenAI
+
+
+@contextmanager
+def _hints(base: str | None) -> Iterator[None]:
+    """Re-raise an error of the OpenAI client as the :func:`model_error` hint."""
+    try:
+        yield
+    except Exception as e:
+        hint = model_error(e, base=base)
+        if hint is None:
+            raise
+        raise hint from e
+
+
+class UnconfiguredChatModel(BaseChatModel):
+    """Stands in for a chat model that cannot be built yet: every call raises the hint.
+
+    Deployed graphs (``langgraph dev``) are built when the server loads them; a graph factory
+    that raised there would leave the caller with "An internal error occurred" and the hint in
+    the server log only. With this stand-in the graph builds, runs that need no model (a
+    reflection that is not due) work, and a run that needs one fails with the hint itself
+    (a :class:`ChatModelError`, whose message the server passes on to the caller).
+
+    Attributes:
+        hint: what to set, raised as a ChatModelError.
+    """
+
+    hint: str = MISSING_KEY_HINT
+
+    @property
+    def _llm_type(self) -> str:
+        return "unconfigured"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raise ChatModelError(self.hint)
+
+
+def model_error(error: BaseException, *, base: str | None = None) -> ChatModelError | None:
+    """A one-line hint for an error of the OpenAI client, or None for any other error.
+
+    An unreachable server, a refused key or an unknown model says which variable to check
+    instead of a traceback.
+
+    Args:
+        error: what the chat model raised.
+        base: the server's address, for the message (default ``OPENAI_BASE_URL``).
+
+    Returns:
+        The hint as a ChatModelError, or None when the error is not the client's.
+    """
+    try:
+        import openai
+    except ImportError:
+        return None
+    base = base or os.environ.get("OPENAI_BASE_URL")
+    where = f"the chat model at {base}" if base else "the OpenAI API"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if isinstance(error, openai.APIConnectionError):
+        if base:
+            fix = (f"start that server, point OPENAI_BASE_URL at one that runs ({LOCAL_SERVERS}), "
+                   "or unset it and set OPENAI_API_KEY for OpenAI")
+        else:
+            fix = ("check the network, or point OPENAI_BASE_URL at a local OpenAI-compatible "
+                   f"server ({LOCAL_SERVERS})")
+        msg = f"cannot reach {where} ({first}): {fix}"
+    elif isinstance(error, openai.AuthenticationError):
+        msg = f"{where} refused the key ({first}); check OPENAI_API_KEY"
+    elif isinstance(error, openai.NotFoundError):
+        msg = f"{where} has no such model or route ({first}); check " \
+              "OPENAI_MODEL and OPENAI_BASE_URL (most servers end in /v1)"
+    elif isinstance(error, openai.APIError):
+        msg = f"{where} failed ({first})"
+    else:
+        return None
+    return ChatModelError(msg)

@@ -1,0 +1,555 @@
+"""The in-process columns of one persona's nodes that scoring runs on.
+
+The store is the source of truth; this cache only mirrors what was committed, row ``i`` being
+``node_{i+1}``. It holds what scoring reads as numpy columns (vectors, their norms, their int8
+codes for the fast first pass of :mod:`langchain_genmem.numerics.quantized`, access and creation
+times, expirations, poignancies, type codes, the idle flag) so that a retrieval
+is a handful of vectorised operations over every node, never a Python loop per memory.
+
+A stream opened from a snapshot (:mod:`langchain_genmem.backends.snapshot`) loads these
+columns whole (:meth:`NodeCache.load`) and makes each row's ``MemoryNode`` only when it is
+first asked for (:class:`LazyNodes`); a new per-row column goes in :data:`ROW_COLUMNS`, so
+that it grows with the others and is saved in and read from snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import overload
+
+import numpy as np
+
+from langchain_genmem.backends import snapshot
+from langchain_genmem.backends.base import StoredNode
+from langchain_genmem.core.errors import EmbeddingDimensionError
+from langchain_genmem.core.nodes import CANDIDATE_TYPES, TYPE_CODES, TYPE_NAMES, MemoryNode
+from langchain_genmem.core.timeutil import from_epoch, to_epoch
+from langchain_genmem.numerics.quantized import quantize
+from langchain_genmem.numerics.scoring import inverse_norms, minmax
+
+# Nodes made from a snapshot are copies of this one with every field replaced (a copy with
+# ``update`` is several times quicker than ``model_construct`` and validates nothing either).
+_TEMPLATE = MemoryNode.model_construct(
+    node_id="node_1", node_count=1, type_count=1, type="event", depth=0,
+    created=from_epoch(0.0), expiration=None, last_accessed=from_epoch(0.0), subject="",
+    predicate="", object="", description="-", embedding_key="-", poignancy=0.0, keywords=[],
+    filling=None,
+)
+# Every per-row column: grown together, saved in and loaded from a snapshot together.
+ROW_COLUMNS: dict[str, type] = {
+    "vectors": np.float32, "codes": np.int8, "norms": np.float64, "inv_norms": np.float64,
+    "unit_scale": np.float64, "last_accessed": np.float64, "created": np.float64,
+    "expiration": np.float64, "poignancy": np.float64, "type_code": np.int8, "idle": bool,
+    "type_count": np.int64, "depth": np.int64,
+}
+GROWTH = 1.5  # how much room the columns make when they grow
+_FIRST = 1024
+_QUANTIZE_BLOCK = 8192
+# Moved rows beyond which the access order is sorted afresh rather than patched.
+_RESORT_SHARE = 16  # rows quantised at once, so the float64 copies stay small
+
+
+@dataclass(frozen=True)
+class StaticCandidates:
+    """Candidate rows and their columns that only change when nodes are added.
+
+    Attributes:
+        n: the cache size they were computed at.
+        rows: candidate rows, ascending.
+        type_code: their type codes.
+        node_count: their node numbers.
+        poignancy: their raw importance.
+        importance: their normalised importance.
+        any_expiration: whether any candidate has an expiration.
+        idle: candidates left out because their embedding_key holds "idle".
+    """
+
+    n: int
+    rows: np.ndarray
+    type_code: np.ndarray
+    node_count: np.ndarray
+    poignancy: np.ndarray
+    importance: np.ndarray
+    any_expiration: bool
+    idle: int = 0
+
+
+class NodeCache:
+    """Columnar mirror of a persona's committed nodes.
+
+    Attributes:
+        n: number of rows (committed nodes).
+        dim: vector size, once a vector is held.
+        nodes: the MemoryNode of each row (made on first access for rows loaded from a
+            snapshot, see :class:`LazyNodes`).
+        key_row: a row holding the vector of each embedding_key (the newest such node).
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.dim: int | None = None
+        self.nodes = LazyNodes(self)
+        self.key_row: dict[str, int] = {}
+        self._cap = 0
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.codes = np.zeros((0, 0), dtype=np.int8)
+        self.max_relative_residual = 0.0
+        for name, dtype in ROW_COLUMNS.items():
+            if name not in ("vectors", "codes"):
+                setattr(self, name, np.zeros(0, dtype=dtype))
+        self._candidates: dict[tuple[bool, bool], StaticCandidates] = {}
+        self._order_lock = threading.Lock()
+        self._order: np.ndarray | None = None  # candidate rows in tie order
+        self._order_n = 0  # the cache size the order's candidates were taken at
+        self._moved: list[np.ndarray] = []  # rows whose access time changed since
+
+    def append(self, stored: Sequence[StoredNode], *, total: int = 0) -> None:
+        """Add committed nodes, oldest first; each must be the next node_count.
+
+        Args:
+            stored: the nodes with their vectors.
+            total: the row count these nodes are part of, when known: room for it is
+                made at once instead of growing (and copying) the columns page by page.
+
+        Raises:
+            EmbeddingDimensionError: a vector's size differs from the ones held.
+        """
+        if not stored:
+            return
+        block = np.vstack([np.asarray(s.vector, dtype=np.float32).reshape(1, -1) for s in stored])
+        if self.dim is None:
+            self.dim = block.shape[1]
+        if block.shape[1] != self.dim:
+            raise EmbeddingDimensionError(self.dim, block.shape[1])
+        self._reserve(max(self.n + len(stored), total))
+        lo, hi = self.n, self.n + len(stored)
+        self.vectors[lo:hi] = block
+        self.norms[lo:hi] = np.linalg.norm(block.astype(np.float64), axis=1)
+        self.inv_norms[lo:hi] = inverse_norms(self.norms[lo:hi])
+        for start in range(lo, hi, _QUANTIZE_BLOCK):
+            end = min(hi, start + _QUANTIZE_BLOCK)
+            q = quantize(self.vectors[start:end])
+            inv = self.inv_norms[start:end]
+            self.codes[start:end] = q.codes
+            self.unit_scale[start:end] = q.scale * inv
+            relative = float((q.residual * inv).max())
+            self.max_relative_residual = max(self.max_relative_residual, relative)
+        for row, s in enumerate(stored, start=lo):
+            self._fill(row, s.node)
+        self.n = hi
+
+    def load(self, content: snapshot.Content) -> None:
+        """Take a snapshot's columns as they are (an empty cache only); nodes come lazily.
+
+        Args:
+            content: from :func:`langchain_genmem.backends.snapshot.read` with the columns
+                :meth:`snapshot_content` gave.
+
+        Raises:
+            ValueError: the cache is not empty, or the content lacks a column or its texts.
+        """
+        if self.n:
+            raise ValueError("a snapshot loads into an empty cache only")
+        rows = content.rows
+        missing = [name for name in ROW_COLUMNS if name not in rows]
+        if missing or "texts" not in content.arrays:
+            raise ValueError(f"snapshot lacks {missing or ['texts']}")
+        n = int(content.meta["n"])
+        texts = _Texts(content.arrays["texts"].tobytes(), content.arrays["text_offsets"], n)
+        for name, dtype in ROW_COLUMNS.items():
+            if rows[name].dtype != np.dtype(dtype):
+                raise ValueError(f"snapshot column {name} is {rows[name].dtype}")
+        if rows["vectors"].ndim != 2 or rows["vectors"].shape[1] != content.meta["dim"]:
+            raise ValueError("snapshot vectors do not have the snapshot's dimension")
+        self.dim = content.meta["dim"]
+        self.max_relative_residual = float(content.meta["max_relative_residual"])
+        for name in ROW_COLUMNS:
+            setattr(self, name, rows[name])
+        self._cap = rows["norms"].shape[0]
+        self.key_row = {k: int(r) for k, r in content.meta["key_row"].items()}
+        self.nodes.load(texts)
+        self.n = n
+
+    def snapshot_content(self) -> snapshot.Content:
+        """Every row as a snapshot's content (see :meth:`load`).
+
+        Nodes not made yet are not made: their texts come from the snapshot they came from.
+
+        Returns:
+            The columns (views, not copies), the nodes' texts and the values that go with them.
+        """
+        n = self.n
+        texts, offsets = self.nodes.texts(n)
+        return snapshot.Content(
+            rows={name: getattr(self, name)[:n] for name in ROW_COLUMNS},
+            arrays={"texts": np.frombuffer(texts, dtype=np.uint8), "text_offsets": offsets},
+            meta={"n": n, "dim": self.dim, "max_relative_residual": self.max_relative_residual,
+                  "key_row": self.key_row},
+        )
+
+    def candidates(self, idle_filter: bool = True, chats: bool = False) -> StaticCandidates:
+        """The candidates and their columns that change only when nodes are added.
+
+        Candidates are the original's: events and thoughts whose embedding_key has no
+        "idle" (all events and thoughts with ``idle_filter=False``); ``chats=True`` adds
+        the chats, under the same rule, for a retrieval whose filter asks for them.
+        Recomputed only when nodes were added.
+
+        Args:
+            idle_filter: leave out memories whose embedding_key holds "idle" (the original).
+            chats: chats are candidates too.
+
+        Returns:
+            The rows and their static columns.
+        """
+        held = self._candidates.get((True, chats))
+        if held is None or held.n != self.n:
+            n = self.n
+            kinds = np.isin(self.type_code[:n], self._codes(chats))
+            idle = kinds & self.idle[:n]
+            held = self._static(n, np.flatnonzero(kinds & ~idle), int(idle.sum()))
+            self._candidates[True, chats] = held
+        if idle_filter or not held.idle:
+            return held
+        full = self._candidates.get((False, chats))
+        if full is None or full.n != held.n:
+            kinds = np.isin(self.type_code[: held.n], self._codes(chats))
+            full = self._static(held.n, np.flatnonzero(kinds), 0)
+            self._candidates[False, chats] = full
+        return full
+
+    @staticmethod
+    def _codes(chats: bool) -> list[int]:
+        """The type codes of the candidates (``CANDIDATE_TYPES`` of core.nodes)."""
+        return [TYPE_CODES[t] for t in (*CANDIDATE_TYPES, *(("chat",) if chats else ()))]
+
+    def _static(self, n: int, rows: np.ndarray, idle: int) -> StaticCandidates:
+        poignancy = self.poignancy[rows]
+        return StaticCandidates(
+            n=n,
+            rows=rows,
+            type_code=self.type_code[rows],
+            node_count=rows + 1,
+            poignancy=poignancy,
+            importance=minmax(poignancy),
+            any_expiration=bool(np.isfinite(self.expiration[rows]).any()),
+            idle=idle,
+        )
+
+    def touch(self, rows: np.ndarray, when: float) -> None:
+        """Mark rows accessed at ``when`` (epoch seconds), in the columns and the nodes.
+
+        Args:
+            rows: row numbers.
+            when: the access time.
+        """
+        with self._order_lock:  # the access order sees a change whole or not at all
+            self.last_accessed[rows] = when
+            self._note_moved(np.asarray(rows, dtype=np.int64))
+        self.nodes.set_accessed(rows.tolist(), from_epoch(when))
+
+    def merge_access(self, times: Mapping[int, float]) -> None:
+        """Take access times stored elsewhere where they are later than the ones held.
+
+        Args:
+            times: ``{node_count: epoch seconds}``; nodes not held yet are skipped.
+        """
+        moved = []
+        with self._order_lock:
+            for number, when in times.items():
+                row = number - 1
+                if row < self.n and when > self.last_accessed[row]:
+                    self.last_accessed[row] = when
+                    self.nodes.set_accessed([row], from_epoch(when))
+                    moved.append(row)
+            self._note_moved(np.asarray(moved, dtype=np.int64))
+
+    def access_order(self, static: StaticCandidates) -> np.ndarray:
+        """Every candidate row in the original's candidate order (see ``scoring.tie_order``).
+
+        The order is kept between retrievals and patched: rows whose access time changed
+        since (the k returned by the last retrieval, times loaded from other processes)
+        and rows added since are taken out and inserted again where they now belong, so a
+        ``"reverie"`` retrieval costs a few linear passes instead of a full sort. Many
+        changes at once are sorted afresh.
+
+        Args:
+            static: the candidates (``candidates()``) the order is for.
+
+        Returns:
+            The rows of ``static.rows``, ordered by last access ascending, then events
+            before thoughts, then newest first.
+        """
+        with self._order_lock:
+            if static.n < self._order_n:  # an older view than the order's: do not keep it
+                return static.rows[_tie_sort(self, static.rows)]
+            moved = np.concatenate(self._moved) if self._moved else np.zeros(0, np.int64)
+            added = static.rows[np.searchsorted(static.rows, self._order_n) :]
+            if self._order is None or moved.size + added.size > max(
+                1024, static.rows.size // _RESORT_SHARE
+            ):
+                self._order = static.rows[_tie_sort(self, static.rows)]
+            else:
+                self._order = self._patch(self._order, moved, added, static)
+            self._order_n, self._moved = static.n, []
+            return self._order
+
+    def _patch(
+        self, order: np.ndarray, moved: np.ndarray, added: np.ndarray, static: StaticCandidates
+    ) -> np.ndarray:
+        """``order`` with ``moved`` rows taken out and ``moved``/``added`` rows reinserted."""
+        moved = np.unique(moved)
+        if moved.size:
+            at = np.minimum(np.searchsorted(static.rows, moved), static.rows.size - 1)
+            moved = moved[static.rows[at] == moved]  # candidates only
+            out = np.zeros(self.n, dtype=bool)
+            out[moved] = True
+            order = order[~out[order]]
+        insert = np.concatenate([moved, added])
+        if insert.size == 0:
+            return order
+        insert = insert[_tie_sort(self, insert)]
+        la = self.last_accessed[order]
+        at = np.searchsorted(la, self.last_accessed[insert], side="left")
+        end = np.searchsorted(la, self.last_accessed[insert], side="right")
+        ties = np.flatnonzero(end > at)
+        if ties.size:  # equal access times: order by (type, newest first) within the run
+            within = _secondary_key(self, order)
+            mine = _secondary_key(self, insert)
+            for i in ties.tolist():
+                at[i] += np.searchsorted(within[at[i] : end[i]], mine[i], side="left")
+        return np.insert(order, at, insert)
+
+    def _note_moved(self, rows: np.ndarray) -> None:
+        """Remember rows whose access time changed (the caller holds ``_order_lock``)."""
+        if rows.size and self._order is not None:
+            self._moved.append(rows.copy())
+
+    def vector_of_key(self, key: str) -> np.ndarray | None:
+        """The stored vector of an embedding_key, or None.
+
+        Args:
+            key: the embedding_key.
+
+        Returns:
+            A copy of the vector.
+        """
+        row = self.key_row.get(key)
+        return None if row is None else self.vectors[row].copy()
+
+    def _fill(self, row: int, node: MemoryNode) -> None:
+        self.nodes.append(node)
+        self.key_row[node.embedding_key] = row
+        self.last_accessed[row] = to_epoch(node.last_accessed)
+        self.created[row] = to_epoch(node.created)
+        self.expiration[row] = np.inf if node.expiration is None else to_epoch(node.expiration)
+        self.poignancy[row] = node.poignancy
+        self.type_code[row] = TYPE_CODES[node.type]
+        self.idle[row] = "idle" in node.embedding_key
+        self.type_count[row] = node.type_count
+        self.depth[row] = node.depth
+
+    def _reserve(self, size: int) -> None:
+        if size <= self._cap:
+            return
+        cap = max(size, int(self._cap * GROWTH), _FIRST)
+        for name in ROW_COLUMNS:
+            setattr(self, name, _grow(getattr(self, name), cap, self.n, self.dim or 0))
+        self._cap = cap
+
+
+class LazyNodes(Sequence[MemoryNode]):
+    """The MemoryNode of each row of a cache, made when first asked for.
+
+    Rows appended by :meth:`NodeCache.append` hold their node at once. Rows loaded from a
+    snapshot (:meth:`NodeCache.load`) hold none until asked: the node is then made from the
+    cache's columns and the snapshot's texts, equal to the one a load from the store gives,
+    and kept, so each row always answers with the same object.
+    """
+
+    def __init__(self, cache: NodeCache) -> None:
+        self._cache = cache
+        self._held: list[MemoryNode | None] = []
+        self._texts: _Texts | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryNode: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[MemoryNode]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryNode | list[MemoryNode]:
+        if isinstance(index, slice):
+            rows = range(*index.indices(len(self._held)))
+            self._make([r for r in rows if self._held[r] is None])
+            return [self._held[r] for r in rows]  # type: ignore[misc]
+        node = self._held[index]
+        if node is None:
+            self._make([index % len(self._held)])
+            node = self._held[index]
+        return node  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[MemoryNode]:
+        return iter(self[:])
+
+    def append(self, node: MemoryNode) -> None:
+        """Hold the node of the next row.
+
+        Args:
+            node: the node.
+        """
+        self._held.append(node)
+
+    def load(self, texts: _Texts) -> None:
+        """Stand for the rows of a snapshot (an empty list only).
+
+        Args:
+            texts: the snapshot's texts of rows ``0 .. texts.n - 1``.
+        """
+        self._texts = texts
+        self._held = [None] * texts.n
+
+    def set_accessed(self, rows: Sequence[int], moment: datetime) -> None:
+        """Set ``last_accessed`` of the rows' nodes made so far (the rest read the column).
+
+        Args:
+            rows: row numbers.
+            moment: the access time.
+        """
+        with self._lock:
+            for row in rows:
+                node = self._held[row]
+                if node is not None:
+                    node.last_accessed = moment
+
+    def texts(self, n: int) -> tuple[bytes, np.ndarray]:
+        """The JSON array of the first ``n`` rows' texts and where each row starts in it.
+
+        Rows of the snapshot are taken as they were read, the others from their nodes.
+
+        Args:
+            n: how many rows.
+
+        Returns:
+            The UTF-8 text and ``n + 1`` offsets (row i ends one byte before ``i + 1``).
+        """
+        loaded = 0 if self._texts is None else min(n, self._texts.n)
+        out = bytearray(self._texts.blob[: self._texts.offsets[loaded] - 1] if loaded else b"[")
+        starts = [self._texts.offsets[:loaded]] if loaded else []
+        new: list[int] = []
+        for row in range(loaded, n):
+            if row:
+                out += b","
+            new.append(len(out))
+            out += _row_text(self._held[row])  # type: ignore[arg-type]
+        out += b"]"
+        new.append(len(out))
+        return bytes(out), np.concatenate([*starts, np.asarray(new, dtype=np.int64)])
+
+    def _make(self, rows: list[int]) -> None:
+        """Make the nodes of rows holding none (under the lock: one object per row)."""
+        if not rows or self._texts is None:
+            return
+        with self._lock:
+            rows = [r for r in rows if self._held[r] is None]
+            if not rows:
+                return
+            parsed = self._texts.parse(rows)
+            c, at = self._cache, np.asarray(rows, dtype=np.int64)
+            expires = c.expiration[at]
+            columns = zip(
+                rows, parsed, c.type_count[at].tolist(), c.type_code[at].tolist(),
+                c.depth[at].tolist(), c.poignancy[at].tolist(), from_epochs(c.created[at]),
+                from_epochs(c.last_accessed[at]),
+                from_epochs(np.where(np.isfinite(expires), expires, 0.0)),
+                np.isfinite(expires).tolist(), strict=True,
+            )
+            for row, texts, type_count, code, depth, poignancy, created, accessed, ends, finite \
+                    in columns:
+                subject, predicate, obj, description, key, keywords, filling = texts
+                self._held[row] = _TEMPLATE.model_copy(update={  # every field: no validation
+                    "node_id": f"node_{row + 1}",
+                    "node_count": row + 1,
+                    "type_count": type_count,
+                    "type": TYPE_NAMES[code],
+                    "depth": depth,
+                    "created": created,
+                    "expiration": ends if finite else None,
+                    "last_accessed": accessed,
+                    "subject": subject,
+                    "predicate": predicate,
+                    "object": obj,
+                    "description": description,
+                    "embedding_key": key,
+                    "poignancy": poignancy,
+                    "keywords": keywords,
+                    "filling": filling,
+                })
+
+
+def from_epochs(seconds: np.ndarray) -> list[datetime]:
+    """:func:`~langchain_genmem.core.timeutil.from_epoch` of each value, in one numpy pass.
+
+    Args:
+        seconds: epoch seconds (finite, within the years 1 to 9999).
+
+    Returns:
+        Naive datetimes rounded to the microsecond, half to even, as ``from_epoch`` does.
+    """
+    micros = np.round(np.asarray(seconds, dtype=np.float64) * 1e6).astype(np.int64)
+    return micros.astype("datetime64[us]").tolist()
+
+
+class _Texts:
+    """A snapshot's texts of its rows, as one JSON array.
+
+    Row i is ``[subject, predicate, object, description, embedding_key, keywords, filling]``.
+    """
+
+    def __init__(self, blob: bytes, offsets: np.ndarray, n: int) -> None:
+        if offsets.shape != (n + 1,) or (n and offsets[n] != len(blob)):
+            raise ValueError("snapshot texts do not match its rows")
+        self.blob, self.offsets, self.n = blob, offsets, n
+
+    def parse(self, rows: list[int]) -> list[list]:
+        """The parsed texts of rows (the whole array at once when many are asked)."""
+        if len(rows) > self.n // 8:
+            every = json.loads(self.blob.decode("utf-8", "surrogatepass"))
+            return [every[r] for r in rows]
+        out = []
+        for r in rows:
+            raw = self.blob[self.offsets[r] : self.offsets[r + 1] - 1]
+            out.append(json.loads(raw.decode("utf-8", "surrogatepass")))
+        return out
+
+
+def _row_text(node: MemoryNode) -> bytes:
+    """A node's texts as one snapshot row (see :class:`_Texts`)."""
+    fields = [node.subject, node.predicate, node.object, node.description, node.embedding_key,
+              node.keywords, node.filling]
+    return json.dumps(fields, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def _tie_sort(cache: NodeCache, rows: np.ndarray) -> np.ndarray:
+    """Positions sorting ``rows`` by last access ascending, events first, newest first."""
+    return np.lexsort((-rows, cache.type_code[rows], cache.last_accessed[rows]))
+
+
+def _secondary_key(cache: NodeCache, rows: np.ndarray) -> np.ndarray:
+    """One int64 per row ordering rows of equal access time: type, then newest first."""
+    return cache.type_code[rows].astype(np.int64) * (1 << 40) - rows
+
+
+def _grow(column: np.ndarray, cap: int, n: int, dim: int) -> np.ndarray:
+    out = np.zeros((cap, dim) if column.ndim == 2 else cap, dtype=column.dtype)
+    if n:
+        out[:n] = column[:n]
+    return out

@@ -1,0 +1,160 @@
+"""Keyword side-index and keyword strengths, with the original's rules.
+
+The original ``AssociativeMemory`` keeps, per node type, a map keyword -> nodes (newest
+first), and for events and thoughts a count of how often each keyword was written
+(``kw_strength_event`` / ``kw_strength_thought``). Rules kept here:
+
+- keywords are lowercased on write **and on lookup** (the original forgot the lookup, so a
+  capitalised subject never matched in the original's AssociativeMemory);
+- a node whose ``predicate object`` is ``is idle`` adds to the index but not to strengths;
+- chats have an index but no strengths;
+- lookups return node ids newest first without repeats, a defined order where the original
+  returned a ``set``.
+
+The index is derived data: it is rebuilt from the stored nodes when a stream opens. The
+strengths are not (a loaded ``kw_strength.json`` replaces the replayed counts, as in the
+original), so they are persisted with the stream's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from langchain_genmem.core.nodes import NODE_TYPES, STRENGTH_TYPES, MemoryNode, node_number
+from langchain_genmem.core.text import unique
+
+__all__ = [  # STRENGTH_TYPES and unique are the vocabulary's, importable here as before
+    "STRENGTH_TYPES",
+    "KeywordIndex",
+    "count_keywords",
+    "counts_toward_strength",
+    "default_keywords",
+    "unique",
+]
+
+
+
+def default_keywords(node_type: str, subject: str, predicate: str, obj: str) -> list[str]:
+    """The keywords the original derives from a triple.
+
+    Events and chats (``perceive.py``) use the subject and object, each cut to its part after
+    the last ``:`` (``"the Ville:cafe:counter"`` gives ``"counter"``); thoughts (``reflect.py``)
+    use subject, predicate and object as they are. Empty parts are dropped, repeats removed.
+
+    Args:
+        node_type: ``"event"``, ``"thought"`` or ``"chat"``.
+        subject: the triple's subject.
+        predicate: the triple's predicate.
+        obj: the triple's object.
+
+    Returns:
+        The keywords in first-seen order.
+    """
+    if node_type == "thought":
+        parts = [subject, predicate, obj]
+    else:
+        parts = [subject.split(":")[-1], obj.split(":")[-1]]
+    return unique(p for p in parts if p and p.strip())
+
+
+def counts_toward_strength(node: MemoryNode) -> bool:
+    """Whether a node adds to keyword strengths (events and thoughts that are not idle).
+
+    Args:
+        node: the node.
+
+    Returns:
+        True when its keywords are counted.
+    """
+    return node.type in STRENGTH_TYPES and f"{node.predicate} {node.object}" != "is idle"
+
+
+@dataclass
+class KeywordIndex:
+    """Keyword -> node ids per node type (newest first), and keyword strengths.
+
+    Attributes:
+        index: ``index[type][keyword]`` lists node ids, oldest first (an append per node, so
+            indexing n nodes is linear; :meth:`newest_first` gives the original's order).
+        strength: ``strength["event"|"thought"][keyword]`` counts writes of the keyword.
+    """
+
+    index: dict[str, dict[str, list[str]]] = field(
+        default_factory=lambda: {t: {} for t in NODE_TYPES}
+    )
+    strength: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {t: {} for t in STRENGTH_TYPES}
+    )
+
+    def add(self, node: MemoryNode) -> None:
+        """Index a node newer than every node indexed so far, and count its keywords.
+
+        Args:
+            node: the node.
+        """
+        self.index_node(node)
+        count_keywords(self.strength, node)
+
+    def index_node(self, node: MemoryNode) -> None:
+        """Index a node newer than every node indexed so far; strengths are left alone.
+
+        Args:
+            node: the node.
+        """
+        by_kw = self.index[node.type]
+        for kw in unique(k.lower() for k in node.keywords):
+            by_kw.setdefault(kw, []).append(node.node_id)
+
+    def newest_first(self) -> dict[str, dict[str, list[str]]]:
+        """A copy of the index with each list newest first, as the original keeps it.
+
+        Returns:
+            ``{type: {keyword: node ids}}``.
+        """
+        return {t: {k: v[::-1] for k, v in m.items()} for t, m in self.index.items()}
+
+    def strength_after(self, nodes: Iterable[MemoryNode]) -> dict[str, dict[str, int]]:
+        """The strengths as they will be once ``nodes`` are added; the index is not touched.
+
+        Args:
+            nodes: nodes about to be written, oldest first.
+
+        Returns:
+            New strength maps.
+        """
+        strength = {t: dict(m) for t, m in self.strength.items()}
+        for node in nodes:
+            count_keywords(strength, node)
+        return strength
+
+    def lookup(self, node_type: str, terms: Sequence[str]) -> list[str]:
+        """Node ids of one type indexed under any of the terms, newest first, no repeats.
+
+        Args:
+            node_type: ``"event"``, ``"thought"`` or ``"chat"``.
+            terms: search terms, matched case-insensitively against whole keywords.
+
+        Returns:
+            The node ids.
+        """
+        by_kw = self.index[node_type]
+        found: dict[str, None] = {}
+        for term in terms:
+            for node_id in by_kw.get((term or "").lower(), ()):
+                found[node_id] = None
+        return sorted(found, key=node_number, reverse=True)
+
+
+def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> None:
+    """Add a node's keywords to strength maps when the node counts (see module docstring).
+
+    Args:
+        strength: ``strength["event"|"thought"][keyword]`` counts, changed in place.
+        node: the node.
+    """
+    if not counts_toward_strength(node):
+        return
+    counts = strength[node.type]
+    for kw in unique(k.lower() for k in node.keywords):
+        counts[kw] = counts.get(kw, 0) + 1

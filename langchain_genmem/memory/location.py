@@ -1,0 +1,135 @@
+"""Where memories live, and the streams opened there: :class:`StoreLocation`.
+
+A location names one store (an embedded folder, a Chroma server or client, a PostgreSQL
+database, or a ready backend), opens it once through
+:func:`~langchain_genmem.backends.opener.open_backend`, opens persona streams on that one
+backend and closes them together. The ``genmem`` command's
+:class:`~langchain_genmem.cli.store.Store` is a location with the command line's options;
+the service's stream pool and the deployed graphs take any location.
+
+Example:
+    .. code-block:: python
+
+        from langchain_genmem.memory.location import StoreLocation
+
+        place = StoreLocation(".genmem")                 # or host=..., dsn=..., backend=...
+        stream = place.open("Maria Lopez", create=True)  # a new persona may start here
+        place.personas()
+        place.close()                                    # flushes and releases the store
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from langchain_genmem.backends.base import MemoryBackend
+from langchain_genmem.backends.opener import describe_store, open_backend
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.memory.stream import Clock, MemoryStream
+
+__all__ = ["StoreLocation"]
+
+
+@dataclass
+class StoreLocation:
+    """One store, opened once, and the persona streams opened on it.
+
+    Attributes:
+        path: an embedded Chroma folder.
+        host: a Chroma server's host, instead of ``path``.
+        port: the Chroma server's port.
+        collection: the Chroma collection.
+        dsn: a PostgreSQL database, instead of Chroma.
+        client: any chromadb client, instead of ``path`` and ``host``.
+        backend: a ready backend, instead of all of the above.
+        clock: the clock of every stream opened (None: each stream's own default).
+        embeddings: the embedding model of every stream opened (None: the bundled one).
+    """
+
+    path: str | os.PathLike[str] | None = None
+    host: str | None = None
+    port: int = 8000
+    collection: str = "genmem"
+    dsn: str | None = None
+    client: Any = None
+    backend_object: MemoryBackend | None = None
+    clock: Clock | None = None
+    embeddings: Embeddings | None = None
+    _backend: MemoryBackend | None = field(default=None, repr=False)
+    _opened: list[MemoryStream] = field(default_factory=list, repr=False)
+
+    def backend(self, *, create: bool = True) -> MemoryBackend:
+        """The store's backend, opened on first use.
+
+        Args:
+            create: False refuses a store that does not exist yet (instead of creating it).
+
+        Returns:
+            The backend, shared by every stream opened here.
+        """
+        if self._backend is None:
+            self._backend = open_backend(
+                self.path, host=self.host, port=self.port, client=self.client, dsn=self.dsn,
+                backend=self.backend_object, collection=self.collection, create=create,
+            )
+        return self._backend
+
+    def where(self) -> str:
+        """The store in words."""
+        return describe_store(self.path, host=self.host, port=self.port, client=self.client,
+                              dsn=self.dsn)
+
+    def personas(self) -> list[str]:
+        """Every persona with memories in the store."""
+        return self.backend(create=False).personas()
+
+    def open(self, persona: str, *, create: bool = False, **stream_kwargs: Any) -> MemoryStream:
+        """A persona's stream on this store.
+
+        Args:
+            persona: the persona.
+            create: the caller writes: the store and the persona may be new. Otherwise
+                both must exist, so a read never leaves an empty store behind.
+            **stream_kwargs: more :class:`MemoryStream` arguments (``importance``, ...).
+
+        Returns:
+            The stream; :meth:`close` closes it.
+
+        Raises:
+            ValidationError: (a read) the store or the persona does not exist.
+        """
+        backend = self.backend(create=create)
+        if not create and backend.read_head(persona) is None:
+            msg = f"persona: no persona {persona!r} in {self.where()}"
+            raise ValidationError(msg, field="persona")
+        stream = MemoryStream(persona, backend=backend, clock=self.clock,
+                              embeddings=self.embeddings, **stream_kwargs)
+        return self.track(stream)
+
+    def stream_kwargs(self) -> dict[str, Any]:
+        """What an importer passes to each new stream it makes here."""
+        return {"backend": self.backend(), "clock": self.clock}
+
+    def track(self, stream: MemoryStream) -> MemoryStream:
+        """Remember a stream so :meth:`close` closes it.
+
+        Args:
+            stream: the stream.
+
+        Returns:
+            The same stream.
+        """
+        self._opened.append(stream)
+        return stream
+
+    def close(self) -> None:
+        """Close every stream opened here (flushing access times), then the backend."""
+        opened, self._opened = self._opened, []
+        for stream in opened:
+            stream.close()
+        if self._backend is not None and self.backend_object is None:
+            self._backend.close()

@@ -1,0 +1,626 @@
+"""Pure numpy scoring of the weighted retrieval: the original simulation's ``new_retrieve``.
+
+Every function here is pure and vectorised over the whole candidate set. The formula::
+
+    score = recency_w * gains[0] * recency
+          + relevance_w * gains[1] * relevance
+          + importance_w * gains[2] * importance
+
+with each component min-max normalised to [0, 1] over the candidates (all 0.5 when the
+values are equal), relevance the cosine similarity to the query (or a fusion of it with
+the BM25 lexical score: :func:`fuse_relevance`), importance the poignancy and recency by
+mode:
+
+- ``"hours"``: ``decay ** hours since last access`` (the paper's definition; default);
+- ``"rank"``: ``decay ** position`` when ordered by last access, most recent first;
+- ``"reverie"``: the original code exactly: candidates (events newest first, then thoughts
+  newest first) stable-sorted by last access *ascending*, the i-th getting ``decay ** (i+1)``,
+  so the oldest access scores highest.
+
+Ties keep the candidate order of the original: by last access ascending, then events before
+thoughts, then newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from langchain_genmem.core.modes import (
+    RECENCY_MODES,
+    RELEVANCE_MODES,
+    RecencyMode,
+    RelevanceMode,
+)
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+
+__all__ = [  # the modes are core.modes'; importable from here as before
+    "RECENCY_MODES",
+    "RELEVANCE_MODES",
+    "RecencyMode",
+    "RelevanceMode",
+]
+
+DEFAULT_GAINS = (0.5, 3.0, 2.0)
+# float64 rounding of a score, relative to the largest score
+SCORE_MARGIN = 1e-12
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How the three components are combined.
+
+    Attributes:
+        recency_w: persona weight of recency.
+        relevance_w: persona weight of relevance.
+        importance_w: persona weight of importance.
+        gains: the global gains (the original's ``gw = [0.5, 3, 2]``).
+    """
+
+    recency_w: float = 1.0
+    relevance_w: float = 1.0
+    importance_w: float = 1.0
+    gains: tuple[float, float, float] = DEFAULT_GAINS
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The columns scoring reads, one entry per candidate, in any order.
+
+    Attributes:
+        last_accessed: epoch seconds of last access.
+        type_code: 0 for events, 1 for thoughts.
+        node_count: the node numbers (newer is larger).
+        poignancy: raw importance.
+        cosine: raw cosine similarity to the query.
+    """
+
+    last_accessed: np.ndarray
+    type_code: np.ndarray
+    node_count: np.ndarray
+    poignancy: np.ndarray
+    cosine: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.cosine.shape[0])
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Components and final scores of every candidate (indices as in Candidates).
+
+    Attributes:
+        recency: normalised recency.
+        relevance: normalised relevance.
+        importance: normalised importance.
+        score: the weighted sum.
+    """
+
+    recency: np.ndarray
+    relevance: np.ndarray
+    importance: np.ndarray
+    score: np.ndarray
+
+
+def cosine(vectors: np.ndarray, inv_norms: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row to the query, in the vectors' precision.
+
+    Args:
+        vectors: (n, d) matrix (float32 or float64).
+        inv_norms: (n,) float64 inverse row norms (0 for a zero row).
+        query: (d,) vector.
+
+    Returns:
+        (n,) float64 similarities; see :func:`cosine_error` for their accuracy.
+    """
+    q = np.asarray(query, dtype=np.float64)
+    q_norm = float(np.linalg.norm(q))
+    if vectors.shape[0] == 0 or q_norm == 0.0:
+        return np.zeros(vectors.shape[0])
+    dots = vectors @ (q / q_norm).astype(vectors.dtype)
+    return np.multiply(dots, inv_norms, dtype=np.float64)
+
+
+def inverse_norms(norms: np.ndarray) -> np.ndarray:
+    """``1 / norms``, with 0 where a norm is 0.
+
+    Args:
+        norms: row norms.
+
+    Returns:
+        The inverses.
+    """
+    out = np.zeros_like(norms, dtype=np.float64)
+    np.divide(1.0, norms, out=out, where=norms != 0)
+    return out
+
+
+def exact_cosine(vectors: np.ndarray, norms: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine similarity in float64, as the original computes it: ``a.b / (|a| |b|)``.
+
+    Each row's value depends on that row alone (an elementwise product summed along the row,
+    not a BLAS product whose blocking varies with the number of rows), so equal rows get
+    equal values and refining a row twice gives the same value.
+
+    Args:
+        vectors: (m, d) rows to score.
+        norms: (m,) their norms.
+        query: (d,) vector.
+
+    Returns:
+        (m,) similarities.
+    """
+    q = np.asarray(query, dtype=np.float64)
+    dots = np.multiply(vectors, q, dtype=np.float64).sum(axis=1)
+    return _divide(dots, norms * float(np.linalg.norm(q)))
+
+
+def cosine_error(dim: int, dtype: np.dtype) -> float:
+    """A bound on ``|cosine(...) - exact_cosine(...)|`` for one row.
+
+    A float32 dot product of n terms is off by at most ``n u / (1 - n u)`` times
+    ``|a| |b|`` (u = 2**-24), one more ``u`` for rounding the query; float64 is exact enough.
+
+    Args:
+        dim: the vector size.
+        dtype: the matrix dtype.
+
+    Returns:
+        The bound (0.0 for float64).
+    """
+    if np.dtype(dtype) == np.float64:
+        return 0.0
+    nu = (dim + 2) * 2.0**-24
+    return nu / (1.0 - nu)
+
+
+def _divide(dots: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = dots / norms
+    out[~np.isfinite(out)] = 0.0
+    return out
+
+
+def minmax(
+    values: np.ndarray,
+    bounds: tuple[float, float] | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Min-max normalise to [0, 1]; all 0.5 when the values are equal (the original's rule).
+
+    Args:
+        values: the raw values.
+        bounds: ``(values.min(), values.max())`` when the caller has them already.
+        out: a float64 array to write into (``values`` itself to normalise in place).
+
+    Returns:
+        The normalised values.
+    """
+    if values.size == 0:
+        return values.astype(np.float64)
+    lo, hi = (float(values.min()), float(values.max())) if bounds is None else bounds
+    span = hi - lo
+    if span == 0:
+        return np.full(values.shape, 0.5)
+    out = np.subtract(values, lo, out=out, dtype=np.float64)
+    out /= span  # the original's "* (1 - 0) / span + 0": multiplying by 1, adding 0 are exact
+    return out
+
+
+def normalise_lexical(bm25: np.ndarray) -> np.ndarray:
+    """The lexical part of relevance: BM25 min-max normalised like every other component.
+
+    BM25 is 0 for a memory holding no query term, so over a persona's memories the minimum
+    is nearly always 0 and this equals dividing by the maximum (compared in
+    ``benchmarks/bench_fusion.py``); all 0.5 when every score is equal (a query with no
+    known term).
+
+    Args:
+        bm25: raw BM25 of each candidate.
+
+    Returns:
+        The normalised values.
+    """
+    return minmax(bm25)
+
+
+def lexical_share(
+    mode: RelevanceMode, lexical_weight: float, dense_constant: bool, lexical_constant: bool
+) -> float:
+    """The weight of the lexical part in the relevance actually used.
+
+    ``"dense"`` is 0 and ``"lexical"`` 1. ``"hybrid"`` is ``lexical_weight``, except when a
+    part says nothing: equal lexical scores for every candidate (no query term occurs in any
+    memory) leave the dense part alone (0), equal cosines leave the lexical part alone (1),
+    so a hybrid retrieval never flattens relevance against recency and importance for a
+    signal that cannot tell the candidates apart.
+
+    Args:
+        mode: the relevance mode.
+        lexical_weight: the hybrid's lexical weight, in [0, 1].
+        dense_constant: every candidate has the same cosine.
+        lexical_constant: every candidate has the same BM25 score.
+
+    Returns:
+        The share, in [0, 1].
+    """
+    if mode == "dense":
+        return 0.0
+    if mode == "lexical":
+        return 1.0
+    if mode != "hybrid":
+        msg = f"relevance: expected one of {RELEVANCE_MODES}, got {mode!r}"
+        raise ValueError(msg)
+    if lexical_constant:
+        return 0.0
+    if dense_constant:
+        return 1.0
+    return float(lexical_weight)
+
+
+def mix(dense_norm: np.ndarray, lexical_norm: np.ndarray | None, share: float) -> np.ndarray:
+    """``(1 - share) * dense_norm + share * lexical_norm``, elementwise (so exact on any subset).
+
+    Args:
+        dense_norm: normalised dense relevance.
+        lexical_norm: normalised lexical relevance (unused when ``share`` is 0).
+        share: the lexical share from :func:`lexical_share`.
+
+    Returns:
+        ``dense_norm`` itself when ``share`` is 0 (the original's relevance, bit for bit),
+        else a new array.
+    """
+    if share == 0.0 or lexical_norm is None:
+        return dense_norm
+    if share == 1.0:
+        return np.array(lexical_norm, dtype=np.float64)
+    out = np.multiply(dense_norm, 1.0 - share)
+    out += np.multiply(lexical_norm, share)
+    return out
+
+
+def fuse_relevance(
+    dense_norm: np.ndarray,
+    lexical_norm: np.ndarray | None,
+    mode: RelevanceMode,
+    lexical_weight: float,
+) -> np.ndarray:
+    """The relevance component: dense, lexical, or their convex combination (one formula).
+
+    ``hybrid = (1 - w) * dense + w * lexical`` over min-max normalised parts (each in
+    [0, 1], so the fused value is too), with ``w`` from :func:`lexical_share` (a part equal
+    for every candidate is left out). Chosen by measurement over rank fusion and a
+    max-normalised lexical part (``benchmarks/bench_fusion.py``). The retriever and weight
+    fitting both call this; :func:`rank` computes the same values.
+
+    Args:
+        dense_norm: ``minmax(cosine)`` of every candidate.
+        lexical_norm: :func:`normalise_lexical` of their BM25 (None for ``"dense"``).
+        mode: ``"dense"``, ``"lexical"`` or ``"hybrid"``.
+        lexical_weight: ``w``, in [0, 1].
+
+    Returns:
+        The normalised relevance of every candidate.
+    """
+    share = lexical_share(mode, lexical_weight, _constant(dense_norm), _constant(lexical_norm))
+    return mix(dense_norm, lexical_norm, share)
+
+
+def _constant(values: np.ndarray | None) -> bool:
+    return values is None or values.size == 0 or float(values.min()) == float(values.max())
+
+
+def tie_order(c: Candidates) -> np.ndarray:
+    """Indices of the candidates in the original's candidate order.
+
+    The original lists events newest first, then thoughts newest first, and stable-sorts
+    that list by last access ascending.
+
+    Args:
+        c: the candidates.
+
+    Returns:
+        The permutation.
+    """
+    return np.lexsort((-c.node_count, c.type_code, c.last_accessed))
+
+
+def recency(
+    c: Candidates,
+    mode: RecencyMode,
+    decay: float,
+    now: float,
+    order: np.ndarray | None = None,
+) -> np.ndarray:
+    """Raw (not normalised) recency of each candidate.
+
+    Args:
+        c: the candidates.
+        mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
+        decay: the decay factor.
+        now: the current time, epoch seconds.
+        order: for ``"reverie"``, :func:`tie_order` when the caller keeps it already
+            (the stream's cache does, patched between retrievals).
+
+    Returns:
+        The recency values.
+    """
+    n = len(c)
+    if mode == "hours":
+        hours = np.subtract(now, c.last_accessed)  # one array, updated in place
+        if hours.size and hours.min() < 0:  # accesses after now count as now
+            np.maximum(hours, 0.0, out=hours)
+        hours *= np.log(decay) / 3600.0
+        return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
+    if mode == "reverie":
+        order = tie_order(c) if order is None else order
+    elif mode == "rank":
+        order = np.lexsort((-c.node_count, -c.last_accessed))
+    else:
+        msg = f"recency_mode: expected one of {RECENCY_MODES}, got {mode!r}"
+        raise ValueError(msg)
+    out = np.empty(n)
+    out[order] = _powers(decay, n)
+    return out
+
+
+_POWERS: dict[float, np.ndarray] = {}
+
+
+def _powers(decay: float, n: int) -> np.ndarray:
+    """``decay ** [1..n]``, kept per decay (np.power is elementwise: a prefix is the same)."""
+    held = _POWERS.get(decay)
+    if held is None or held.shape[0] < n:
+        if len(_POWERS) > 8:
+            _POWERS.clear()
+        held = np.power(decay, np.arange(1, max(n, 1024) + 1, dtype=np.float64))
+        held.flags.writeable = False
+        _POWERS[decay] = held
+    return held[:n]
+
+
+def score(
+    c: Candidates, rec: np.ndarray, w: Weights, importance: np.ndarray | None = None
+) -> Scored:
+    """Normalise the three components and combine them.
+
+    The arithmetic is the original's, term by term (``w * value * gain``), so that equal
+    scores there are equal here.
+
+    Args:
+        c: the candidates.
+        rec: raw recency from :func:`recency`.
+        w: the weights.
+        importance: ``minmax(c.poignancy)`` when the caller already has it.
+
+    Returns:
+        The components and scores.
+    """
+    i = minmax(c.poignancy) if importance is None else importance
+    r, v = minmax(rec), minmax(c.cosine)
+    return Scored(recency=r, relevance=v, importance=i, score=combine(r, v, i, w))
+
+
+def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarray:
+    """``recency_w*r*g0 + relevance_w*v*g1 + importance_w*i*g2``, in the original's order.
+
+    Args:
+        r: normalised recency.
+        v: normalised relevance.
+        i: normalised importance.
+        w: the weights.
+
+    Returns:
+        The scores.
+    """
+    total = _term(r, w.recency_w, w.gains[0])
+    scratch = np.empty_like(total)  # one temporary for the other two terms
+    total += _term(v, w.relevance_w, w.gains[1], scratch)
+    total += _term(i, w.importance_w, w.gains[2], scratch)
+    return total
+
+
+def _term(
+    values: np.ndarray, weight: float, gain: float, out: np.ndarray | None = None
+) -> np.ndarray:
+    if weight == 1.0:  # (x * 1.0) * g == x * g exactly: skip a pass
+        return np.multiply(values, gain, out=out)
+    out = np.multiply(values, weight, out=out)
+    out *= gain
+    return out
+
+
+def top_k(
+    scores: np.ndarray, c: Candidates, k: int, among: np.ndarray | None = None
+) -> np.ndarray:
+    """Indices of the k best candidates, best first; ties in the original's candidate order.
+
+    Runs in linear time plus a sort of the k (and any boundary ties).
+
+    Args:
+        scores: final scores of every candidate.
+        c: the candidates (for tie order).
+        k: how many.
+        among: consider only these candidate indices (default: all).
+
+    Returns:
+        Candidate indices.
+    """
+    values = scores if among is None else scores[among]
+    n = values.shape[0]
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    pick = _at_least_kth(values, k) if k < n else np.arange(n)
+    if among is not None:
+        pick = among[pick]
+    keys = (-c.node_count[pick], c.type_code[pick], c.last_accessed[pick], -scores[pick])
+    return pick[np.lexsort(keys)][:k]
+
+
+# top_k: from this many rows per block, the k-th best is bounded by block maxima first
+_BLOCK_ROWS = 64
+
+
+def _at_least_kth(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the values at least the k-th largest (0 < k < len), in index order.
+
+    The k-th largest of ``m >= k`` block maxima is at most the k-th largest value (k blocks
+    each hold a value at least that large), so only the rows reaching it are partitioned:
+    one pass over the values instead of a partition of a copy of all of them.
+    """
+    n = values.shape[0]
+    blocks = 8 * k
+    if n < _BLOCK_ROWS * blocks:
+        return np.flatnonzero(values >= np.partition(values, n - k)[n - k])
+    maxima = values[: n - n % blocks].reshape(blocks, -1).max(axis=1)
+    pick = np.flatnonzero(values >= np.partition(maxima, blocks - k)[blocks - k])
+    held = values[pick]
+    return pick[held >= np.partition(held, held.shape[0] - k)[held.shape[0] - k]]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The outcome of :func:`rank`.
+
+    Attributes:
+        best: candidate indices of the top k, best first.
+        scored: components and scores of every candidate (exact for ``best``);
+            ``scored.relevance`` is the fused relevance actually used.
+        cosine: raw cosine of every candidate (exact for ``best``; all 0 when the mode
+            needs no dense part and none was given).
+        dense: the normalised dense part (exact for ``best``).
+        lexical: the normalised lexical part (None without lexical scores).
+        bm25: the raw lexical scores (None without them).
+        share: the lexical share used (:func:`lexical_share`).
+    """
+
+    best: np.ndarray
+    scored: Scored
+    cosine: np.ndarray
+    dense: np.ndarray | None = None
+    lexical: np.ndarray | None = None
+    bm25: np.ndarray | None = None
+    share: float = 0.0
+
+
+def rank(
+    c: Candidates,
+    raw_recency: np.ndarray,
+    w: Weights,
+    k: int,
+    exact: Callable[[np.ndarray], np.ndarray],
+    error: float,
+    importance: np.ndarray | None = None,
+    *,
+    overwrite: bool = False,
+    relevance: RelevanceMode = "dense",
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+    bm25: np.ndarray | None = None,
+) -> Ranking:
+    """Exact top k from fast approximate cosines, refining only where it can matter.
+
+    ``c.cosine`` may be off by up to ``error`` (float32 arithmetic, or int8 codes:
+    :mod:`langchain_genmem.numerics.quantized`). The candidates that
+    could hold the minimum or maximum cosine are recomputed exactly first, so normalisation
+    is exact; then every candidate whose score could reach the k-th best is recomputed
+    exactly, and the top k is chosen among those. The result equals scoring everything in
+    float64, at the cost of one approximate pass and a few exact rows.
+
+    Why it is exact: with ``a`` the approximations and ``e`` the bound, the true minimum is
+    at most ``min(a) + e``, so only rows with ``a <= min(a) + 2e`` can hold it (likewise for
+    the maximum). Once those are exact, a row's approximate score is off by at most
+    ``d = relevance weight * gain * (1 - s) * e / span``, with ``s`` the lexical share
+    (:func:`lexical_share`; 0 for ``"dense"``): the lexical part (``bm25``) is exact float64
+    and enters relevance as ``s * lexical``, the dense part as ``(1 - s) * dense``. The true
+    k-th best is at least the approximate k-th best minus ``d``, so a row whose approximate
+    score is below that by more than ``d`` cannot be in the top k (plus a margin for
+    float64 rounding). With ``s = 1`` (``"lexical"``) no cosine matters and none is refined.
+
+    Args:
+        c: the candidates, with approximate cosines.
+        raw_recency: raw recency from :func:`recency`.
+        w: the weights.
+        k: how many.
+        exact: exact cosines of the given candidate indices.
+        error: bound on each approximate cosine's error (0 when already exact).
+        importance: ``minmax(c.poignancy)`` when the caller already has it.
+        overwrite: ``c.cosine`` and ``raw_recency`` are the caller's scratch: the ranking
+            takes them over (refined and normalised in place) instead of copying them.
+        relevance: ``"dense"`` (default), ``"lexical"`` or ``"hybrid"``
+            (:func:`fuse_relevance`).
+        lexical_weight: the hybrid's lexical weight.
+        bm25: exact raw BM25 of every candidate (needed unless ``relevance="dense"``).
+
+    Returns:
+        The ranking.
+
+    Raises:
+        ValueError: a lexical or hybrid ranking without ``bm25``, or an unknown mode.
+    """
+    if relevance != "dense" and bm25 is None:
+        msg = f"relevance={relevance!r} needs the candidates' bm25 scores"
+        raise ValueError(msg)
+    lexical = None if relevance == "dense" else normalise_lexical(bm25)  # type: ignore[arg-type]
+    cos = c.cosine if overwrite else c.cosine.copy()
+    refined = np.zeros(cos.shape, dtype=bool)
+    needs_dense = relevance != "lexical"
+    if needs_dense and error > 0 and cos.size:
+        lo, hi = float(cos.min()), float(cos.max())
+        edges = np.flatnonzero((cos <= lo + 2 * error) | (cos >= hi - 2 * error))
+        _refine(cos, refined, edges, exact)
+    cands = replace(c, cosine=cos)
+    bounds = (float(cos.min()), float(cos.max())) if cos.size else (0.0, 0.0)
+    lo, span = bounds[0], bounds[1] - bounds[0]
+    share = lexical_share(relevance, lexical_weight, span == 0, _constant(lexical))
+    r = minmax(raw_recency, out=raw_recency if overwrite else None)
+    d = minmax(cos, bounds)
+    v = mix(d, lexical, share)
+    i = minmax(c.poignancy) if importance is None else importance
+    scored = Scored(recency=r, relevance=v, importance=i, score=combine(r, v, i, w))
+    best = top_k(scored.score, cands, k)
+
+    def done(best: np.ndarray) -> Ranking:
+        return Ranking(best, scored, cos, d, lexical, bm25, share)
+
+    if error == 0 or best.size == 0 or span == 0:
+        return done(best)
+
+    def exact_dense(idx: np.ndarray) -> np.ndarray:
+        """Make the cosines at ``idx`` exact, with their dense part; return the new rows."""
+        fresh = _refine(cos, refined, idx, exact)
+        d[fresh] = (cos[fresh] - lo) / span
+        return fresh
+
+    if share == 1.0:  # the dense part does not score: only the reported cosines are refined
+        exact_dense(best)
+        return done(best)
+    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
+    slack = 2 * abs(w.relevance_w * w.gains[1]) * (1.0 - share) * error / span + margin
+
+    def rescore(idx: np.ndarray) -> None:
+        fresh = exact_dense(idx)
+        if share:
+            v[fresh] = mix(d[fresh], lexical[fresh], share)  # type: ignore[index]
+        scored.score[fresh] = combine(
+            scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
+        )
+
+    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
+    rescore(near)
+    best = top_k(scored.score, cands, k, among=near)
+    # the lowest score is reported (min_score): rows that could hold it are made exact too
+    rescore(np.flatnonzero(scored.score <= scored.score.min() + slack))
+    return done(best)
+
+
+def _refine(
+    cos: np.ndarray, refined: np.ndarray, idx: np.ndarray, exact: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Replace approximate cosines at ``idx`` by exact ones, once per row; return the new rows."""
+    fresh = idx[~refined[idx]]
+    if fresh.size:
+        cos[fresh] = exact(fresh)
+        refined[fresh] = True
+    return fresh

@@ -1,0 +1,93 @@
+"""``GenerativeAgentsRetriever(score_in="database")``: the ranking runs in PostgreSQL.
+
+One SQL query scores every candidate (:mod:`langchain_genmem.backends.postgres_scoring`)
+and returns the top k with their rows, so the caller needs no vector of the persona: the
+Documents are built from the returned rows. The ids, their order and the scores equal the
+in-process ranking's (to 1e-6). Access times are stored at once by one
+``UPDATE ... = ANY(...)`` with ``GREATEST``; pending in-process access times of the stream
+are flushed first, so both ways of scoring see the same history.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from langchain_genmem.backends.base import ranking_of
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.timeutil import naive, to_epoch
+from langchain_genmem.retrieval.documents import memory_document
+from langchain_genmem.retrieval.report import RetrievalReport
+
+if TYPE_CHECKING:
+    from langchain_genmem.numerics.candidate_filter import CandidateFilter
+    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+
+
+def retrieve_in_database(
+    retriever: GenerativeAgentsRetriever, query: str, k: int, flt: CandidateFilter
+) -> RetrievalReport:
+    """Rank in the database and report as the in-process path does.
+
+    Args:
+        retriever: the retriever (its stream must be stored in PostgreSQL).
+        query: the focal point.
+        k: how many.
+        flt: the candidate filter (its SQL picks the candidates in the query).
+
+    Returns:
+        The report, with the documents.
+
+    Raises:
+        ValidationError: the stream's backend cannot rank (not PostgreSQL).
+    """
+    stream = retriever.memory_stream
+    backend = ranking_of(stream.backend)
+    if backend is None:
+        msg = (
+            "score_in: 'database' needs a store that ranks (PostgreSQL) "
+            "(MemoryStream(..., dsn='postgresql://...')); use score_in='process'"
+        )
+        raise ValidationError(msg, field="score_in")
+    stream.flush()
+    stream.refresh()
+    now = naive(stream.clock())
+    vector = np.asarray(stream.embeddings.embed_query(query), dtype=np.float64)
+    state = stream._state
+    ranking = backend.rank(
+        stream.persona, vector, k=k, mode=retriever.recency_mode,
+        decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
+        weights=retriever.effective_weights(), now=now,
+        include_expired=retriever.include_expired, where=flt.sql(),
+    )
+    cache = stream._cache
+    static = cache.candidates(chats=flt.chats)
+    skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
+    if not ranking.rows:
+        status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
+        return RetrievalReport(query=query, status=status, **skipped)
+    nodes = [r.node for r in ranking.rows]
+    if retriever.update_access:
+        backend.write_access(stream.persona, {n.node_id: to_epoch(now) for n in nodes})
+        stream._cache.merge_access({n.node_count: to_epoch(now) for n in nodes})
+        for n in nodes:
+            n.last_accessed = max(n.last_accessed, now)
+    docs = [
+        memory_document(stream.persona, n, score=r.score, recency=r.recency,
+                        relevance=r.relevance, importance=r.importance, cosine=r.cosine,
+                        rank=place, candidates=ranking.candidate_count, dense=r.relevance,
+                        lexical=None, bm25=None, lexical_share=0.0, **skipped)
+        for place, (n, r) in enumerate(zip(nodes, ranking.rows, strict=True))
+    ]
+    return RetrievalReport(
+        query=query,
+        status="ok",
+        documents=docs,
+        accessed_ids=[n.node_id for n in nodes] if retriever.update_access else [],
+        candidate_count=ranking.candidate_count,
+        min_score=ranking.min_score,
+        max_score=ranking.rows[0].score,
+        lexical_share=0.0,
+        **skipped,
+    )
