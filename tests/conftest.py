@@ -8,6 +8,10 @@
 - A test marked `@pytest.mark.enable_socket` (pytest-socket's marker) is left unrestricted.
 
 pytest-socket's own teardown hook lifts the restrictions after every test.
+
+`GENMEM_TEST_EMBEDDING_NOISE=2e-3` runs the whole suite as if on another CPU: the bundled
+embedding model's vectors get a little deterministic noise, in pytest and in every Python
+process the tests start (`tests/support/embedding_noise.py`).
 """
 
 from __future__ import annotations
@@ -17,12 +21,23 @@ from pathlib import Path
 import pytest
 from pytest_socket import disable_socket, socket_allow_hosts
 
+from tests.support.embedding_noise import activate
+
 pytest_plugins = ["tests.support.fixtures"]
 
 TESTS_DIR = Path(__file__).resolve().parent
 UNIT_TESTS_DIR = TESTS_DIR / "unit_tests"
 LOCAL_HOSTS = ["127.0.0.1", "localhost", "::1"]
 _resolved_hosts: dict[str, set[str]] = {}  # pytest-socket resolves "localhost" once, not per test
+EMBEDDING_NOISE = activate()
+
+
+def pytest_report_header() -> str | None:
+    """Say when the bundled model's vectors are perturbed."""
+    if EMBEDDING_NOISE is None:
+        return None
+    return (f"embedding noise: scale {EMBEDDING_NOISE.scale:g}, seed {EMBEDDING_NOISE.seed} "
+            f"(GENMEM_TEST_EMBEDDING_NOISE), in this process and every Python child")
 
 
 @pytest.fixture(autouse=True)
