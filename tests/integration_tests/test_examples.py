@@ -149,8 +149,8 @@ def test_smallville(tmp_path):
     assert "retrieve() for the latest event 'Klaus Mueller is taking a break':" in out
 
 
-def test_seed004_walkthrough_runs_offline_by_default(tmp_path):
-    done = run_example("seed004_walkthrough.py", "--path", str(tmp_path / "s"))
+def test_reflection_step_by_step_runs_offline_by_default(tmp_path):
+    done = run_example("reflection_step_by_step.py", "--path", str(tmp_path / "s"))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("(offline: a scripted stand-in model answers")
@@ -179,9 +179,9 @@ SEED004_RULES = [
 ]
 
 
-def test_seed004_walkthrough_on_the_scripted_server(tmp_path, scripted_openai):
+def test_reflection_step_by_step_on_the_scripted_server(tmp_path, scripted_openai):
     srv = scripted_openai(SEED004_RULES)
-    done = run_example("seed004_walkthrough.py", "--path", str(tmp_path / "s"), env=srv.env())
+    done = run_example("reflection_step_by_step.py", "--path", str(tmp_path / "s"), env=srv.env())
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "(offline" not in out

@@ -138,5 +138,5 @@ def test_history_rules_catch_what_they_name() -> None:
                            "load average 0.1", "last round's snapshot")
               if rule.search(text)}
     assert caught == set(HISTORY)
-    assert not any(rule.search("examples/seed004_walkthrough.py, a 1,000-memory issue")
+    assert not any(rule.search("a 1,000-memory issue of the store")
                    for rule in HISTORY.values())

@@ -1,19 +1,20 @@
-"""Seed 004's usage flow, step by step: initialise, add memories, retrieve, insights, reflect.
+"""Reflection step by step, as in a notebook: initialise, add memories, retrieve, insights, reflect.
 
-The notebook-style reflection of seed 004 on this package: memories rated by the model, a
+The notebook-style flow of a Python design built around ``MemoryStream``,
+``generate_insight`` and ``condense_insights``, on this package: memories rated by the model, a
 retrieval filtered with ``relevance > 0.5`` shown as a DataFrame, ``generate_insight`` (the
 questions and, per question, insights citing the memories' numbers), then
 ``generate_reflection`` writing them as thoughts (reflections) whose pointers are node ids.
-Importance is shown on seed 004's 0.1-1.0 scale (``importance_scale="unit"``).
+Importance is shown on that design's 0.1-1.0 scale (``importance_scale="unit"``).
 
 Needs no chat model: without one a scripted stand-in answers, offline. With OpenAI or a
 local OpenAI-compatible server (Ollama, llama.cpp's llama-server, vLLM) set, that model
 answers:
 
-    python examples/seed004_walkthrough.py             # offline: a scripted stand-in model
+    python examples/reflection_step_by_step.py             # offline: a scripted stand-in model
     export OPENAI_API_KEY=sk-...                                       # OpenAI, or
     export OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen2.5  # Ollama, no key
-    python examples/seed004_walkthrough.py             # the same flow with that model
+    python examples/reflection_step_by_step.py             # the same flow with that model
 
 Needs pandas (``pip install 'langchain-genmem[pandas]'``). Memories use the bundled offline
 embedding model.
@@ -134,7 +135,7 @@ class ScriptedModel(BaseChatModel):
 
 
 def quoted(text: str) -> str:
-    """A text in double quotes, as seed 004 prints its examples."""
+    """A text in double quotes, as that design prints its examples."""
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -158,7 +159,7 @@ def main() -> int:
             model = ScriptedModel()
         if args.path:
             return walk(model, args.path)
-        with tempfile.TemporaryDirectory(prefix="genmem-seed004-") as temporary:
+        with tempfile.TemporaryDirectory(prefix="genmem-reflection-") as temporary:
             return walk(model, temporary)
     except GenMemError as e:  # a server that is down, a store that refuses: one line
         print(f"error: {e}", file=sys.stderr)
@@ -166,7 +167,7 @@ def main() -> int:
 
 
 def walk(model: BaseChatModel, path: str) -> int:
-    """Seed 004's usage flow on a store in ``path``."""
+    """The step-by-step reflection flow on a store in ``path``."""
     # 1. initialise the memory stream (alpha_* = 1, decay_factor = 0.99, context_window_size = 5)
     start = datetime(2024, 5, 6, 9, 0)
     clock = SimulationClock(start)
