@@ -4,6 +4,7 @@ stores stay untracked."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,11 +15,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def dry_run(*args: str) -> list[str]:
+    """The commands ``make -n ARGS`` would run, as a user's shell would see them.
+
+    Under ``make test`` the suite runs inside make, whose MAKELEVEL and MAKEFLAGS would make the
+    inner make print "Entering/Leaving directory" lines a user never sees.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    done = subprocess.run(["make", "-n", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, check=True)
+    return done.stdout.splitlines()
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_the_first_make_demo_shows_pip_progress(tmp_path: Path) -> None:
-    done = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
-    commands = done.stdout.splitlines()
+    commands = dry_run("demo", f"VENV={tmp_path / 'venv'}")
     install = [c for c in commands if "pip install" in c and "-e " in c]
     assert len(install) == 1
     assert "--quiet" not in install[0] and " -q" not in install[0]
@@ -29,9 +40,7 @@ def test_the_first_make_demo_shows_pip_progress(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_demo_ends_saying_how_to_put_genmem_on_the_path(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    done = subprocess.run(["make", "-n", "demo", f"VENV={venv}"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
-    last = done.stdout.splitlines()[-1]
+    last = dry_run("demo", f"VENV={venv}")[-1]
     assert last.startswith("echo")
     assert f"source {venv}/bin/activate" in last and f"{venv}/bin/genmem" in last
 
@@ -40,9 +49,7 @@ def test_make_demo_ends_saying_how_to_put_genmem_on_the_path(tmp_path: Path) -> 
 def test_make_postgres_prints_only_what_genmem_db_start_prints(tmp_path: Path) -> None:
     # `eval "$(make -s postgres)"`: the first run's install talks on stderr only
     venv = tmp_path / "venv"
-    done = subprocess.run(["make", "-n", "-s", "postgres", f"VENV={venv}"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
-    commands = done.stdout.splitlines()
+    commands = dry_run("-s", "postgres", f"VENV={venv}")
     assert commands[-1] == f"{venv}/bin/genmem db start"
     for command in commands[:-1]:
         assert command.startswith("touch ") or command.endswith(">&2"), command
