@@ -39,8 +39,8 @@ from langchain_genmem.core.errors import StorageError, ValidationError
 from langchain_genmem.core.extras import require_extra
 
 __all__ = ["DATABASE", "DEFAULT_FOLDER", "DEFAULT_PORT", "LocalPostgres", "RunningServer",
-           "as_user", "first_free_port", "hand_over", "init_cluster", "postgres_argv",
-           "postgres_binaries", "server_user"]
+           "as_user", "first_free_port", "hand_over", "init_cluster", "pid_is_running",
+           "postgres_argv", "postgres_binaries", "server_user"]
 
 DEFAULT_FOLDER = Path(".genmem") / "postgres"
 DEFAULT_PORT = 5432
@@ -286,7 +286,7 @@ class LocalPostgres:
         if len(lines) < 4 or not lines[0].strip().isdigit() or not lines[3].strip().isdigit():
             return None  # being written by a server that is starting
         pid, port = int(lines[0]), int(lines[3])
-        if not _alive(pid):
+        if not pid_is_running(pid):
             return None
         return RunningServer(pid=pid, port=port, dsn=self.dsn(port))
 
@@ -360,7 +360,7 @@ class LocalPostgres:
         # the file goes just before the process ends: wait for the end too (a zombie whose
         # parent does not reap it stays "alive" to kill(pid, 0): give up after a grace period)
         deadline = time.monotonic() + EXIT_GRACE
-        while _alive(server.pid) and time.monotonic() < deadline:
+        while pid_is_running(server.pid) and time.monotonic() < deadline:
             _reap(server.pid)
             time.sleep(POLL_SECONDS)
         return server.pid
@@ -425,8 +425,17 @@ class LocalPostgres:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
-def _alive(pid: int) -> bool:
-    """Tell whether a process exists (one of another user counts)."""
+def pid_is_running(pid: int) -> bool:
+    """Tell whether a process with this pid exists.
+
+    A process of another user counts; a reaped child no longer does.
+
+    Args:
+        pid: the process id.
+
+    Returns:
+        True if the OS still knows the pid.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

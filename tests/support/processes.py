@@ -31,6 +31,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from langchain_genmem.backends.local_postgres import pid_is_running
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -159,21 +161,6 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
     proc.wait(timeout=timeout)
 
 
-def pid_is_running(pid: int) -> bool:
-    """Tell whether a process with this pid exists (a reaped child no longer does).
-
-    Args:
-        pid: The process id.
-
-    Returns:
-        True if the OS still knows the pid.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
