@@ -177,3 +177,17 @@ def test_finite_vector_refuses_shapes_and_returns_float64():
     for value in ([], [[1.0, 2.0]], "abc"):
         with pytest.raises(ValidationError, match="embedding"):
             validation.finite_vector(value)
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "伊莎贝拉\x01"])
+def test_the_service_refuses_a_bad_persona_name_on_a_read_too(tmp_path, name):
+    from fastapi.testclient import TestClient
+
+    from langchain_genmem.cli import Store
+    from langchain_genmem.service import create_app, create_service
+
+    service = create_service(Store(tmp_path / "store", now=datetime(2023, 2, 14, 9)))
+    with TestClient(create_app(service)) as client:
+        r = client.post("/retrieve", json={"persona_name": name, "focal_text": "派对"})
+    assert r.status_code == 422, r.text
+    assert "control character" in r.json()["message"]
