@@ -16,6 +16,14 @@ written by one ``UPDATE ... = ANY(...)`` per retrieval with ``GREATEST``, so two
 racing never move a ``last_accessed`` backwards (the Dify workflow's
 advice for concurrent access updates).
 
+Failures: every driver or pool error of a call (the server gone, a lost connection, no
+connection within the connect timeout, a refused statement) is raised as
+:class:`~langchain_genmem.core.errors.StorageError` naming what the call was doing, with the
+driver's error as its cause (:func:`storage_errors`). A lost connection closes the pool, so
+the next call connects afresh: a stream outlives a restart of the server. Connecting waits
+at most ``connect_timeout`` seconds (:func:`resolve_connect_timeout`), and so does waiting for a
+pooled connection.
+
 :meth:`PostgresBackend.score` ranks candidates in the database exactly as
 :mod:`langchain_genmem.numerics.scoring` does in process (see
 :mod:`langchain_genmem.backends.postgres_scoring`).
@@ -24,14 +32,16 @@ advice for concurrent access updates).
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import json
+import os
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -54,12 +64,14 @@ from langchain_genmem.core.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
     StorageError,
+    ValidationError,
 )
 from langchain_genmem.core.modes import RecencyMode
 from langchain_genmem.core.nodes import STRENGTH_TYPES, MemoryNode, node_number
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.text import unique
 from langchain_genmem.core.timeutil import from_epoch, naive, to_epoch
+from langchain_genmem.core.validation import finite_number, finite_vector, persona_name
 from langchain_genmem.numerics.scoring import Weights
 
 NODE_COLUMNS = (
@@ -84,14 +96,23 @@ STATE_COLUMNS = (
 )
 
 
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for PostgreSQL to answer a new connection when neither the ``dsn``
+(``connect_timeout=``) nor the environment (``PGCONNECT_TIMEOUT``) sets it; the driver's own
+default is over two minutes."""
+
 try:
     import psycopg
     from pgvector import Vector
     from pgvector.psycopg import register_vector
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg.types.json import Jsonb
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 except ImportError:  # pragma: no cover - depends on the environment
     psycopg = None  # type: ignore[assignment]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _require_driver() -> None:
@@ -101,6 +122,101 @@ def _require_driver() -> None:
             "pip install 'langchain-genmem[postgres]'"
         )
         raise ConfigurationError(msg)
+
+
+def resolve_connect_timeout(dsn: str, given: float | None = None) -> float:
+    """Seconds a new connection may take: ``given``, else the DSN's or the environment's.
+
+    Args:
+        dsn: the connection string; its ``connect_timeout`` is used when ``given`` is None.
+        given: the caller's value, None to take the DSN's, then ``PGCONNECT_TIMEOUT``, then
+            :data:`DEFAULT_CONNECT_TIMEOUT`.
+
+    Returns:
+        The timeout in seconds (> 0).
+
+    Raises:
+        ValidationError: a value that is not a number > 0.
+    """
+    field = "connect_timeout"
+    if given is None:
+        try:
+            given = conninfo_to_dict(dsn).get(field)
+        except psycopg.ProgrammingError:  # an unparsable DSN fails when connecting
+            given = None
+        if given is None:
+            given = os.environ.get("PGCONNECT_TIMEOUT")
+        if given is None:
+            return DEFAULT_CONNECT_TIMEOUT
+        try:
+            given = float(given)
+        except ValueError as e:
+            msg = f"{field}: expected seconds > 0, got {given!r}"
+            raise ValidationError(msg, field=field) from e
+    seconds = finite_number(given, field)
+    if seconds <= 0:
+        msg = f"{field}: expected seconds > 0, got {given!r}"
+        raise ValidationError(msg, field=field)
+    return seconds
+
+
+def connection_lost(e: BaseException) -> bool:
+    """Whether a driver error means the connection is gone (not a refused statement).
+
+    Args:
+        e: the error.
+
+    Returns:
+        True for no connection in time, a closed or broken connection, or the server
+        shutting down.
+    """
+    if isinstance(e, PoolTimeout | PoolClosed | psycopg.InterfaceError):
+        return True
+    if isinstance(e, psycopg.OperationalError):
+        state = e.sqlstate
+        return state is None or state.startswith(("08", "57P"))
+    return False
+
+
+def storage_errors(
+    what: str, note: str = "", *, retry: bool = False
+) -> Callable[[Callable[Concatenate[Any, P], R]], Callable[Concatenate[Any, P], R]]:
+    """Make a backend method raise its driver and pool errors as StorageError.
+
+    Args:
+        what: what the method does, after "could not"; ``{persona}`` is its first argument.
+        note: appended to the message.
+        retry: run the method once more on a fresh connection when the first one had been
+            lost (a read, outside a write lock: a server restarted since the last call).
+
+    Returns:
+        The decorator.
+    """
+
+    def wrap(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+        @functools.wraps(method)
+        def guarded(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+            persona = args[0] if args else kwargs.get("persona")
+            if "{persona}" in what:
+                persona_name(persona)  # refused before PostgreSQL sees it
+            doing = what.format(persona=repr(persona))
+            again = retry and self._held.get() is None
+            while True:
+                try:
+                    with self.failures(doing, note):
+                        return method(self, *args, **kwargs)
+                except StorageError as e:
+                    cause = e.__cause__
+                    stale = cause is not None and connection_lost(cause) and not isinstance(
+                        cause, PoolTimeout | psycopg.errors.ConnectionTimeout
+                    )
+                    if not (again and stale):
+                        raise
+                    again = False
+
+        return guarded
+
+    return wrap
 
 
 class PostgresBackend:
@@ -113,6 +229,9 @@ class PostgresBackend:
         max_size: most connections the pool opens.
         lock_timeout: seconds a writer waits for another writer of the same persona
             before :class:`~langchain_genmem.core.errors.StorageError` (0: wait forever).
+        connect_timeout: seconds a new connection, or a free pooled one, may take before
+            :class:`~langchain_genmem.core.errors.StorageError`; None takes the DSN's
+            ``connect_timeout``, else ``PGCONNECT_TIMEOUT``, else 10 s.
 
     Example:
         .. code-block:: python
@@ -132,28 +251,32 @@ class PostgresBackend:
         min_size: int = 1,
         max_size: int = 8,
         lock_timeout: float = 60.0,
+        connect_timeout: float | None = None,
     ) -> None:
         _require_driver()
         self.dsn = dsn
+        self.connect_timeout = resolve_connect_timeout(dsn, connect_timeout)
         self._held: contextvars.ContextVar[Any] = contextvars.ContextVar(
             f"genmem-pg-{id(self)}", default=None
         )
         self.lock_timeout = lock_timeout
+        self._sizes = (min_size, max_size)
+        self._pool: ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+        self._dim: int | None = None
         try:
-            with psycopg.connect(dsn) as conn:
+            with psycopg.connect(dsn, **self._connect_kwargs()) as conn:
                 ensure_schema(conn)
                 if dim is not None:
                     self._fix_dimension(conn, dim)
                     conn.commit()
         except psycopg.Error as e:
-            reason = " ".join(str(e).split())  # psycopg's hint is on a line of its own
-            msg = f"could not open PostgreSQL at {redacted(dsn)}: {reason}"
+            msg = f"could not open PostgreSQL at {redacted(dsn)}: {self._reason(e)}"
             raise StorageError(msg) from e
 
-        self._sizes = (min_size, max_size)
-        self._pool: ConnectionPool | None = None
-        self._pool_lock = threading.Lock()
-        self._dim: int | None = None
+    def _connect_kwargs(self) -> dict[str, Any]:
+        # libpq counts whole seconds (and psycopg waits at least 2)
+        return {"connect_timeout": max(1, round(self.connect_timeout))}
 
     @property
     def pool(self) -> ConnectionPool:
@@ -163,8 +286,9 @@ class PostgresBackend:
                 # autocommit: a read is one round trip; writes open explicit transactions
                 self._pool = ConnectionPool(
                     self.dsn, min_size=self._sizes[0], max_size=self._sizes[1],
-                    kwargs={"autocommit": True}, configure=_configure, open=True,
-                    name="genmem",
+                    kwargs={"autocommit": True, **self._connect_kwargs()},
+                    configure=_configure, open=True, name="genmem",
+                    timeout=self.connect_timeout,
                 )
             return self._pool
 
@@ -179,6 +303,49 @@ class PostgresBackend:
             return
         with self.pool.connection() as conn:
             yield conn
+
+    @contextmanager
+    def failures(self, what: str, note: str = "") -> Iterator[None]:
+        """Raise any driver or pool error of the block as a StorageError saying ``what`` failed.
+
+        A lost connection (the server stopped, the network dropped, no connection in time)
+        also closes the pool, so the next call connects afresh.
+
+        Args:
+            what: what the block does, after "could not" (``"read the memories of 'Maria'"``).
+            note: appended to the message (``"; nothing was committed"``).
+
+        Yields:
+            Nothing.
+
+        Raises:
+            StorageError: the block raised a psycopg or pool error (its cause).
+        """
+        try:
+            yield
+        except psycopg.Error as e:
+            if connection_lost(e):
+                self._drop_pool()
+            msg = f"could not {what} (PostgreSQL at {redacted(self.dsn)}): {self._reason(e)}{note}"
+            raise StorageError(msg) from e
+
+    def _reason(self, e: BaseException) -> str:
+        """The driver's error in one line, the timeout named where one expired."""
+        if isinstance(e, PoolTimeout):
+            return (
+                f"no connection within {self.connect_timeout:g} s "
+                "(is the server running and reachable?)"
+            )
+        if isinstance(e, psycopg.errors.ConnectionTimeout):
+            return f"the server did not answer within the connect timeout ({e})"
+        return " ".join(str(e).split()) or type(e).__name__  # the hint is on a line of its own
+
+    def _drop_pool(self) -> None:
+        """Close the pool after a lost connection; the next call opens a new one."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close(timeout=0)
 
     @contextmanager
     def write_lock(self, persona: str) -> Iterator[None]:
@@ -196,12 +363,14 @@ class PostgresBackend:
             Nothing; write inside the block.
 
         Raises:
-            StorageError: another writer held the persona longer than ``lock_timeout``.
+            StorageError: another writer held the persona longer than ``lock_timeout``,
+                or PostgreSQL failed (nothing was committed).
         """
         if self._held.get() is not None:
             yield  # already inside this context's transaction
             return
-        try:
+        persona_name(persona)
+        with self.failures(f"store the write of {persona!r}", "; nothing was committed"):
             with self.pool.connection() as conn, conn.transaction():
                 self._lock(conn, persona)
                 token = self._held.set(conn)
@@ -209,9 +378,6 @@ class PostgresBackend:
                     yield
                 finally:
                     self._held.reset(token)
-        except psycopg.Error as e:  # e.g. the COMMIT itself, or no connection in time
-            msg = f"PostgreSQL refused the write of {persona!r}; nothing was committed: {e}"
-            raise StorageError(msg) from e
 
     def _lock(self, conn: Any, persona: str) -> None:
         ms = int(self.lock_timeout * 1000)
@@ -233,6 +399,7 @@ class PostgresBackend:
 
     # ------------------------------------------------------------------ reading
 
+    @storage_errors("check persona {persona} for changes", retry=True)
     def read_head(self, persona: str) -> Head | None:
         """The persona's revisions and node count (one indexed row), or None."""
         with self._conn() as conn:
@@ -244,6 +411,7 @@ class PostgresBackend:
             return None
         return Head(rev=int(row[0]), node_count=int(row[1]), access_rev=int(row[2]))
 
+    @storage_errors("read the state of persona {persona}", retry=True)
     def read_state(self, persona: str) -> StreamState | None:
         """The persona's committed state with its keyword strengths (one snapshot), or None."""
         with self._conn() as conn:
@@ -261,6 +429,7 @@ class PostgresBackend:
             kw.setdefault(memory_type, {})[keyword] = int(strength)
         return StreamState.model_validate({**values, "kw_strength": kw})
 
+    @storage_errors("load the memories of persona {persona}", retry=True)
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
         """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
         with self._conn() as conn, conn.cursor(binary=True) as cur:
@@ -278,6 +447,7 @@ class PostgresBackend:
             raise StorageError(msg)
         return [StoredNode(node_from_row(r[:-1]), _as_array(r[-1])) for r in rows]
 
+    @storage_errors("read the access times of persona {persona}", retry=True)
     def read_access(self, persona: str, since: int) -> dict[int, float]:
         """Access times written after access revision ``since``.
 
@@ -295,6 +465,7 @@ class PostgresBackend:
             ).fetchall()
         return {int(n): to_epoch(t) for n, t in rows}
 
+    @storage_errors("look up memories of persona {persona} by keyword", retry=True)
     def retrieve_relevant(
         self, persona: str, node_type: str, terms: Sequence[str]
     ) -> list[MemoryNode]:
@@ -319,6 +490,7 @@ class PostgresBackend:
             ).fetchall()
         return [node_from_row(r) for r in rows]
 
+    @storage_errors("rank the memories of persona {persona}", retry=True)
     def rank(
         self,
         persona: str,
@@ -351,7 +523,9 @@ class PostgresBackend:
 
         Raises:
             EmbeddingDimensionError: the query's size differs from the stored vectors'.
+            ValidationError: the query vector holds NaN or infinite numbers.
         """
+        query = finite_vector(query, "query embedding")
         with self._conn() as conn:
             dim = self._dim or self._table_dimension(conn)
             if dim is not None and query.shape[0] != dim:
@@ -367,6 +541,7 @@ class PostgresBackend:
         out = [ScoredRow(node_from_row(r[:15]), *map(float, r[15:20])) for r in rows]
         return DatabaseRanking(out, int(rows[0][20]), float(rows[0][21]))
 
+    @storage_errors("list the personas", retry=True)
     def personas(self) -> list[str]:
         """Every persona with a committed state, sorted."""
         with self._conn() as conn:
@@ -385,6 +560,7 @@ class PostgresBackend:
         """
         return 0
 
+    @storage_errors("store the write of {persona}", "; nothing was committed")
     def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
         """Copy new nodes in, upsert keyword strengths and the state; one transaction.
 
@@ -392,25 +568,19 @@ class PostgresBackend:
             EmbeddingDimensionError: a vector does not fit the table's ``vector(d)``.
             StorageError: PostgreSQL failed; nothing was committed.
         """
-        try:
-            with self._writing(persona) as conn:
-                if nodes:
-                    self._check_dimension(conn, nodes)
-                    self._copy_nodes(conn, persona, nodes)
-                self._store_state(conn, persona, state)
-        except psycopg.Error as e:
-            msg = f"PostgreSQL refused the write of {persona!r}; nothing was committed: {e}"
-            raise StorageError(msg) from e
+        with self._writing(persona) as conn:
+            if nodes:
+                self._check_dimension(conn, nodes)
+                self._copy_nodes(conn, persona, nodes)
+            self._store_state(conn, persona, state)
 
+    @storage_errors("store the state of persona {persona}", "; nothing was committed")
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes (settings, counters)."""
-        try:
-            with self._writing(persona) as conn:
-                self._store_state(conn, persona, state)
-        except psycopg.Error as e:
-            msg = f"PostgreSQL refused the state of {persona!r}: {e}"
-            raise StorageError(msg) from e
+        with self._writing(persona) as conn:
+            self._store_state(conn, persona, state)
 
+    @storage_errors("store the access times of persona {persona}")
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
         """Store access times: one ``UPDATE ... = ANY(...)`` per distinct time, never backwards."""
         by_time: dict[float, list[int]] = {}
@@ -432,6 +602,7 @@ class PostgresBackend:
                     (from_epoch(when), row[0], persona, numbers),
                 )
 
+    @storage_errors("delete persona {persona}", "; nothing was deleted")
     def drop(self, persona: str) -> None:
         """Delete every node, keyword strength and the state of a persona."""
         with self._writing(persona) as conn:

@@ -13,6 +13,9 @@ relevance mode    ``"dense"``, ``"lexical"`` or ``"hybrid"``
 k                 an integer >= 0
 query             a non-empty text
 poignancy         a number from 1 (mundane) to 10 (poignant), the original's scale
+persona name      a text of 1 to 200 characters, not only spaces, with no control
+                  characters (NUL, tab, newline, ...)
+vector            a non-empty 1-d vector of finite numbers (no NaN, no infinity)
 ================  ==========================================================
 """
 
@@ -21,9 +24,11 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.core.errors import ValidationError
@@ -32,6 +37,11 @@ from langchain_genmem.core.text import clean_text, length_error, limits
 
 POIGNANCY_MIN = POIGNANCY.low
 POIGNANCY_MAX = POIGNANCY.high
+PERSONA_NAME_MAX = 200
+"""The longest persona name, in characters. Names are people's names: 200 leaves room for
+any real one, and keeps a name (at most 800 bytes in UTF-8) far inside what every store
+keys and indexes on (PostgreSQL's index entries, Chroma's metadata) and short enough to
+quote in prompts, messages, URLs and tool calls."""
 
 
 def finite_number(value: Any, field: str) -> float:
@@ -209,6 +219,82 @@ def poignancy(value: Any, field: str = "poignancy") -> float:
         )
         raise ValidationError(msg, field=field)
     return number
+
+
+def persona_name(value: Any, field: str = "persona") -> str:
+    """A persona's name: 1 to :data:`PERSONA_NAME_MAX` characters, no control characters.
+
+    Any script and inner spaces are fine (``"玛丽亚 Lopez"``); a name is kept as given, so
+    ``"Maria"`` and ``"Maria "`` are two personas. Refused: a non-text, an empty or blank
+    name, NUL and every other control character (tab, newline, ``\x7f`` ...), unpaired
+    surrogates (not storable as UTF-8) and names over the limit. Every store keys its rows
+    by this name, so the check runs before any store is asked.
+
+    Args:
+        value: the name given.
+        field: its name, for the error.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        ValidationError: the name breaks one of the rules; the message names the persona
+            (shortened) and the rule.
+    """
+    if not isinstance(value, str) or not value.strip():
+        msg = f"{field}: expected a non-empty name, got {value!r}"
+        raise ValidationError(msg, field=field)
+    shown = repr(value if len(value) <= 60 else value[:60] + "…")
+    if len(value) > PERSONA_NAME_MAX:
+        msg = (
+            f"{field}: persona {shown} has {len(value)} characters; a persona name has at "
+            f"most {PERSONA_NAME_MAX}"
+        )
+        raise ValidationError(msg, field=field)
+    for at, char in enumerate(value):
+        kind = unicodedata.category(char)
+        if kind in ("Cc", "Cs"):
+            what = "a control character" if kind == "Cc" else "an unpaired surrogate"
+            msg = (
+                f"{field}: persona {shown} holds {what} ({char!r} at position {at}); "
+                "a persona name may not hold control characters such as NUL, tab or newline"
+            )
+            raise ValidationError(msg, field=field)
+    return value
+
+
+def finite_vector(value: Any, field: str = "embedding") -> np.ndarray:
+    """An embedding: a non-empty 1-d vector of finite numbers.
+
+    Args:
+        value: the vector (any sequence of numbers or numpy array).
+        field: its name, for the error (``"query embedding"``).
+
+    Returns:
+        The vector as float64.
+
+    Raises:
+        ValidationError: not 1-d, empty, not numbers, or holding NaN or infinity (an
+            embedding model that failed, e.g. on an empty or odd text).
+    """
+    try:
+        vector = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        msg = f"{field}: expected a vector of numbers, got {type(value).__name__}"
+        raise ValidationError(msg, field=field) from e
+    if vector.ndim != 1 or vector.size == 0:
+        msg = f"{field}: expected a non-empty 1-d vector, got shape {vector.shape}"
+        raise ValidationError(msg, field=field)
+    bad = ~np.isfinite(vector)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        msg = (
+            f"{field}: {int(bad.sum())} of its {vector.size} numbers are NaN or infinite "
+            f"(the first at position {first}: {vector[first]}); the embedding model returned "
+            "no usable vector"
+        )
+        raise ValidationError(msg, field=field)
+    return vector
 
 
 def known_arguments(given: Iterable[str], allowed: Iterable[str], owner: str) -> None:

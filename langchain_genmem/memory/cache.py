@@ -240,17 +240,26 @@ class NodeCache:
             idle=idle,
         )
 
-    def touch(self, rows: np.ndarray, when: float) -> None:
-        """Mark rows accessed at ``when`` (epoch seconds), in the columns and the nodes.
+    def touch(self, rows: np.ndarray, when: float) -> np.ndarray:
+        """Mark rows accessed at ``when`` (epoch seconds) where that is later than held.
+
+        An access time never moves backwards, as in :meth:`merge_access`: a row that another
+        process (or clock) accessed later than ``when`` keeps its time.
 
         Args:
             rows: row numbers.
             when: the access time.
+
+        Returns:
+            The rows whose access time changed.
         """
+        rows = np.asarray(rows, dtype=np.int64)
         with self._order_lock:  # the access order sees a change whole or not at all
-            self.last_accessed[rows] = when
-            self._note_moved(np.asarray(rows, dtype=np.int64))
-        self.nodes.set_accessed(rows.tolist(), from_epoch(when))
+            later = rows[self.last_accessed[rows] < when]
+            self.last_accessed[later] = when
+            self._note_moved(later)
+        self.nodes.set_accessed(later.tolist(), from_epoch(when))
+        return later
 
     def merge_access(self, times: Mapping[int, float]) -> None:
         """Take access times stored elsewhere where they are later than the ones held.

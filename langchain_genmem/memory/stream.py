@@ -144,10 +144,7 @@ class MemoryStream:
         flush_interval: float = 1.0,
         dsn: str | None = None,
     ) -> None:
-        if not isinstance(persona, str) or not persona.strip():
-            msg = f"persona: expected a non-empty name, got {persona!r}"
-            raise ValidationError(msg, field="persona")
-        self.persona = persona
+        self.persona = validation.persona_name(persona)  # before any store is asked
         self.clock: Clock = clock or datetime.now
         self.importance = importance
         self.flush_interval = flush_interval
@@ -673,7 +670,10 @@ class MemoryStream:
         if len(vectors) != len(texts):
             msg = f"the embedding model returned {len(vectors)} vectors for {len(texts)} texts"
             raise ValidationError(msg, field="embeddings")
-        return dict(zip(texts, vectors, strict=True))
+        return {
+            text: validation.finite_vector(vector, f"embedding of {text[:40]!r}")
+            for text, vector in zip(texts, vectors, strict=True)
+        }
 
     def _scorer(self) -> ImportanceScorerLike:
         if self.importance is None:
@@ -854,7 +854,7 @@ class MemoryStream:
     # ------------------------------------------------------------------ access times
 
     def mark_accessed(self, node_ids: Sequence[str], when: datetime | None = None) -> None:
-        """Set nodes' ``last_accessed``.
+        """Set nodes' ``last_accessed`` to ``when`` where that is later (it never moves back).
 
         The in-process view is exact at once; the store gets it within ``flush_interval``
         seconds, or at :meth:`flush`, :meth:`close` or interpreter exit.
@@ -868,9 +868,9 @@ class MemoryStream:
 
     def _touch_rows(self, rows: np.ndarray, when: float) -> None:
         with self._lock:
-            self._cache.touch(rows, when)
+            moved = self._cache.touch(rows, when)  # never backwards: only later times move
             nodes = self._cache.nodes
-            for row in rows.tolist():
+            for row in moved.tolist():
                 self._pending[nodes[row].node_id] = when
             if self._timer is None and self._pending:
                 self._timer = threading.Timer(self.flush_interval, self._flush_from_timer)

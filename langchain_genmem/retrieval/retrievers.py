@@ -416,7 +416,9 @@ class GenerativeAgentsRetriever(BaseRetriever):
         self, query: str, cache: Any, n: int, pick: slice | np.ndarray, rows: np.ndarray
     ) -> tuple[np.ndarray, float, Any]:
         """Approximate cosines of the candidates, their error bound and the exact rescoring."""
-        query_vector = np.asarray(self.memory_stream.embeddings.embed_query(query))
+        query_vector = validation.finite_vector(
+            self.memory_stream.embeddings.embed_query(query), "query embedding"
+        )
         if cache.dim is not None and query_vector.shape[0] != cache.dim:
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
         vectors, norms = cache.vectors[:n], cache.norms[:n]

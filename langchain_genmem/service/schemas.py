@@ -36,12 +36,13 @@ from langchain_genmem.core.modes import (
 )
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
+from langchain_genmem.core.validation import PERSONA_NAME_MAX
 from langchain_genmem.numerics.candidate_filter import make_filter
 
 # ---------------------------------------------------------------------------- limits
 
-MAX_PERSONA_CHARS = 200
-"""Longest persona name."""
+MAX_PERSONA_CHARS = PERSONA_NAME_MAX
+"""Longest persona name: the library's rule (``core.validation.persona_name``)."""
 MAX_TEXT_CHARS = 4000
 """Longest description or focal text."""
 MAX_FIELD_CHARS = 500

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from langchain_genmem.core import validation
 from langchain_genmem.memory.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -89,8 +90,11 @@ class StreamPool:
 
         Returns:
             The stream, or None.
+
+        Raises:
+            ValidationError: not a persona name (checked before the store is asked).
         """
-        stream = self._streams.get(persona)
+        stream = self._streams.get(validation.persona_name(persona))
         if stream is None and self.backend.read_head(persona) is not None:
             stream = self.open(persona)
         return stream

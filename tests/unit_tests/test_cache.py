@@ -6,8 +6,10 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from langchain_genmem.core.timeutil import to_epoch
 from langchain_genmem.numerics.scoring import Candidates, tie_order
 
 T0 = datetime(2024, 5, 1, 8)
@@ -80,3 +82,20 @@ def test_reverie_retrieval_with_the_kept_order_equals_a_fresh_sort():
         if i % 4 == 3:
             fill(stream, rng, 3, 1000 + i * 10)
     assert cache._order is not None
+
+
+def test_an_access_at_an_earlier_clock_keeps_the_later_time_another_process_merged():
+    clock = {"now": T0 + timedelta(hours=5)}
+    stream = MemoryStream("玛丽亚", embeddings=DeterministicFakeEmbedding(size=8),
+                          clock=lambda: clock["now"])
+    fill(stream, np.random.default_rng(7), 30, 0)
+    later = T0 + timedelta(hours=20)
+    stream._cache.merge_access({3: to_epoch(later), 7: to_epoch(later)})  # another process
+    held = stream._cache.last_accessed[:30].copy()
+    docs = GenerativeAgentsRetriever(stream=stream, k=30, recency_mode="reverie").invoke("记忆")
+    assert {"node_3", "node_7"} <= {d.metadata["node_id"] for d in docs}  # touched at 5 h
+    cache = stream._cache
+    assert cache.last_accessed[2] == cache.last_accessed[6] == held[2] == to_epoch(later)
+    assert stream.get("node_3").last_accessed == stream.get("node_7").last_accessed == later
+    assert "node_3" not in stream._pending  # nothing older is sent to the store either
+    assert np.all(cache.last_accessed[:30] >= held)

@@ -101,3 +101,93 @@ def test_the_agent_recalls_nothing_for_an_empty_message(stream):
     model = FakeListChatModel(responses=["你好！", "1. 2\n2. 2\n3. 2"])
     out = create_memory_agent(model, stream, reflect=False).invoke({"messages": [("user", " ")]})
     assert out["recalled"] == [] and out["messages"][-1].content == "你好！"
+
+
+@pytest.mark.parametrize("name", ["玛丽亚 Lopez", "Isabella Rodriguez", "李 小 龙", "x" * 200])
+def test_persona_names_in_any_script_with_spaces_are_fine(name):
+    assert validation.persona_name(name) == name
+    assert MemoryStream(name, embeddings=FAKE).persona == name
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("a\x00b", "control character.*'\\\\x00' at position 1"),
+    ("玛丽亚\n", "control character"),
+    ("tab\there", "control character"),
+    ("del\x7f", "control character"),
+    ("c1\x85", "control character"),
+    ("lone \ud800", "unpaired surrogate"),
+    ("x" * 201, "201 characters; a persona name has at most 200"),
+    ("   ", "non-empty name"),
+    (None, "non-empty name"),
+])
+def test_bad_persona_names_are_refused_naming_the_persona_and_the_rule(name, says):
+    with pytest.raises(ValidationError, match=says) as e:
+        validation.persona_name(name)
+    assert e.value.field == "persona"
+    if isinstance(name, str) and name.strip():
+        assert repr(name[:10])[1:-1] in str(e.value)  # the persona is named
+    # before any store is asked: this DSN would fail on any connection attempt
+    with pytest.raises(ValidationError, match=says):
+        MemoryStream(name, dsn="postgresql://nobody@/x?host=/nonexistent-genmem-socket")
+
+
+class BadEmbeddings(DeterministicFakeEmbedding):
+    """An embedding model that returns NaN or infinity for some texts."""
+
+    bad: float = math.nan
+    on: str = "query"
+
+    def embed_query(self, text: str) -> list[float]:
+        vector = super().embed_query(text)
+        return [self.bad] * len(vector) if self.on == "query" else vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors = super().embed_documents(texts)
+        if self.on == "documents":
+            vectors[-1][3] = self.bad
+        return vectors
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("first_pass", ["float32", "int8"])
+def test_a_non_finite_query_vector_is_refused_not_an_empty_ok(bad, first_pass):
+    stream = MemoryStream("玛丽亚", embeddings=BadEmbeddings(size=16, bad=bad),
+                          clock=lambda: datetime(2023, 2, 13, 9))
+    stream.add_many([{"type": "event", "description": f"玛丽亚在学习 {i}", "poignancy": 2}
+                     for i in range(40)])
+    retriever = GenerativeAgentsRetriever(stream=stream, k=5, first_pass=first_pass)
+    with pytest.raises(ValidationError, match="query embedding: 16 of its 16 numbers are NaN"):
+        retriever.invoke("物理")
+    assert all(n.last_accessed == n.created for n in stream.nodes())
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_vector_from_the_model_is_refused_on_add(bad):
+    stream = MemoryStream("玛丽亚", embeddings=BadEmbeddings(size=16, bad=bad, on="documents"))
+    with pytest.raises(ValidationError, match="embedding of '第二'.*NaN or infinite"):
+        stream.add_many([{"type": "event", "description": d, "poignancy": 2}
+                         for d in ("第一", "第二")])
+    assert len(stream) == 0
+    with pytest.raises(ValidationError, match="finite"):
+        stream.add_event("given", poignancy=2, embedding=[bad] * 16)
+
+
+def test_finite_vector_refuses_shapes_and_returns_float64():
+    assert validation.finite_vector([1, 2]).dtype == "float64"
+    for value in ([], [[1.0, 2.0]], "abc"):
+        with pytest.raises(ValidationError, match="embedding"):
+            validation.finite_vector(value)
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "伊莎贝拉\x01"])
+def test_the_service_refuses_a_bad_persona_name_on_a_read_too(tmp_path, name):
+    from fastapi.testclient import TestClient
+
+    from langchain_genmem.cli import Store
+    from langchain_genmem.service import create_app, create_service
+
+    service = create_service(Store(tmp_path / "store", now=datetime(2023, 2, 14, 9)))
+    with TestClient(create_app(service)) as client:
+        r = client.post("/retrieve", json={"persona_name": name, "focal_text": "派对"})
+    assert r.status_code == 422, r.text
+    assert "control character" in r.json()["message"]

@@ -1,0 +1,313 @@
+"""PostgreSQL failing under a stream: errors are the package's own, and a stream recovers.
+
+Also what a distributed PostgreSQL (Citus) needs of the backend: every statement that reads
+or writes a persona's rows names the persona (``docs/citus.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, StorageError, ValidationError
+from langchain_genmem.backends.local_postgres import postgres_argv
+from langchain_genmem.backends.postgres import PostgresBackend
+from langchain_genmem.core.timeutil import to_epoch
+from tests.support.postgres_server import SETTINGS, PostgresServer
+
+T0 = datetime(2023, 2, 13, 9, 0)
+PERSONA = "玛丽亚 Lopez"
+TABLES = ("memory_nodes", "kw_strength", "genmem_personas")
+
+
+@pytest.fixture
+def dsn(request, tmp_path):
+    from tests.support.fixtures import open_store
+
+    with open_store(request, "postgres", tmp_path) as store:
+        yield store.dsn
+
+
+def fake() -> DeterministicFakeEmbedding:
+    return DeterministicFakeEmbedding(size=8)
+
+
+class RestartablePostgres(PostgresServer):
+    """A server of this test alone, killed by its pid and started again on its data folder."""
+
+    def kill(self) -> None:
+        """Immediate shutdown (SIGQUIT): clients are cut off mid-use, no clean checkpoint."""
+        assert self._proc is not None
+        os.kill(self.pid, signal.SIGQUIT)
+        self._proc.wait(timeout=30)
+
+    def start_again(self) -> None:
+        """Start postgres on the same data folder and socket (crash recovery runs)."""
+        argv = postgres_argv(self.folder / "data", port=self.port, listen="",
+                             socket_dir=self.socket_dir, settings=SETTINGS)
+        self.launch(argv, check=self._answers, what="postgres again", interval=0.1,
+                    user=self.user)
+
+
+def test_a_stream_fails_with_storage_errors_while_the_server_is_down_and_recovers():
+    with RestartablePostgres() as server:  # its own folder, readable by the server's user
+        backend = PostgresBackend(server.dsn(), connect_timeout=1)
+        stream = MemoryStream(PERSONA, backend=backend, embeddings=fake(), clock=lambda: T0)
+        stream.add_event("玛丽亚 reads about physics", poignancy=4, keywords=["physics"])
+        retriever = GenerativeAgentsRetriever(stream=stream, k=1)
+        assert len(retriever.invoke("physics")) == 1
+        server.kill()
+
+        with pytest.raises(StorageError, match="check persona '玛丽亚 Lopez' for changes") as e:
+            retriever.invoke("physics")  # reads on a connection the server cut
+        assert isinstance(e.value.__cause__, psycopg.Error)
+        with pytest.raises(StorageError, match="no connection within 1 s"):
+            retriever.invoke("physics")  # no server to connect to: the pool times out
+        with pytest.raises(StorageError, match="nothing was committed"):
+            stream.add_event("lost while the server is down", poignancy=2)
+        with pytest.raises(StorageError, match="list the personas"):
+            backend.personas()
+
+        server.start_again()
+        assert [d.page_content for d in retriever.invoke("physics")] == [
+            "玛丽亚 reads about physics"
+        ]
+        assert stream.add_event("back again", poignancy=3).node_id == "node_2"
+        assert backend.personas() == [PERSONA]
+        stream.close()
+        backend.close()
+
+
+def silent_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A TCP socket on 127.0.0.1 that accepts connections and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, held
+
+
+@pytest.mark.timeout(60)  # the driver's own default waited 130 s
+@pytest.mark.parametrize("how", ["keyword", "dsn"])
+def test_a_host_that_accepts_and_never_answers_is_a_storage_error_after_the_timeout(how):
+    listener, held = silent_listener()
+    port = listener.getsockname()[1]
+    try:
+        dsn = f"postgresql://genmem:secret@127.0.0.1:{port}/genmem"
+        if how == "keyword":
+            with pytest.raises(StorageError, match="did not answer within the connect timeout"):
+                PostgresBackend(dsn, connect_timeout=1)
+        else:
+            with pytest.raises(StorageError, match="did not answer") as e:
+                MemoryStream(PERSONA, dsn=dsn + "?connect_timeout=1", embeddings=fake())
+            assert "secret" not in str(e.value)
+        assert held  # it was reached: the wait was the server's silence, not a refusal
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def test_the_connect_timeout_comes_from_the_keyword_the_dsn_or_the_environment(monkeypatch):
+    from langchain_genmem.backends.postgres import (
+        DEFAULT_CONNECT_TIMEOUT,
+        resolve_connect_timeout,
+    )
+
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    assert resolve_connect_timeout("postgresql://u@h/db") == DEFAULT_CONNECT_TIMEOUT == 10
+    assert resolve_connect_timeout("postgresql://u@h/db?connect_timeout=3") == 3
+    assert resolve_connect_timeout("postgresql://u@h/db?connect_timeout=3", 7) == 7
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "4")
+    assert resolve_connect_timeout("host=h dbname=db") == 4
+    with pytest.raises(ValidationError, match="connect_timeout"):
+        resolve_connect_timeout("postgresql://u@h/db", 0)
+
+
+# ---------------------------------------------------------------- refused before PostgreSQL
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "tab\there", "x" * 201])
+def test_a_bad_persona_name_is_refused_before_postgres_sees_it(dsn, name):
+    with pytest.raises(ValidationError, match="persona"):
+        MemoryStream(name, dsn=dsn, embeddings=fake())
+    backend = PostgresBackend(dsn)
+    with pytest.raises(ValidationError, match="persona"):
+        backend.read_head(name)
+    with pytest.raises(ValidationError, match="persona"):
+        with backend.write_lock(name):
+            pass
+    backend.close()
+
+
+class NaNQueries(Embeddings):
+    """Documents embed normally; a query embeds to NaN (a model that failed on it)."""
+
+    def __init__(self, bad: float = math.nan) -> None:
+        self.inner, self.bad = fake(), bad
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return [self.bad] * 8
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_query_vector_is_refused_on_the_database_path(dsn, bad):
+    stream = MemoryStream(PERSONA, dsn=dsn, embeddings=NaNQueries(bad), clock=lambda: T0)
+    stream.add_event("玛丽亚 studies", poignancy=3)
+    retriever = GenerativeAgentsRetriever(stream=stream, k=3, score_in="database")
+    with pytest.raises(ValidationError, match="query embedding.*NaN or infinite"):
+        retriever.invoke("anything")
+    stream.close()
+
+
+# ---------------------------------------------------------------- access times
+
+
+def test_an_earlier_clock_never_moves_a_later_access_time_back_in_either_path(dsn):
+    now = [T0 + timedelta(hours=5)]
+    mine = MemoryStream(PERSONA, dsn=dsn, embeddings=fake(), clock=lambda: now[0])
+    mine.add_many([{"type": "event", "description": f"事件 {i}", "poignancy": 1 + i % 9,
+                    "created": T0} for i in range(12)])
+    other = MemoryStream(PERSONA, dsn=dsn, embeddings=fake(),
+                         clock=lambda: T0 + timedelta(hours=20))
+    later = T0 + timedelta(hours=20)
+    other.mark_accessed(["node_3", "node_7"], later)
+    other.flush()
+
+    def retrieve(score_in: str) -> list[tuple[str, float]]:
+        docs = GenerativeAgentsRetriever(stream=mine, k=12, score_in=score_in).invoke("事件")
+        return [(d.metadata["node_id"], round(d.metadata["score"], 6)) for d in docs]
+
+    assert retrieve("process")  # merges node_3/node_7's later times, then touches at 5 h
+    assert mine.get("node_3").last_accessed == later
+    assert mine.get("node_7").last_accessed == later
+    mine.flush()
+    with psycopg.connect(dsn) as conn:
+        stored = dict(conn.execute(
+            "SELECT node_id, last_accessed FROM memory_nodes WHERE persona_name = %s",
+            (PERSONA,)).fetchall())
+    assert stored["node_3"] == later and stored["node_7"] == later
+    cached = mine._cache.last_accessed[: mine._cache.n]
+    assert cached[2] == cached[6] == to_epoch(later)
+    assert retrieve("process") == retrieve("database")
+    other.close()
+    mine.close()
+
+
+# ---------------------------------------------------------------- every statement names its persona
+
+
+def plan_nodes(plan: dict) -> list[dict]:
+    out = [plan]
+    for child in plan.get("Plans", []):
+        out += plan_nodes(child)
+    return out
+
+
+CONDITIONS = ("Index Cond", "Recheck Cond", "Filter", "Join Filter", "Hash Cond")
+
+
+def unfiltered_scans(conn: psycopg.Connection, sql: str, params: object) -> list[str]:
+    """Scans of the genmem tables in a statement's plan that have no persona_name condition."""
+    row = conn.execute(f"EXPLAIN (FORMAT JSON) {sql}", params).fetchone()
+    plan = (row[0] if isinstance(row[0], list) else json.loads(row[0]))[0]["Plan"]
+    bad = []
+    for node in plan_nodes(plan):
+        if node.get("Relation Name") in TABLES and "Scan" in node["Node Type"]:
+            conditions = " ".join(str(node.get(k, "")) for k in CONDITIONS)
+            if "persona_name" not in conditions:
+                bad.append(f"{node['Node Type']} on {node['Relation Name']}")
+    return bad
+
+
+def test_every_statement_on_a_personas_rows_names_the_persona(dsn, monkeypatch):
+    backend = PostgresBackend(dsn)
+    sent: list[tuple[str, object]] = []
+    execute, copy = psycopg.Cursor.execute, psycopg.Cursor.copy
+
+    def recording_execute(self, query, params=None, **kw):
+        sent.append((str(query), params))
+        return execute(self, query, params, **kw)
+
+    def recording_copy(self, statement, params=None, **kw):
+        sent.append((str(statement), params))
+        return copy(self, statement, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recording_execute)
+    monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
+    clock = [T0]
+    stream = MemoryStream(PERSONA, backend=backend, embeddings=fake(), clock=lambda: clock[0])
+    first = stream.add_event("玛丽亚 reads 物理", poignancy=5, keywords=["物理", "read"])
+    stream.add_thought("玛丽亚 likes 物理", poignancy=7, evidence=[first.node_id])
+    stream.add_chat("玛丽亚 and Klaus talk", poignancy=3, filling=[["玛丽亚", "你好"]])
+    stream.update_settings(recency_w=0.5)
+    stream.add_many([{"type": "event", "description": "no keywords now", "poignancy": 2,
+                      "keywords": []}], state={"kw_strength": {"event": {}, "thought": {}}})
+    for score_in in ("process", "database"):
+        clock[0] += timedelta(hours=1)
+        GenerativeAgentsRetriever(stream=stream, k=2, score_in=score_in).invoke("物理")
+    stream.flush()
+    stream.retrieve_relevant_events("玛丽亚", "reads", "物理")
+    fresh = MemoryStream(PERSONA, backend=backend, embeddings=fake())  # loads every node
+    other = MemoryStream("Klaus", backend=backend, embeddings=fake())
+    other.add_event("Klaus writes", poignancy=2)
+    other.close()
+    assert backend.personas() == sorted(["Klaus", PERSONA])
+    backend.drop("Klaus")
+    monkeypatch.undo()
+    fresh.close()
+    stream.close()
+
+    touching = [(sql, p) for sql, p in sent if any(t in sql for t in TABLES)]
+    kinds = {sql.split()[0].upper() for sql, _ in touching}
+    assert {"SELECT", "INSERT", "UPDATE", "DELETE", "COPY"} <= kinds
+    listing = [sql for sql, _ in touching if sql.startswith("SELECT persona_name FROM")]
+    assert len(listing) == 1  # listing personas: the one statement over all of them
+    problems = []
+    with psycopg.connect(dsn) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        assert unfiltered_scans(conn, listing[0], None)  # the check sees a scan of everyone
+        for sql, params in touching:
+            verb = sql.split()[0].upper()
+            if sql in listing or sql.startswith("ALTER TABLE memory_nodes ALTER COLUMN embedding"):
+                continue  # listing personas; fixing the vector size (schema, no rows)
+            if verb in ("INSERT", "COPY"):
+                columns = sql[sql.index("(") + 1 : sql.index(")")]
+                if "persona_name" not in columns.split(",")[0]:
+                    problems.append(sql)
+            elif verb in ("SELECT", "WITH", "UPDATE", "DELETE"):
+                problems += [f"{b}: {sql}" for b in unfiltered_scans(conn, sql, params)]
+            else:
+                problems.append(f"unexpected statement: {sql}")
+    assert problems == []
+
+
+def test_the_citus_page_distributes_every_table_by_persona_name():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "citus.md").read_text("utf-8")
+    for table in TABLES:
+        assert f"create_distributed_table('{table}', 'persona_name'" in page
