@@ -66,6 +66,7 @@ from langchain_genmem.core.modes import (
 )
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.numerics.candidate_filter import (
     FILTER_FIELDS,
@@ -416,7 +417,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         self, query: str, cache: Any, n: int, pick: slice | np.ndarray, rows: np.ndarray
     ) -> tuple[np.ndarray, float, Any]:
         """Approximate cosines of the candidates, their error bound and the exact rescoring."""
-        query_vector = np.asarray(self.memory_stream.embeddings.embed_query(query))
+        query_vector = embed_query(self.memory_stream.embeddings, query)
         if cache.dim is not None and query_vector.shape[0] != cache.dim:
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")
         vectors, norms = cache.vectors[:n], cache.norms[:n]
