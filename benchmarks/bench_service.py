@@ -297,37 +297,37 @@ def compare(args: argparse.Namespace) -> None:
 
 
 def profile(args: argparse.Namespace) -> None:
-    """cProfile of ``--profile N`` in-process /retrieve calls through the app (no uvicorn),
-    repeated focal points (cache hits), to show what a request costs beside the embedding."""
+    """cProfile of ``--profile N`` calls of the service's retrieval (what POST /retrieve runs,
+    its reply serialised to JSON; no HTTP), on repeated focal points (query cache hits), to
+    show what a request costs beside the embedding. The HTTP side is the echo's row in
+    ``--compare``."""
     import cProfile
     import pstats
 
-    from fastapi.testclient import TestClient
-
-    from langchain_genmem.service.http import create_app
     from langchain_genmem.service.operations import create_service
+    from langchain_genmem.service.schemas import RetrieveRequest
 
     folder = Path(tempfile.mkdtemp(prefix="bench-service-"))
     try:
         build(folder / "store", args.memories, min(args.topics, args.memories))
         service = create_service(str(folder / "store"))
-        with TestClient(create_app(service, api_keys=[KEY])) as http:
-            headers = {"Authorization": f"Bearer {KEY}"}
+        requests = [RetrieveRequest(persona_name=PERSONA, focal_text=text, top_k=K)
+                    for text in REPEATED]
 
-            def run(n: int) -> None:
-                for i in range(n):
-                    body = {"persona_name": PERSONA, "focal_text": REPEATED[i % len(REPEATED)],
-                            "top_k": K}
-                    assert http.post("/retrieve", json=body, headers=headers).status_code == 200
+        def run(n: int) -> None:
+            for i in range(n):
+                service.retrieve(requests[i % len(requests)]).model_dump_json()
 
-            run(len(REPEATED))
-            profiler = cProfile.Profile()
-            started = time.process_time()
-            profiler.runcall(run, args.profile)
-            cpu = (time.process_time() - started) * 1000 / args.profile
-        print(f"in process, repeated focal points: {cpu:.1f} ms of CPU per request "
-              f"(profiled, so slower than without)")
-        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+        run(len(requests))
+        started = time.process_time()
+        run(args.profile)
+        cpu = (time.process_time() - started) * 1000 / args.profile
+        profiler = cProfile.Profile()
+        profiler.runcall(run, args.profile)
+        service.close()
+        print(f"service.retrieve + JSON, repeated focal points, {args.memories} memories: "
+              f"{cpu:.2f} ms of CPU per call (unprofiled)")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
