@@ -248,6 +248,11 @@ def measured(proc: subprocess.Popen[bytes], url: str, clients: int, requests: in
             "errors": errors}
 
 
+def ratio(value: float, floor: float) -> str:
+    """``value / floor`` as "12.3x", or "n/a" when the floor was below the clock's tick."""
+    return f"{value / floor:.1f}x" if floor > 0 else "n/a"
+
+
 def compare(args: argparse.Namespace) -> None:
     """Before and after the query cache, distinct and repeated focal points, beside the echo.
 
@@ -293,7 +298,7 @@ def compare(args: argparse.Namespace) -> None:
     for name, kind, r in rows:
         print(f"| {name} | {kind if not name.startswith('echo') else '-'} | {r['errors']:.0f} | "
               f"{r['rps']:.1f} | {r['p50']:.1f} | {r['cpu']:.1f} | "
-              f"{r['rps'] / floor['rps']:.2f}x | {r['cpu'] / floor['cpu']:.1f}x |")
+              f"{r['rps'] / floor['rps']:.2f}x | {ratio(r['cpu'], floor['cpu'])} |")
 
 
 def profile(args: argparse.Namespace) -> None:

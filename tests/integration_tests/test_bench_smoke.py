@@ -188,7 +188,8 @@ def test_bench_service_compares_before_after_and_the_echo() -> None:
         ("before: no query cache", "repeated"), ("after: query cache", "distinct"),
         ("after: query cache", "repeated")]
     assert all(r[2] == "0" for r in rows)  # every request answered with top_k memories
-    assert all(r[6].endswith("x") and r[7].endswith("x") for r in rows)
+    assert all(r[6].endswith("x") for r in rows)
+    assert all(r[7].endswith("x") or r[7] == "n/a" for r in rows)  # n/a: the echo's CPU < 1 tick
 
 
 @pytest.mark.slow
