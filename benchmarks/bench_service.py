@@ -77,10 +77,13 @@ def build(path: Path, memories: int, topics: int) -> float:
     return time.perf_counter() - started
 
 
-def start_server(path: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "langchain_genmem.cli", "--path", str(path), "serve",
-            "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
+def start_server(path: Path, port: int, log_path: Path, *, argv: list[str] | None = None,
+                 env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``genmem serve`` (or ``argv``) and wait for its /healthz."""
+    argv = argv or [sys.executable, "-m", "langchain_genmem.cli", "--path", str(path), "serve",
+                    "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(env_extra or {})
     with log_path.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,  # noqa: S603
                                 stdin=subprocess.DEVNULL, env=env)
@@ -115,9 +118,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def load(url: str, clients: int, requests: int) -> tuple[float, list[float], int]:
-    """Run the clients; returns (seconds, latencies in ms, errors)."""
-    focal = sentences(997)
+def load(url: str, clients: int, requests: int,
+         focal: list[str] | None = None) -> tuple[float, list[float], int]:
+    """Run the clients, asking ``focal`` texts in turn (default: 997 distinct ones);
+    returns (seconds, latencies in ms, errors)."""
+    focal = focal or sentences(997)
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -204,6 +209,134 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
+REPEATED = ["伊莎贝拉在计划什么派对？", "What is Isabella planning for Valentine's Day?",
+            "谁会来霍布斯咖啡馆？", "Who will come to Hobbs Cafe?"]
+"""The focal points the "repeated" load cycles through (none of them is a distinct one)."""
+
+
+def echo_server(port: int) -> None:
+    """A bare FastAPI app on the same uvicorn: POST /retrieve gives its body back.
+
+    Run in a child process (``--echo-server PORT``) as the floor of what HTTP and JSON cost.
+    """
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/retrieve")
+    async def retrieve(body: dict[str, object]) -> dict[str, object]:
+        return {"echo": body, "debug": {"retrieved_count": K}}
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def measured(proc: subprocess.Popen[bytes], url: str, clients: int, requests: int,
+             focal: list[str] | None) -> dict[str, float]:
+    """One load against a started server: req/s, p50 ms, server CPU ms per request, errors."""
+    load(url, 1, 3, focal)  # warm-up: open the stream, load the model
+    before = cpu_seconds(proc.pid)
+    seconds, latencies, errors = load(url, clients, requests, focal)
+    after = cpu_seconds(proc.pid)
+    cpu = (after - before) * 1000 / len(latencies) if before is not None and after is not None \
+        else float("nan")
+    return {"rps": len(latencies) / seconds, "p50": percentile(latencies, 50), "cpu": cpu,
+            "errors": errors}
+
+
+def ratio(value: float, floor: float) -> str:
+    """``value / floor`` as "12.3x", or "n/a" when the floor was below the clock's tick."""
+    return f"{value / floor:.1f}x" if floor > 0 else "n/a"
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Before and after the query cache, distinct and repeated focal points, beside the echo.
+
+    "Before" is the same server with the query cache off (``GENMEM_QUERY_CACHE_SIZE=0``), or,
+    with ``--before-pythonpath DIR``, the server of another checkout (say main's).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="bench-service-"))
+    rows: list[tuple[str, str, dict[str, float]]] = []
+    before_env = ({"PYTHONPATH": args.before_pythonpath} if args.before_pythonpath
+                  else {"GENMEM_QUERY_CACHE_SIZE": "0"})
+    servers = [("echo (bare FastAPI)", None), ("before: " + (
+        "that checkout" if args.before_pythonpath else "no query cache"), before_env),
+        ("after: query cache", {})]
+    try:
+        store = folder / "store"
+        log(f"building {args.memories} memories ...")
+        build(store, args.memories, min(args.topics, args.memories))
+        for name, env in servers:
+            port = free_port()
+            argv = ([sys.executable, __file__, "--echo-server", str(port)] if env is None
+                    else None)
+            proc = start_server(store, port, folder / "server.out", argv=argv, env_extra=env)
+            try:
+                url = f"http://127.0.0.1:{port}"
+                for kind, focal in [("distinct", None), ("repeated", REPEATED)]:
+                    log(f"{name}, {kind} focal points ...")
+                    rows.append((name, kind, measured(proc, url, args.clients, args.requests,
+                                                      focal)))
+                    if env is None:
+                        break  # the echo does not look at the text
+            finally:
+                stop(proc)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    floor = rows[0][2]
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{args.memories} memories, {args.clients} clients, {args.requests} requests; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print()
+    print("| server | focal points | errors | req/s | p50 ms | CPU ms / request | "
+          "req/s / echo | CPU / echo |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, kind, r in rows:
+        print(f"| {name} | {kind if not name.startswith('echo') else '-'} | {r['errors']:.0f} | "
+              f"{r['rps']:.1f} | {r['p50']:.1f} | {r['cpu']:.1f} | "
+              f"{r['rps'] / floor['rps']:.2f}x | {ratio(r['cpu'], floor['cpu'])} |")
+
+
+def profile(args: argparse.Namespace) -> None:
+    """cProfile of ``--profile N`` calls of the service's retrieval (what POST /retrieve runs,
+    its reply serialised to JSON; no HTTP), on repeated focal points (query cache hits), to
+    show what a request costs beside the embedding. The HTTP side is the echo's row in
+    ``--compare``."""
+    import cProfile
+    import pstats
+
+    from langchain_genmem.service.operations import create_service
+    from langchain_genmem.service.schemas import RetrieveRequest
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-service-"))
+    try:
+        build(folder / "store", args.memories, min(args.topics, args.memories))
+        service = create_service(str(folder / "store"))
+        requests = [RetrieveRequest(persona_name=PERSONA, focal_text=text, top_k=K)
+                    for text in REPEATED]
+
+        def run(n: int) -> None:
+            for i in range(n):
+                service.retrieve(requests[i % len(requests)]).model_dump_json()
+
+        run(len(requests))
+        started = time.process_time()
+        run(args.profile)
+        cpu = (time.process_time() - started) * 1000 / args.profile
+        profiler = cProfile.Profile()
+        profiler.runcall(run, args.profile)
+        service.close()
+        print(f"service.retrieve + JSON, repeated focal points, {args.memories} memories: "
+              f"{cpu:.2f} ms of CPU per call (unprofiled)")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
@@ -211,7 +344,24 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=800)
     parser.add_argument("--topics", type=int, default=300)
     parser.add_argument("--samples", type=int, default=30, help="in-process retrievals timed")
+    parser.add_argument("--compare", action="store_true",
+                        help="before/after the query cache, distinct and repeated focal points, "
+                        "beside a bare FastAPI echo on the same uvicorn")
+    parser.add_argument("--before-pythonpath", default=None,
+                        help="with --compare: run the 'before' server from this checkout")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile N in-process requests instead")
+    parser.add_argument("--echo-server", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.echo_server is not None:
+        echo_server(args.echo_server)
+        return
+    if args.compare:
+        compare(args)
+        return
+    if args.profile:
+        profile(args)
+        return
 
     folder = Path(tempfile.mkdtemp(prefix="bench-service-"))
     try:

@@ -52,6 +52,7 @@ from langchain_genmem.core.modes import DEFAULT_RELEVANCE_MODE, RelevanceMode
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.timeutil import to_epoch
 from langchain_genmem.evaluation.metrics import Example, ndcg_at_k, recall_at_k, split_examples
+from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.numerics.scoring import (
     Candidates,
     Weights,
@@ -238,7 +239,7 @@ class PreparedExamples:
         rows, importance, (type_code, node_count, poignancy), _ = (
             self.retriever.pick_candidates(static, cache, now)
         )
-        vector = np.asarray(stream.embeddings.embed_query(example.query), dtype=np.float64)
+        vector = embed_query(stream.embeddings, example.query)
         cos = exact_cosine(cache.vectors[rows], cache.norms[rows], vector)
         cands = Candidates(cache.last_accessed[rows].copy(), type_code, node_count, poignancy, cos)
         lexical = None if index is None else normalise_lexical(index.scores(example.query, rows))

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from langchain_genmem.backends.base import ranking_of
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.timeutil import naive, to_epoch
+from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.retrieval.documents import memory_document
 from langchain_genmem.retrieval.report import RetrievalReport
 
@@ -53,7 +52,7 @@ def retrieve_in_database(
     stream.flush()
     stream.refresh()
     now = naive(stream.clock())
-    vector = np.asarray(stream.embeddings.embed_query(query), dtype=np.float64)
+    vector = embed_query(stream.embeddings, query)
     state = stream._state
     ranking = backend.rank(
         stream.persona, vector, k=k, mode=retriever.recency_mode,

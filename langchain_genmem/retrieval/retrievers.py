@@ -66,6 +66,7 @@ from langchain_genmem.core.modes import (
 )
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.numerics.candidate_filter import (
     FILTER_FIELDS,
@@ -417,7 +418,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     ) -> tuple[np.ndarray, float, Any]:
         """Approximate cosines of the candidates, their error bound and the exact rescoring."""
         query_vector = validation.finite_vector(
-            self.memory_stream.embeddings.embed_query(query), "query embedding"
+            embed_query(self.memory_stream.embeddings, query), "query embedding"
         )
         if cache.dim is not None and query_vector.shape[0] != cache.dim:
             raise EmbeddingDimensionError(cache.dim, query_vector.shape[0], where="query embedding")

@@ -168,3 +168,38 @@ def test_bench_tuning_prints_start_and_tuned_and_the_real_retriever_agrees() -> 
         assert tuned_train >= start_train
         assert row[5].strip() == row[6].strip()  # the fast path and the retriever agree
     assert any(line.startswith("held-out recall@10 over") for line in lines)
+
+
+@pytest.mark.slow
+def test_bench_service_compares_before_after_and_the_echo() -> None:
+    script = REPO / "benchmarks" / "bench_service.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--compare", "--memories", "300", "--topics", "20",
+         "--clients", "2", "--requests", "8"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| server | focal points"))
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[head + 2:]
+            if line.startswith("| ")]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("echo (bare FastAPI)", "-"), ("before: no query cache", "distinct"),
+        ("before: no query cache", "repeated"), ("after: query cache", "distinct"),
+        ("after: query cache", "repeated")]
+    assert all(r[2] == "0" for r in rows)  # every request answered with top_k memories
+    assert all(r[6].endswith("x") for r in rows)
+    assert all(r[7].endswith("x") or r[7] == "n/a" for r in rows)  # n/a: the echo's CPU < 1 tick
+
+
+@pytest.mark.slow
+def test_bench_long_query_prints_its_table() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_long_query.py"), "--chars", "900",
+         "--repeats", "1"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line for line in out.stdout.splitlines() if line.startswith(("| Chinese", "| English"))]
+    assert len(rows) == 2 and all(r.split("|")[2].strip() == "900" for r in rows)
+    assert all(r.rstrip(" |").endswith("x") for r in rows)
