@@ -117,14 +117,17 @@ class StoreLocation:
                 still writes it after the wait.
         """
         folder = self._folder()
-        if folder is None or (folder.exists() and not folder.is_dir()):
-            return  # nothing to claim; opening a file as a folder says what is wrong
-        if command is not None:  # held for the process's life: never released by close()
-            FolderLock(folder, FOLDER_WAIT).acquire(command=command, url=url)
+        if folder is None:
             return
-        if self._claim is None:
-            self._claim = FolderLock(folder, FOLDER_WAIT)
-        self._claim.acquire()
+        try:
+            if command is not None:  # held for the process's life: never released by close()
+                FolderLock(folder, FOLDER_WAIT).acquire(command=command, url=url)
+                return
+            if self._claim is None:
+                self._claim = FolderLock(folder, FOLDER_WAIT)
+            self._claim.acquire()
+        except OSError:
+            return  # a file, or a folder that cannot be made: opening it says what to do
 
     def _refuse_if_owned(self) -> None:
         folder = self._folder()
