@@ -40,7 +40,9 @@ Writers (:meth:`ChromaBackend.write_lock`): threads of one process are serialise
 Chroma server (``HttpClient``) writers in many processes are serialised by a lease
 (:class:`~langchain_genmem.backends.locks.Lease`); an embedded folder (``PersistentClient``)
 is written by one process at a time, the others are refused
-(:class:`~langchain_genmem.backends.locks.FolderLock`).
+(:class:`~langchain_genmem.backends.locks.FolderLock`): a process that opened the folder
+before another one wrote it is refused as well (its Chroma index misses that write), and a
+running ``genmem serve`` or ``genmem mcp`` owns its folder from its start.
 
 Chroma caps ``add`` batches (about 5,461 records) and ``get`` pages (32,766 ids); both are
 paged here (reads in pages of :data:`GET_PAGE`). Chroma returns float64 vectors of the
@@ -165,6 +167,8 @@ class ChromaBackend:
             msg = f"could not open Chroma collection {name!r}: {e}"
             raise StorageError(msg) from e
         self.batch = int(getattr(client, "get_max_batch_size", lambda: 5000)() or 5000)
+        if self._folder is not None:
+            self._folder.note_view()  # a write after another process's is refused, not broken
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -551,9 +555,15 @@ class ChromaBackend:
         """Store last-access times (epoch seconds) of existing nodes.
 
         A new random access stamp goes on the state record afterwards, so a snapshot taken
-        before these times is known to be stale.
+        before these times is known to be stale. An embedded folder is taken for this
+        process first, as for any write.
+
+        Raises:
+            ConcurrentWriterError: another process holds the embedded folder.
         """
         items = list(times.items())
+        if self._folder is not None and items:
+            self._folder.acquire(persona)  # access times are a write of the folder too
         for chunk in _chunks(items, self.batch):
             self.nodes.update(
                 ids=[_node_id(persona, node_id) for node_id, _ in chunk],

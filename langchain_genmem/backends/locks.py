@@ -8,7 +8,12 @@ holds it (host, pid, since when):
   the process ends (the OS drops it when the process dies, even by SIGKILL). Embedded
   Chroma keeps a per-process index of the folder: a second process writing it breaks the
   first one's view (``Error finding id``) and can never read the first one's new vectors,
-  so writers in two processes cannot be made safe there, only refused.
+  so writers in two processes cannot be made safe there, only refused. A long-running
+  owner (``genmem serve``, ``genmem mcp``) takes the folder before it serves and names
+  itself (command, URL) in the lock file: another process is refused at once, told where
+  to send its request. Each hold is numbered in the lock file (its *generation*), so a
+  process that opened the folder before another one wrote it is refused too, instead of
+  writing from an index that misses that write.
 - :class:`Lease`: a record in a small Chroma collection naming its holder and an expiry,
   taken for one write and renewed by a heartbeat while the write runs. Chroma ignores an
   ``add`` of an id that exists and deletes by id only where the metadata still matches, so
@@ -67,12 +72,18 @@ def thread_lock(*key: str) -> threading.RLock:
         return _THREAD_LOCKS.setdefault(key, threading.RLock())
 
 
-def holder_record() -> dict[str, Any]:
-    """This process as a holder: host, pid and the time it took the right."""
+def holder_record(**owner: Any) -> dict[str, Any]:
+    """This process as a holder: host, pid and the time it took the right.
+
+    Args:
+        **owner: more about a long-running owner: ``command`` (``"genmem serve"``) and
+            ``url`` (where it takes requests); None values are left out.
+    """
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **{k: v for k, v in owner.items() if v is not None},
     }
 
 
@@ -90,7 +101,16 @@ def describe_holder(record: dict[str, Any] | None) -> str:
     """``host pid N since T`` of a holder record, or a note that it is unknown."""
     if not record:
         return "an unknown process"
-    return f"{record.get('host', '?')} pid {record.get('pid', '?')} since {record.get('since')}"
+    who = f"{record.get('host', '?')} pid {record.get('pid', '?')} since {record.get('since')}"
+    if record.get("command"):
+        where = f" at {record['url']}" if record.get("url") else ""
+        return f"{record['command']}{where}, {who}"
+    return who
+
+
+def is_owner(record: dict[str, Any] | None) -> bool:
+    """Whether a holder record names a long-running owner (a server), not one write."""
+    return bool(record and record.get("command"))
 
 
 class FolderLock:
@@ -107,6 +127,10 @@ class FolderLock:
     _GUARD = threading.Lock()
     _TAKES = 0  # flocks taken by this process so far: numbers each continuous hold
     _HOLDS: dict[tuple[str, int], int] = {}  # (lock file, pid) -> the number of its hold
+    # (lock file, pid) -> the generation this process's view of the folder shows (BUSY: the
+    # folder was held by another process when this process opened it)
+    _VIEWS: dict[tuple[str, int], int] = {}
+    BUSY = -1
 
     def __init__(self, folder: str | os.PathLike[str], timeout: float) -> None:
         self.folder = Path(folder).resolve()
@@ -120,14 +144,18 @@ class FolderLock:
         """Whether this process holds the folder through this object."""
         return self._owner == os.getpid()
 
-    def acquire(self, persona: str) -> None:
+    def acquire(self, persona: str | None = None, **owner: Any) -> None:
         """Take the folder for this process (once; later calls return at once).
 
         Args:
-            persona: the persona being written, for the error message.
+            persona: the persona being written, for the error message (None: the folder).
+            **owner: a long-running owner's ``command`` and ``url``, kept in the lock file
+                so that refused processes are told where to send their requests.
 
         Raises:
-            ConcurrentWriterError: another process still writes the folder after the timeout.
+            ConcurrentWriterError: a long-running owner holds the folder (at once), another
+                process still writes it after the timeout, or another process wrote it
+                after this process opened it (its Chroma index misses that write).
         """
         if self.held:
             return
@@ -135,11 +163,49 @@ class FolderLock:
         with self._GUARD:
             fd, count = self._HELD.get(key, (-1, 0))
             if count == 0:
-                fd = self._take(persona)
+                fd = self._take(persona, owner)
                 FolderLock._TAKES += 1
                 self._HOLDS[key] = FolderLock._TAKES
+            elif owner:
+                _write_record(fd, {**(_read_record(fd) or {}), **holder_record(**owner)})
             self._HELD[key] = (fd, count + 1)
             self._owner = os.getpid()
+
+    def note_view(self) -> None:
+        """Note which writes this process's view of the folder shows (at its first open).
+
+        A later :meth:`acquire` refuses when another process took the folder since: this
+        process's embedded Chroma would not see what it wrote.
+        """
+        key = (self.path, os.getpid())
+        with self._GUARD:
+            if key in self._VIEWS or key in self._HELD:
+                return
+            self._VIEWS[key] = self._peek()[0]
+
+    def owner(self) -> dict[str, Any] | None:
+        """The long-running owner (a server) holding the folder in another process, or None."""
+        if (self.path, os.getpid()) in self._HELD:
+            return None
+        generation, record = self._peek()
+        return record if generation == self.BUSY and is_owner(record) else None
+
+    def _peek(self) -> tuple[int, dict[str, Any] | None]:
+        """(the generation of the last hold, or BUSY while another process holds it; its record)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return 0, None
+        try:
+            record = _read_record(fd)
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return self.BUSY, record
+            return _generation(record), record
+        finally:
+            os.close(fd)  # drops the shared flock, if taken
 
     def release(self) -> None:
         """Give the folder back when no other backend of this process holds it."""
@@ -181,7 +247,7 @@ class FolderLock:
             os.close(fd)
         return None if record and record.get("pid") == os.getpid() else record
 
-    def _take(self, persona: str) -> int:
+    def _take(self, persona: str | None, owner: dict[str, Any]) -> int:
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if fcntl is None:  # pragma: no cover - Windows
@@ -192,32 +258,85 @@ class FolderLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = describe_holder(_read_record(fd))
-                    os.close(fd)
-                    raise self._refusal(persona, holder) from None
+                record = _read_record(fd)
+                if is_owner(record) or time.monotonic() >= deadline:
+                    os.close(fd)  # a server keeps its folder until it stops: no wait
+                    raise self.refusal(persona, record) from None
                 time.sleep(POLL_SECONDS)
         self.previous = _read_record(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder_record()).encode(), 0)
+        key = (self.path, os.getpid())
+        seen = self._VIEWS.get(key)
+        generation = _generation(self.previous)
+        if seen is not None and seen != generation:
+            os.close(fd)
+            raise self._stale(persona, self.previous)
+        _write_record(fd, {**holder_record(**owner), "generation": generation + 1})
+        self._VIEWS[key] = generation + 1
         return fd
 
-    def _refusal(self, persona: str, holder: str) -> ConcurrentWriterError:
+    def refusal(self, persona: str | None, record: dict[str, Any] | None) -> ConcurrentWriterError:
+        """The error for a process refused the folder that ``record``'s process holds.
+
+        Args:
+            persona: the persona to write, or None (the folder).
+            record: the holder's record from the lock file.
+
+        Returns:
+            A :class:`ConcurrentWriterError` naming the holder and what to do.
+        """
+        holder = describe_holder(record)
+        start = f"persona {persona!r}: " if persona is not None else ""
+        if record is not None and is_owner(record):
+            url = record.get("url")
+            send = f"send it to {url}" if url else "send it through that process"
+            at = f", at {url}" if url else ""
+            msg = (
+                f"{start}the Chroma folder {str(self.folder)!r} is owned by a running "
+                f"{record['command']} (pid {record.get('pid', '?')} on "
+                f"{record.get('host', '?')}{at}); an embedded folder has one owner: {send}, "
+                "or stop it first"
+            )
+        else:
+            msg = (
+                f"{start}the Chroma folder {str(self.folder)!r} is being written by another "
+                f"process ({holder}); an embedded folder takes one writing process at a time. "
+                "Stop that process, or run a Chroma server on the folder (`chroma run --path "
+                "FOLDER`) and pass client=chromadb.HttpClient(host=..., port=...) to every "
+                "process: a server takes many writers"
+            )
+        return ConcurrentWriterError(msg, persona=persona or "", holder=holder)
+
+    def _stale(self, persona: str | None, record: dict[str, Any] | None) -> ConcurrentWriterError:
+        holder = describe_holder(record)
+        start = f"persona {persona!r}: " if persona is not None else ""
         msg = (
-            f"persona {persona!r}: the Chroma folder {str(self.folder)!r} is being written by "
-            f"another process ({holder}); an embedded folder takes one writing process at a "
-            "time. Stop that process, or run a Chroma server on the folder (`chroma run "
-            "--path FOLDER`) and pass client=chromadb.HttpClient(host=..., port=...) to every "
-            "process: a server takes many writers"
+            f"{start}another process ({holder}) wrote the Chroma folder {str(self.folder)!r} "
+            "after this process opened it, and embedded Chroma keeps one index per process: "
+            "this process cannot see that write, so it writes nothing. Open the folder again "
+            "in a new process, or share the memories through a Chroma server or PostgreSQL"
         )
-        return ConcurrentWriterError(msg, persona=persona, holder=holder)
+        return ConcurrentWriterError(msg, persona=persona or "", holder=holder)
+
+
+def _generation(record: dict[str, Any] | None) -> int:
+    """The number of the hold a lock file's record was written by (0: none known)."""
+    try:
+        return int((record or {}).get("generation", 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _read_record(fd: int) -> dict[str, Any] | None:
     try:
-        return json.loads(os.pread(fd, 4096, 0) or b"null")
+        record = json.loads(os.pread(fd, 4096, 0) or b"null")
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
+
+
+def _write_record(fd: int, record: dict[str, Any]) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record, ensure_ascii=False).encode(), 0)
 
 
 class Lease:

@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 from langchain_genmem.cli.options import parse_time
 from langchain_genmem.cli.store import Store
 from langchain_genmem.core.errors import (
+    ConcurrentWriterError,
     ConfigurationError,
     GenMemError,
     InteropError,
@@ -22,10 +23,13 @@ DEFAULT_PATH = Path(".genmem")
 
 
 # What the user gave or must set up: a bad value or option, a missing install or
-# variable, a Generative Agents folder that is missing, malformed or cannot be written.
-# They exit with 2, as click's own usage errors do; the others (the store or a model
-# failing at run time) with 1.
-INPUT_ERRORS: tuple[type[GenMemError], ...] = (ValidationError, ConfigurationError, InteropError)
+# variable, a Generative Agents folder that is missing, malformed or cannot be written,
+# a folder another process owns (stop it, or send the request to it). They exit with 2,
+# as click's own usage errors do; the others (the store or a model failing at run time)
+# with 1.
+INPUT_ERRORS: tuple[type[GenMemError], ...] = (
+    ValidationError, ConfigurationError, InteropError, ConcurrentWriterError,
+)
 
 
 def exit_code(error: GenMemError) -> int:

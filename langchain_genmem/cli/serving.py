@@ -92,6 +92,7 @@ def serve(
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
+    store_of(ctx).claim(command="genmem serve", url=_url(host, port))  # owned until it stops
     service = _service(ctx, model, base_url)
     app_ = _http_app(service, keys, public_url or _url(host, port))
     uvicorn = _uvicorn()
@@ -149,6 +150,8 @@ def mcp_(
 
     if transport is Transport.http:
         check_listen(host, keys)
+    http = transport is Transport.http  # the folder is owned until the server stops
+    store_of(ctx).claim(command="genmem mcp", url=f"{_url(host, port)}/mcp" if http else None)
     service = _service(ctx, model, base_url)
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)

@@ -16,17 +16,27 @@ Example:
         stream = place.open("Maria Lopez", create=True)  # a new persona may start here
         place.personas()
         place.close()                                    # flushes and releases the store
+
+An embedded folder is written by one process at a time (embedded Chroma keeps one index per
+process). A location that writes one takes its writer lock before it reads anything from
+it (:meth:`StoreLocation.claim`), so racing writers wait for each other instead of writing
+from a view that misses another's write; a server claims its folder with its command and
+URL before it serves, and keeps it until it stops. A reader of a folder that a server owns is
+refused with the server's address.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
 from langchain_genmem.backends.base import MemoryBackend
+from langchain_genmem.backends.chroma import FOLDER_WAIT
+from langchain_genmem.backends.locks import FolderLock
 from langchain_genmem.backends.opener import describe_store, open_backend
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.memory.stream import Clock, MemoryStream
@@ -61,22 +71,78 @@ class StoreLocation:
     embeddings: Embeddings | None = None
     _backend: MemoryBackend | None = field(default=None, repr=False)
     _opened: list[MemoryStream] = field(default_factory=list, repr=False)
+    _claim: FolderLock | None = field(default=None, repr=False)
 
     def backend(self, *, create: bool = True) -> MemoryBackend:
         """The store's backend, opened on first use.
+
+        An embedded folder is claimed for this process before it is opened to write
+        (:meth:`claim`); opened to read, it is refused while a server owns it.
 
         Args:
             create: False refuses a store that does not exist yet (instead of creating it).
 
         Returns:
             The backend, shared by every stream opened here.
+
+        Raises:
+            ConcurrentWriterError: another process holds the embedded folder.
         """
         if self._backend is None:
+            if create:
+                self.claim()
+            else:
+                self._refuse_if_owned()
             self._backend = open_backend(
                 self.path, host=self.host, port=self.port, client=self.client, dsn=self.dsn,
                 backend=self.backend_object, collection=self.collection, create=create,
             )
         return self._backend
+
+    def claim(self, *, command: str | None = None, url: str | None = None) -> None:
+        """Take an embedded folder's writer lock for this process, before reading anything.
+
+        Kept until :meth:`close`; an owner's claim (``command`` given) until the process
+        ends, since a server's request handlers may close and reopen the location while it
+        serves. A store that is not an embedded folder (a server, a database) takes many
+        writers: nothing to claim.
+
+        Args:
+            command: a long-running owner's name (``"genmem serve"``), shown to the
+                processes it refuses.
+            url: where that owner takes requests, shown to them too.
+
+        Raises:
+            ConcurrentWriterError: a server owns the folder (at once), or another process
+                still writes it after the wait.
+        """
+        folder = self._folder()
+        if folder is None:
+            return
+        try:
+            if command is not None:  # held for the process's life: never released by close()
+                FolderLock(folder, FOLDER_WAIT).acquire(command=command, url=url)
+                return
+            if self._claim is None:
+                self._claim = FolderLock(folder, FOLDER_WAIT)
+            self._claim.acquire()
+        except OSError:
+            return  # a file, or a folder that cannot be made: opening it says what to do
+
+    def _refuse_if_owned(self) -> None:
+        folder = self._folder()
+        if folder is None or not folder.is_dir():
+            return
+        lock = FolderLock(folder, FOLDER_WAIT)
+        owner = lock.owner()
+        if owner is not None:
+            raise lock.refusal(None, owner)
+
+    def _folder(self) -> Path | None:
+        """The embedded Chroma folder of this location, or None for another store."""
+        if self.path is None or self.host or self.dsn or self.client is not None:
+            return None
+        return None if self.backend_object is not None else Path(self.path)
 
     def where(self) -> str:
         """The store in words."""
@@ -133,3 +199,5 @@ class StoreLocation:
             stream.close()
         if self._backend is not None and self.backend_object is None:
             self._backend.close()
+        if self._claim is not None:
+            self._claim.release()

@@ -196,7 +196,8 @@ READER = textwrap.dedent(
 
     folder, ready, go = sys.argv[1:4]
     s = MemoryStream("玛丽亚 Lopez", path=folder, embeddings=DeterministicFakeEmbedding(size=8))
-    r = GenerativeAgentsRetriever(stream=s, k=100)
+    # a pure reader: marking memories accessed is a write, which takes the folder
+    r = GenerativeAgentsRetriever(stream=s, k=100, update_access=False)
     before = len(r.invoke("事件"))
     Path(ready).write_text(str(os.getpid()))
     while not Path(go).exists():

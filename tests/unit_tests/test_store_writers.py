@@ -7,6 +7,7 @@ persona (as two processes on one server are); threads share them. The cross-proc
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import socket
@@ -23,7 +24,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import ConcurrentWriterError, MemoryNode, MemoryStream, StorageError
 from langchain_genmem.backends.chroma import NODE_KEYS, ChromaBackend, _meta_of
+from langchain_genmem.backends.locks import FolderLock
 from langchain_genmem.memory.keywords import count_keywords
+from langchain_genmem.memory.location import StoreLocation
 
 T0 = datetime(2023, 2, 13, 9, 0)
 PERSONA = "玛丽亚 Lopez"
@@ -264,3 +267,76 @@ def test_a_forked_child_does_not_inherit_the_folder(tmp_path):
     child.join(timeout=60)
     assert said.startswith(f"refused: {socket.gethostname()} pid {os.getpid()} since ")
     backend.close()
+
+
+def _hold_folder(folder: str, owner: dict, queue, stop) -> None:
+    """A forked child: take the folder (as a server would, when ``owner`` names one)."""
+    lock = FolderLock(folder, 1.0)
+    lock.acquire(**owner)
+    queue.put(os.getpid())
+    stop.wait(60)
+    lock.release()
+
+
+@contextmanager
+def folder_held_by_child(folder, **owner) -> Iterator[int]:
+    """Another process holds the folder for the block; yields its pid."""
+    ctx = multiprocessing.get_context("fork")
+    queue, stop = ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=_hold_folder, args=(str(folder), owner, queue, stop))
+    child.start()
+    try:
+        yield queue.get(timeout=60)
+    finally:
+        stop.set()
+        child.join(timeout=60)
+
+
+def test_a_server_owning_a_folder_refuses_writers_and_readers_at_once_by_its_url(tmp_path):
+    url = "http://127.0.0.1:8765"
+    with folder_held_by_child(tmp_path, command="genmem serve", url=url) as pid:
+        record = json.loads((tmp_path / "genmem-writer.lock").read_text(encoding="utf-8"))
+        assert record["command"] == "genmem serve" and record["url"] == url
+        assert record["pid"] == pid
+        with pytest.raises(ConcurrentWriterError) as info:
+            FolderLock(tmp_path, 600).acquire(PERSONA)  # no waiting for a server to stop
+        message = str(info.value)
+        assert f"persona {PERSONA!r}" in message and f"pid {pid}" in message
+        assert f"send it to {url}, or stop it first" in message and "genmem serve" in message
+        with pytest.raises(ConcurrentWriterError, match="owned by a running genmem serve"):
+            StoreLocation(tmp_path).personas()  # a reader is told where to ask, too
+        backend = ChromaBackend(chromadb.PersistentClient(path=str(tmp_path)), "owned")
+        with pytest.raises(ConcurrentWriterError, match=url):  # access times are a write
+            backend.write_access(PERSONA, {"node_1": 1.0})
+    # this process opened the folder while the server held it: its view may miss the
+    # server's writes, so it stays refused after the server stopped (a new process is not)
+    with pytest.raises(ConcurrentWriterError, match="after this process opened it"):
+        FolderLock(tmp_path, 1.0).acquire(PERSONA)
+
+
+def test_a_writer_whose_view_predates_another_processs_write_is_refused(tmp_path):
+    backend = ChromaBackend(chromadb.PersistentClient(path=str(tmp_path)), "stale")
+    with folder_held_by_child(tmp_path):
+        pass  # another process took the folder (and could have written) after this opened it
+    with pytest.raises(ConcurrentWriterError, match="after this process opened it") as info:
+        with backend.write_lock(PERSONA):
+            pass
+    assert "pid" in info.value.holder
+    fresh = FolderLock(tmp_path, 1.0)  # nothing is left held: a lock taken later works
+    assert not fresh.held
+
+
+def test_a_location_that_writes_takes_the_folder_before_reading_it(tmp_path):
+    place = StoreLocation(tmp_path, embeddings=DeterministicFakeEmbedding(size=8))
+    stream = place.open(PERSONA, create=True)
+    record = json.loads((tmp_path / "genmem-writer.lock").read_text(encoding="utf-8"))
+    assert record["pid"] == os.getpid() and stream.state.node_count == 0
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_write_in_forked_child, args=(ChromaBackend(
+        chromadb.PersistentClient(path=str(tmp_path)), "genmem", lock_timeout=0.2), queue))
+    child.start()
+    said = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert said.startswith("refused: ")  # held from the open, before any write
+    place.close()
