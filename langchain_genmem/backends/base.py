@@ -197,7 +197,11 @@ class MemoryBackend(Protocol):
         """Store a new state with no new nodes (settings, counters)."""
 
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
-        """Store last-access times (epoch seconds) of existing nodes, by node id."""
+        """Store last-access times (epoch seconds) of existing nodes, by node id.
+
+        A time never moves a stored access time backwards: where another process stored a
+        later one, the later one stays.
+        """
 
     def personas(self) -> list[str]:
         """Every persona with a committed state."""

@@ -565,15 +565,31 @@ class ChromaBackend:
         if self._folder is not None and items:
             self._folder.acquire(persona)  # access times are a write of the folder too
         for chunk in _chunks(items, self.batch):
-            self.nodes.update(
-                ids=[_node_id(persona, node_id) for node_id, _ in chunk],
-                metadatas=[{"last_accessed": float(t)} for _, t in chunk],
-            )
+            ids = [_node_id(persona, node_id) for node_id, _ in chunk]
+            later = self._later_than_stored(ids, [float(t) for _, t in chunk])
+            if later:
+                self.nodes.update(
+                    ids=list(later), metadatas=[{"last_accessed": t} for t in later.values()]
+                )
         if self.kind == "folder" and items:
             stamp = uuid.uuid4().hex
             self.states.update(ids=[_state_id(persona)], metadatas=[{"access_stamp": stamp}])
             if self._stamps.get(persona) is not None:
                 self._stamps[persona] = stamp
+
+    def _later_than_stored(self, ids: list[str], times: list[float]) -> dict[str, float]:
+        """The ids whose new access time is later than the stored one.
+
+        Another process's later access stays. Chroma has no conditional update, so this
+        reads the stored times first.
+        """
+        got = self.nodes.get(ids=ids, include=["metadatas"])
+        pairs = zip(got["ids"], got["metadatas"], strict=True)
+        stored = {i: (m or {}).get("last_accessed") for i, m in pairs}
+        return {
+            i: t for i, t in zip(ids, times, strict=True)
+            if i in stored and (stored[i] is None or t > float(stored[i]))
+        }
 
     # snapshots (embedded folders only)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -15,6 +16,7 @@ from langchain_genmem.backends.base import (
     ranking_of,
     snapshots_of,
 )
+from langchain_genmem.core.timeutil import to_epoch
 from langchain_genmem.memory.stream import MemoryStream
 
 EMB = DeterministicFakeEmbedding(size=8)
@@ -62,3 +64,14 @@ def test_a_stream_uses_only_what_its_backend_declares(store):
     assert [n.description for n in again.nodes()] == ["Maria studies physics"]
     again.refresh()
     again.close()
+
+
+def test_a_stored_access_time_never_moves_backwards(store):
+    stream = store.open("p", embeddings=EMB)
+    node = stream.add_event("玛丽亚在图书馆学物理", poignancy=3, created=datetime(2024, 5, 1, 9))
+    stream.close()
+    backend = store.open("p", embeddings=EMB).backend
+    later, earlier = datetime(2024, 5, 1, 15), datetime(2024, 5, 1, 11)
+    backend.write_access("p", {node.node_id: to_epoch(later)})  # one process's access
+    backend.write_access("p", {node.node_id: to_epoch(earlier)})  # a slower process's
+    assert store.open("p", embeddings=EMB).get(node.node_id).last_accessed == later
