@@ -299,17 +299,19 @@ def conversation_report(args: argparse.Namespace, configs: dict[str, dict[str, A
     print(f"\n# Conversations: {len(questions)} questions, {len(turns)} conversations, "
           f"{count} turns")
     any_turn = next(iter(turns.values()))[0]
+    ingests = dict(ingests)
     reports: dict[Row, EvaluationReport] = {}
     ingest_seconds: dict[str, float] = {}
     held: list[Example] = []
     skipped: list[str] = []
-    for ingest_name, ingest_config in ingests.items():
+    for ingest_name, ingest_config in list(ingests.items()):  # refuse before any ingest
         refusal = qc.unsupported(ingest_config, embeddings, any_turn)
+        if refusal is not None and ingest_name in given:
+            raise SystemExit(f"--ingest {ingest_name!r}: {refusal}")
         if refusal is not None:
-            if ingest_name in given:
-                raise SystemExit(f"--ingest {ingest_name!r}: {refusal}")
             skipped.append(f"ingest {ingest_name!r}: {refusal}")
-            continue
+            del ingests[ingest_name]
+    for ingest_name, ingest_config in ingests.items():
         with tempfile.TemporaryDirectory(prefix="bench-conversations-") as tmp:
             streams, node_of, seconds = qc.ingest(turns, ingest_config, embeddings, Path(tmp))
             ingest_seconds[ingest_name] = seconds
