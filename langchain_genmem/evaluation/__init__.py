@@ -19,6 +19,7 @@ from langchain_genmem.evaluation.metrics import (
     ndcg_at_k,
     recall_at_k,
     split_examples,
+    split_stratified,
 )
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "ndcg_at_k",
     "recall_at_k",
     "split_examples",
+    "split_stratified",
 ]

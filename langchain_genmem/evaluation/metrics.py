@@ -5,7 +5,8 @@ a given time. :func:`load_examples` reads them from a JSON Lines (or JSON list) 
 project's ``benchmarks/quality/questions.jsonl``; :func:`evaluate` runs a retriever (or any
 callable) over them and averages recall@k and nDCG@k (binary relevance), recording each query's
 latency; :func:`split_examples` makes the deterministic train / held-out split that weight
-fitting uses.
+fitting uses, and :func:`split_stratified` one that gives each half a share of every stratum
+(language, kind of question...).
 
 Example:
     .. code-block:: python
@@ -25,7 +26,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -358,6 +359,33 @@ def split_examples(
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
     train = set(order[: round(train_fraction * len(examples))])
+    return ([e for i, e in enumerate(examples) if i in train],
+            [e for i, e in enumerate(examples) if i not in train])
+
+
+def split_stratified(
+    examples: Sequence[Example], stratum: Callable[[Example], Hashable]
+) -> tuple[list[Example], list[Example]]:
+    """Split examples into two halves that share every stratum, the same way each time.
+
+    The examples of a stratum (in input order) go alternately to training and held-out. The
+    alternation carries on from one stratum to the next (strata taken in order of first
+    appearance), so strata of odd size do not all favour training: the halves differ by at
+    most one example, and every stratum of two or more examples has some in each half. No
+    randomness: sort the input (by id, say) to fix the split.
+
+    Args:
+        examples: the examples.
+        stratum: the stratum of an example, e.g. ``lambda e: (e.language, e.group)``.
+
+    Returns:
+        ``(train, held_out)``, disjoint, together all examples, each in input order.
+    """
+    strata: dict[Hashable, list[int]] = {}
+    for i, example in enumerate(examples):
+        strata.setdefault(stratum(example), []).append(i)
+    order = [i for members in strata.values() for i in members]
+    train = set(order[::2])
     return ([e for i, e in enumerate(examples) if i in train],
             [e for i, e in enumerate(examples) if i not in train])
 

@@ -22,7 +22,7 @@ def cells(line: str) -> list[str]:
 @pytest.mark.slow
 def test_bench_quality_smoke_prints_both_tables() -> None:
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke",
+        [sys.executable, str(SCRIPT), "--smoke", "--set", "smallville",
          "--config", 'no importance={"importance_w": 0}'],
         capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
     )
@@ -46,6 +46,83 @@ def test_bench_quality_smoke_prints_both_tables() -> None:
     assert "Maria Lopez (zh): 267 memories" in out.stderr
 
 
+def table(lines: list[str], header: str) -> list[list[str]]:
+    """The rows of the markdown table under ``header`` (its first line)."""
+    head = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[head + 2:]:
+        if not line.startswith("| "):
+            break
+        rows.append(cells(line))
+    return rows
+
+
+@pytest.mark.slow
+def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--smoke", "--set", "conversations", "--per-kind",
+         "--config", '中文 hybrid .3={"relevance": "hybrid", "lexical_weight": 0.3}'],
+        capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "## Recall, nDCG and latency per question set" not in out.stdout  # Smallville off
+
+    # the split: disjoint, and every set and kind (of two or more questions) in both halves
+    halves = {h: set(next(x for x in lines if x.startswith(f"# {h}: ")).split()[2:])
+              for h in ("train", "held-out")}
+    assert halves["train"] and halves["held-out"]
+    assert not halves["train"] & halves["held-out"]
+    split = table(lines, "| set | kind | train | held-out |")
+    assert {r[0] for r in split} == {"en", "zh", "zh cross"}
+    assert {r[1] for r in split} == {"fact", "context", "multi-session", "temporal"}
+    for group in ("en", "zh", "zh cross"):
+        assert sum(int(r[2]) for r in split if r[0] == group) > 0, group
+        assert sum(int(r[3]) for r in split if r[0] == group) > 0, group
+    for row in split:
+        if int(row[2]) + int(row[3]) >= 2:
+            assert int(row[2]) > 0 and int(row[3]) > 0, row
+    assert sum(int(r[2]) for r in split) == len(halves["train"])
+    assert sum(int(r[3]) for r in split) == len(halves["held-out"])
+    assert {i.split("-q")[0] for h in halves.values() for i in h} == {"en-03", "zh-01"}
+
+    # one row per retrieval configuration, half and set, every figure in [0, 1]
+    rows = table(lines, "| ingest | configuration | half | set | questions |")
+    names = ["library defaults (simulation weights)", "chat default (hybrid .25)",
+             "hybrid .4, relevance only", "hybrid .5, relevance only", "dense, relevance only",
+             "lexical, relevance only", "中文 hybrid .3"]
+    assert list(dict.fromkeys(r[1] for r in rows if r[0] == "turn alone")) == names
+    for name in names:
+        mine = [r for r in rows if r[:2] == ["turn alone", name]]
+        assert [(r[2], r[3]) for r in mine] == [
+            (h, s) for h in ("train", "held-out") for s in ("en", "zh", "zh cross", "all")]
+        for row in mine:
+            assert all(0.0 <= float(v) <= 1.0 for v in row[5:9]), row
+            assert float(row[9]) > 0
+        counts = {(r[2], r[3]): int(r[4]) for r in mine}
+        for half in ("train", "held-out"):
+            assert counts[(half, "all")] == len(halves[half])
+            assert sum(counts[(half, s)] for s in ("en", "zh", "zh cross")) == len(halves[half])
+
+    ingest = table(lines, "| ingest | configuration | turns | seconds | ms per turn |")
+    assert ingest[0][0] == "turn alone" and int(ingest[0][2]) > 0 and float(ingest[0][4]) > 0
+    planned = [r[0] for r in ingest[1:]] or [x for x in lines if "ingest 'turn + 2" in x]
+    assert planned  # the planned ingest is run, or listed as skipped
+
+    kinds = table(lines, "| ingest | configuration | set | fact |")
+    assert len(kinds) == 3 * len(names)
+
+    chosen = table(lines, "| chosen on | chosen (ingest / configuration) | train R@10 |")
+    assert [r[0] for r in chosen][:4] == ["all train"] * 4
+    scopes = {r[0] for r in chosen}
+    assert {"en train", "zh train", "zh cross train", "temporal train"} <= scopes
+    for row in chosen:
+        assert row[1].split(" / ")[1] not in ("library defaults (simulation weights)",
+                                              "中文 hybrid .3")  # outside the family
+        baseline, mine = float(row[4]), float(row[5])
+        assert float(row[6]) == pytest.approx(100 * (mine - baseline), abs=0.051)
+
+
 @pytest.mark.parametrize(("config", "message"), [
     ("broken", "--config 'broken': expected NAME={JSON object}"),
     ('x=[1]', "--config 'x=[1]': expected NAME={JSON object}"),
@@ -56,6 +133,24 @@ def test_bench_quality_smoke_prints_both_tables() -> None:
 def test_bench_quality_refuses_a_bad_config(config: str, message: str) -> None:
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--config", config, "--smoke"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+    )
+    assert out.returncode != 0
+    assert message in out.stderr
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--ingest", 'x={"flavour": 1}', "ingest 'x': expected a JSON object with keys among"),
+    ("--ingest", 'x={"item_fields": ["说话人"]}', "ingest 'x': item_fields: expected turn fields"),
+    ("--ingest", "x=[]", "--ingest 'x=[]': expected NAME={JSON object}"),
+    ("--ingest", 'x={"stream": {"no_such_option": 1}}', "--ingest 'x': TypeError"),
+    ("--only", "没有这一行", "--only '没有这一行': known are"),
+])
+def test_bench_quality_refuses_a_bad_conversation_option(
+    option: str, value: str, message: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--set", "conversations", "--smoke", option, value],
         capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
     )
     assert out.returncode != 0

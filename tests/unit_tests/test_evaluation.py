@@ -21,6 +21,7 @@ from langchain_genmem.evaluation.metrics import (
     ndcg_at_k,
     recall_at_k,
     split_examples,
+    split_stratified,
 )
 
 FAKE = DeterministicFakeEmbedding(size=8)
@@ -109,6 +110,24 @@ def test_split_is_deterministic_disjoint_and_complete() -> None:
 def test_split_refuses_a_bad_fraction(fraction: Any) -> None:
     with pytest.raises(ValidationError, match="train_fraction"):
         split_examples(examples(3), fraction, seed=0)
+
+
+def test_stratified_split_shares_every_stratum_and_carries_the_alternation_over() -> None:
+    kinds = ["事实"] * 5 + ["时间"] * 3 + ["context"] * 1 + ["multi"] * 1
+    items = [Example(f"问题 {n}", [f"node_{n}"], id=f"q{n}", language="zh", group=kind)
+             for n, kind in enumerate(kinds)]
+    train, held = split_stratified(items, lambda e: e.group)
+    assert (train, held) == split_stratified(items, lambda e: e.group)
+    assert [e.id for e in train] == ["q0", "q2", "q4", "q6", "q8"]
+    assert [e.id for e in held] == ["q1", "q3", "q5", "q7", "q9"]
+    # two one-example strata land in different halves: the alternation went on across strata
+    assert {e.group for e in train} == {"事实", "时间", "context"}
+    assert {e.group for e in held} == {"事实", "时间", "multi"}
+    shuffled = items[5:] + items[:5]  # the strata's order and the input order decide
+    train2, held2 = split_stratified(shuffled, lambda e: e.group)
+    assert [e.id for e in train2] == ["q5", "q7", "q9", "q1", "q3"]
+    assert sorted([*train2, *held2], key=items.index) == items
+    assert split_stratified([], lambda e: e.group) == ([], [])
 
 
 # ---------------------------------------------------------------------------- loader
