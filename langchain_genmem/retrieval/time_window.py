@@ -83,8 +83,10 @@ MONTH_PARTS: dict[str, tuple[int, int | None]] = {
     "下旬": (21, None), "底": (21, None), "末": (21, None),
 }
 
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
-           "december|sept")
+# "May" and "March" are months only capitalised ("in may be", "we march in"); the others in
+# any case.
+_MONTHS = ("january|february|april|june|july|august|september|october|november|december|"
+           "sept|(?-i:May|March)")
 _WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few)"
 _EN_PART = (r"(?P<part>early|mid|middle|late|(?:at\s+)?the\s+(?:start|beginning|end|middle|"
@@ -94,7 +96,8 @@ _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _EN_MONTH = (
     rf"(?:{_EN_PART}[\s-]*|(?<![\w'])(?:in|during|since|until|by|of|on|from)\s+)"
     rf"(?P<month>(?:{_DAY}\s+(?:of\s+)?)?(?:{_MONTHS})(?:\s+{_DAY}\b)?(?:,?\s+\d{{4}})?)"
-    rf"|(?P<dated>(?:{_DAY}\s+(?:of\s+)?)?(?:{_MONTHS})\s+(?:{_DAY}\b|\d{{4}})(?:,?\s+\d{{4}})?)"
+    rf"|(?P<dated>(?:(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:{_MONTHS})"
+    rf"|(?:{_MONTHS})\s+(?:{_DAY}\b|\d{{4}}))(?:,?\s+\d{{4}})?)"
 )
 _EN = re.compile(
     rf"(?<![\w-])(?:{_EN_MONTH}"
@@ -169,7 +172,18 @@ def _resolve(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] |
         week = _parse(re.sub(r"weekend", "week", text, flags=re.IGNORECASE), now)
         return None if week is None else _weekend(week[0])
     text = re.sub(r"^on\s+", "", text, flags=re.IGNORECASE)
+    if g["zago"] is not None:  # 三天前: dateparser reads 3天前 only
+        text = re.sub(f"[{_ZH_DIGIT[3:]}]+", lambda m: str(_zh_number(m.group(0))), text)
     return _parse(_zh_spelling(text), now)
+
+
+def _zh_number(text: str) -> int:
+    """一 to 九十九 (两 = 2) as a number."""
+    digits = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"两": 2}
+    tens, _, ones = text.rpartition("十")
+    if "十" not in text:
+        return digits[ones]
+    return (digits[tens] if tens else 1) * 10 + (digits[ones] if ones else 0)
 
 
 def _zh_week(week: str, day: str | None, now: datetime) -> tuple[datetime, datetime] | None:
