@@ -45,6 +45,7 @@ from langchain_genmem.cli.reports import (
     retrieval_counts,
     retrieve_rows,
     stream_stats,
+    time_window_line,
     tune_report,
 )
 from langchain_genmem.cli.store import Store, store_of
@@ -220,6 +221,8 @@ def search(
     console.print(formula(retriever), highlight=False)
     if relevance := relevance_formula(retriever, rows):
         console.print(relevance, highlight=False)
+    if window := time_window_line(retriever, query, rows):
+        console.print(window, highlight=False)
     counts = retrieval_counts(retriever, query, rows)
     for line in left_out_lines(counts, len(rows), clock=stream.clock(),
                                options=weights.filter_options(), expression=filter_):
@@ -277,6 +280,8 @@ def explain(
     rows = retrieve_rows(retriever, query, k, None)
     save_explain_png(rows, retriever, f"{stream.persona}: {query}", output)
     typer.echo(f"Saved {output}: score components of the top {len(rows)} memories for {query!r}")
+    if window := time_window_line(retriever, query, rows):
+        typer.echo(window)
     if not rows:
         counts = retrieval_counts(retriever, query, rows)
         for line in left_out_lines(counts, 0, clock=stream.clock(),

@@ -25,6 +25,8 @@ from langchain_genmem.core.modes import (
     RECENCY_MODES,
     RELEVANCE,
     RELEVANCE_MODES,
+    TIME_IN_QUERY,
+    TIME_IN_QUERY_MODES,
     describe,
 )
 from langchain_genmem.core.nodes import NODE_TYPES, TYPE_CHOICES
@@ -45,6 +47,8 @@ RecencyMode = Enum("RecencyMode", {m: m for m in RECENCY_MODES}, type=str, modul
 RecencyMode.__doc__ = "The recency modes of :class:`~langchain_genmem.GenerativeAgentsRetriever`."
 Relevance = Enum("Relevance", {m: m for m in RELEVANCE_MODES}, type=str, module=__name__)
 Relevance.__doc__ = "The relevance signals of :class:`~langchain_genmem.GenerativeAgentsRetriever`."
+TimeInQuery = Enum("TimeInQuery", {m: m for m in TIME_IN_QUERY_MODES}, type=str, module=__name__)
+TimeInQuery.__doc__ = "What a time named in the query does (``time_in_query``)."
 
 
 NodeKind = Enum("NodeKind", [(t, t) for t in NODE_TYPES], type=str, module=__name__)  # type: ignore[misc]
@@ -87,6 +91,14 @@ LexicalWeight = Annotated[
         "--lexical-weight",
         help="Share of the lexical signal in hybrid relevance, 0 (dense) to 1 (lexical) "
         f"(default: the persona's, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
+    ),
+]
+TimeInQueryOption = Annotated[
+    TimeInQuery | None,
+    typer.Option(
+        "--time-in-query",
+        help=f"A time the query names ('last week', '上周日', 'in late March'): "
+        f"{describe(TIME_IN_QUERY)} (default: the retriever's).",
     ),
 ]
 KeepIdle = Annotated[
@@ -142,6 +154,7 @@ class RetrievalOptions:
         until: keep memories created before this time (text), or None.
         types: keep memories of these types, or None.
         min_poignancy: keep memories at least this poignant, or None.
+        time_in_query: what a time the query names does, None for the retriever's default.
     """
 
     mode: RecencyMode = RecencyMode(DEFAULT_RECENCY_MODE)
@@ -156,6 +169,7 @@ class RetrievalOptions:
     until: str | None = None
     types: list[str] | None = None
     min_poignancy: float | None = None
+    time_in_query: TimeInQuery | None = None
 
     def __post_init__(self) -> None:
         """Check the options with the library's rules, naming the option that was wrong.
@@ -238,6 +252,7 @@ class RetrievalOptions:
             idle_filter=not self.keep_idle,
             update_access=touch,
             **self.filters(),
+            **({} if self.time_in_query is None else {"time_in_query": self.time_in_query.value}),
         )
 
 
@@ -255,6 +270,7 @@ _WEIGHT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("until", Until, None),
     ("types", Types, None),
     ("min_poignancy", MinPoignancy, None),
+    ("time_in_query", TimeInQueryOption, None),
 )
 
 

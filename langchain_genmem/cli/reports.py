@@ -80,6 +80,26 @@ def retrieval_counts(
             **{name: int(getattr(report, name)) for name in LEFT_OUT}}
 
 
+def time_window_line(
+    retriever: GenerativeAgentsRetriever, query: str, rows: list[dict[str, Any]]
+) -> str | None:
+    """The period the query names and what it did, as one line; None when none was read.
+
+    Args:
+        retriever: the retriever (its ``time_in_query`` option reads the time).
+        query: the focal point.
+        rows: what :func:`retrieve_rows` returned for it.
+
+    Returns:
+        e.g. ``time in the query: '上周日' = 2024-01-14 00:00 to 2024-01-15 00:00 (end
+        excluded), narrowed``, or None.
+    """
+    if rows and rows[0].get("time_window"):
+        return f"time in the query: {rows[0]['time_window']}"
+    window = retriever.query_window(query)
+    return None if window is None else f"time in the query: {window.text()}"
+
+
 def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:
     """What each normalised component is multiplied by: persona or given weight × gain.
 

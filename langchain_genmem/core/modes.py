@@ -27,17 +27,22 @@ __all__ = [
     "DECAY",
     "DEFAULT_RECENCY_MODE",
     "DEFAULT_RELEVANCE_MODE",
+    "DEFAULT_TIME_IN_QUERY",
     "LEXICAL_WEIGHT",
     "POIGNANCY",
     "RECENCY",
     "RECENCY_MODES",
     "RELEVANCE",
     "RELEVANCE_MODES",
+    "TIME_BOOST",
+    "TIME_IN_QUERY",
+    "TIME_IN_QUERY_MODES",
     "WEIGHT",
     "ModeText",
     "Range",
     "RecencyMode",
     "RelevanceMode",
+    "TimeInQuery",
     "describe",
     "sql_values",
 ]
@@ -74,6 +79,21 @@ RELEVANCE: Mapping[RelevanceMode, ModeText] = {
                         "the words themselves: names, numbers, rare terms"),
     "hybrid": ModeText("both fused", "both"),
 }
+# The time a question names ("last week", "上周日"), read by
+# langchain_genmem.retrieval.time_window, and what the retrieval does with it.
+TimeInQuery = Literal["off", "narrow", "weight"]
+TIME_IN_QUERY_MODES: tuple[TimeInQuery, ...] = get_args(TimeInQuery)
+DEFAULT_TIME_IN_QUERY: TimeInQuery = "off"
+TIME_IN_QUERY: Mapping[TimeInQuery, ModeText] = {
+    "off": ModeText("the question's words are not read as a time", "ignore it"),
+    "narrow": ModeText("only memories created in the period the question names (all when "
+                       "none is)", "only memories of that time"),
+    "weight": ModeText("memories created in that period score higher", "prefer that time"),
+}
+TIME_BOOST = 0.5
+"""With ``time_in_query="weight"``: what a memory created in the named period gains, as a
+share of the largest relevance term (relevance weight x gain)."""
+
 # What score_in="database" can rank by (the SQL ranking has the dense cosine only).
 DATABASE_RELEVANCE_MODES: tuple[RelevanceMode, ...] = ("dense",)
 

@@ -518,6 +518,7 @@ def rank(
     relevance: RelevanceMode = "dense",
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
     bm25: np.ndarray | None = None,
+    bonus: np.ndarray | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
@@ -552,6 +553,8 @@ def rank(
             (:func:`fuse_relevance`).
         lexical_weight: the hybrid's lexical weight.
         bm25: exact raw BM25 of every candidate (needed unless ``relevance="dense"``).
+        bonus: exact amounts added to each candidate's score (a retrieval's preference for
+            memories of the period its question names); None adds nothing.
 
     Returns:
         The ranking.
@@ -578,7 +581,10 @@ def rank(
     d = minmax(cos, bounds)
     v = mix(d, lexical, share)
     i = minmax(c.poignancy) if importance is None else importance
-    scored = Scored(recency=r, relevance=v, importance=i, score=combine(r, v, i, w))
+    total = combine(r, v, i, w)
+    if bonus is not None:
+        total += bonus
+    scored = Scored(recency=r, relevance=v, importance=i, score=total)
     best = top_k(scored.score, cands, k)
 
     def done(best: np.ndarray) -> Ranking:
@@ -605,7 +611,7 @@ def rank(
             v[fresh] = mix(d[fresh], lexical[fresh], share)  # type: ignore[index]
         scored.score[fresh] = combine(
             scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
-        )
+        ) + (0.0 if bonus is None else bonus[fresh])
 
     near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
     rescore(near)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from langchain_core.documents import Document
 
-__all__ = ["RetrievalReport"]
+from langchain_genmem.retrieval.time_window import TimeWindow
+
+__all__ = ["RetrievalReport", "TimeUse"]
+
+TimeUse = Literal["narrowed", "weighted", "no_memory_in_window"]
 
 
 @dataclass
@@ -32,6 +37,12 @@ class RetrievalReport:
             1 for lexical; for hybrid the lexical weight, or 0 when every candidate has the
             same BM25 and 1 when every one has the same cosine:
             :func:`~langchain_genmem.numerics.scoring.lexical_share`); None without candidates.
+        time_window: the period the query names, as the retriever's ``time_in_query`` read
+            it (:mod:`langchain_genmem.retrieval.time_window`); None when it is off or the
+            query names no time.
+        time_use: what the window did: ``"narrowed"`` (only memories created in it were
+            scored), ``"weighted"`` (they gained a bonus) or ``"no_memory_in_window"`` (none
+            was created in it, so all were scored); None without a window.
     """
 
     query: str
@@ -45,3 +56,5 @@ class RetrievalReport:
     skipped_idle: int = 0
     skipped_filtered: int = 0
     lexical_share: float | None = None
+    time_window: TimeWindow | None = None
+    time_use: TimeUse | None = None

@@ -28,6 +28,13 @@ min_poignancy=...)`` (or the same constructor fields) limits the candidates befo
 see :mod:`langchain_genmem.numerics.candidate_filter` for the rule and why normalisation is over the
 filtered set.
 
+Time in the question: with ``time_in_query="narrow"`` a question that names a time ("last
+week", "in late March", "上周日", "五月下旬"; :mod:`langchain_genmem.retrieval.time_window`)
+scores only the memories created in that period, relative to the stream's clock (all of
+them when none is); ``"weight"`` adds a bounded bonus to those memories' scores instead.
+The report (``time_window``, ``time_use``) and each Document's ``time_window`` say what was
+read. ``recency_mode="reverie"`` ignores the option, as it stays the original exactly.
+
 Expiration: the original writes ``expiration`` on thoughts and never reads it. Here expired
 memories are skipped unless ``include_expired=True``; ``recency_mode="reverie"`` ignores
 expiration, as the original does.
@@ -40,6 +47,7 @@ never waits on a Chroma write. A crash can lose access times, never a memory.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Sequence
 from datetime import datetime
@@ -60,9 +68,13 @@ from langchain_genmem.core.errors import EmbeddingDimensionError, ValidationErro
 from langchain_genmem.core.modes import (
     DATABASE_RELEVANCE_MODES,
     DEFAULT_RECENCY_MODE,
+    DEFAULT_TIME_IN_QUERY,
     RECENCY_MODES,
+    TIME_BOOST,
+    TIME_IN_QUERY_MODES,
     RecencyMode,
     RelevanceMode,
+    TimeInQuery,
 )
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.timeutil import to_epoch
@@ -86,7 +98,8 @@ from langchain_genmem.numerics.scoring import (
 )
 from langchain_genmem.retrieval.database import retrieve_in_database
 from langchain_genmem.retrieval.documents import memory_document
-from langchain_genmem.retrieval.report import RetrievalReport
+from langchain_genmem.retrieval.report import RetrievalReport, TimeUse
+from langchain_genmem.retrieval.time_window import TimeWindow, find_time_window
 
 _FIRST_PASS: dict[str, bool | None] = {"auto": None, "int8": True, "float32": False}
 
@@ -138,6 +151,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
             ``lexical_weight``.
         idle_filter: leave out memories whose embedding_key holds ``"idle"`` (the original's
             rule, default); False keeps them (a physics persona's "the idle reactor").
+        time_in_query: what a time the question names does: ``"off"`` (default),
+            ``"narrow"`` (only memories created in that period; all when none is) or
+            ``"weight"`` (those memories gain ``TIME_BOOST`` x relevance weight x gain;
+            scored in process only). Ignored with ``recency_mode="reverie"``.
 
     Invoke:
         .. code-block:: python
@@ -191,6 +208,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     relevance: RelevanceMode | None = None
     lexical_weight: float | None = None
     idle_filter: bool = True
+    time_in_query: TimeInQuery = DEFAULT_TIME_IN_QUERY
 
     def __init__(self, **data: Any) -> None:
         """Build the retriever; unknown or bad arguments raise, naming the field.
@@ -224,6 +242,10 @@ class GenerativeAgentsRetriever(BaseRetriever):
             msg = ("idle_filter: False is scored in process only; score_in='database' always "
                    "leaves out idle memories (use score_in='process')")
             raise ValidationError(msg, field="idle_filter")
+        if self.time_in_query == "weight":
+            msg = ("time_in_query: 'weight' is scored in process only; score_in='database' "
+                   "narrows to the period (use time_in_query='narrow' or score_in='process')")
+            raise ValidationError(msg, field="time_in_query")
 
     @field_validator("relevance", mode="before")
     @classmethod
@@ -353,9 +375,15 @@ class GenerativeAgentsRetriever(BaseRetriever):
         k = self.k if k is None else validation.top_k(k)
         flt = self.candidate_filter(**filters)
         mode, share = self.effective_relevance()
+        window = self.query_window(query)
         if self.score_in == "database":
             self._check_database(mode)
-            return retrieve_in_database(self, query, k, flt)
+            if window is None:
+                return retrieve_in_database(self, query, k, flt)
+            report = retrieve_in_database(self, query, k, _within(flt, window))
+            if report.candidate_count:
+                return _timed(report, window, "narrowed")
+            return _timed(retrieve_in_database(self, query, k, flt), window, "no_memory_in_window")
         stream = self.memory_stream
         stream.refresh()
         cache = stream._cache
@@ -364,9 +392,19 @@ class GenerativeAgentsRetriever(BaseRetriever):
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads (rows below it never change but for access times).
         n = static.n
-        rows, importance, cands_static, skipped = self.pick_candidates(static, cache, now, flt)
+        use: TimeUse | None = None
+        if window is not None and self.time_in_query == "narrow":
+            picked = self.pick_candidates(static, cache, now, _within(flt, window))
+            use = "narrowed" if picked[0].size else "no_memory_in_window"
+        if use != "narrowed":
+            picked = self.pick_candidates(static, cache, now, flt)
+        rows, importance, cands_static, skipped = picked
         if rows.size == 0:
-            return RetrievalReport(query=query, status="no_candidates", **skipped)
+            return _timed(RetrievalReport(query=query, status="no_candidates", **skipped),
+                          window, use)
+        bonus = None
+        if window is not None and self.time_in_query == "weight":
+            bonus, use = self._time_bonus(window, cache.created[rows]), "weighted"
         bm25 = None if mode == "dense" else stream.lexical_index().scores(query, rows)
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
         if mode == "lexical":  # no dense part: no query embedding
@@ -392,7 +430,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         raw_recency = recency(cands, self.recency_mode, decay, now, order)
         ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
                       overwrite=True,  # both arrays are this call's own
-                      relevance=mode, lexical_weight=share, bm25=bm25)
+                      relevance=mode, lexical_weight=share, bm25=bm25, bonus=bonus)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
@@ -401,7 +439,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             for place, i in enumerate(best)
         ]
         accessed = [d.metadata["node_id"] for d in docs]
-        return RetrievalReport(
+        report = RetrievalReport(
             query=query,
             status="ok",
             documents=docs,
@@ -412,6 +450,28 @@ class GenerativeAgentsRetriever(BaseRetriever):
             lexical_share=ranked.share,
             **skipped,
         )
+        return _timed(report, window, use)
+
+    def query_window(self, query: str) -> TimeWindow | None:
+        """The period the query names, as this retriever reads it at the stream's clock.
+
+        Args:
+            query: the question.
+
+        Returns:
+            The window, or None: the option is off, the recency mode is ``"reverie"``, or
+            the query names no time.
+        """
+        if self.time_in_query == "off" or self.recency_mode == "reverie":
+            return None
+        return find_time_window(query, self.memory_stream.clock())
+
+    def _time_bonus(self, window: TimeWindow, created: np.ndarray) -> np.ndarray:
+        """What each candidate gains with ``time_in_query="weight"``: in the window or not."""
+        weights = self.effective_weights()
+        start, end = to_epoch(window.start), to_epoch(window.end)
+        inside = (created >= start) & (created < end)
+        return inside * (TIME_BOOST * weights.relevance_w * weights.gains[1])
 
     def _first_pass(
         self, query: str, cache: Any, n: int, pick: slice | np.ndarray, rows: np.ndarray
@@ -431,6 +491,14 @@ class GenerativeAgentsRetriever(BaseRetriever):
             return exact_cosine(vectors[rows[idx]], norms[rows[idx]], query_vector)
 
         return approx[pick], error, exact
+
+    @field_validator("time_in_query", mode="before")
+    @classmethod
+    def _time_in_query(cls, value: Any) -> str:
+        if value not in TIME_IN_QUERY_MODES:
+            msg = f"time_in_query: expected one of {TIME_IN_QUERY_MODES}, got {value!r}"
+            raise ValueError(msg)
+        return value
 
     def effective_relevance(self) -> tuple[RelevanceMode, float]:
         """The relevance mode and lexical weight this retriever scores with.
@@ -546,3 +614,22 @@ class GenerativeAgentsRetriever(BaseRetriever):
             candidates=int(r.scored.score.size),
             **skipped,
         )
+
+
+def _within(flt: CandidateFilter, window: TimeWindow) -> CandidateFilter:
+    """The filter narrowed to the window (an empty intersection keeps no memory)."""
+    start, end = when(window.start, "time_window"), when(window.end, "time_window")
+    after = start if flt.created_after is None else max(flt.created_after, start)
+    before = end if flt.created_before is None else min(flt.created_before, end)
+    return dataclasses.replace(flt, created_after=after, created_before=before)
+
+
+def _timed(report: RetrievalReport, window: TimeWindow | None,
+           use: TimeUse | None) -> RetrievalReport:
+    """The report, and each of its Documents, saying what time the question named."""
+    report.time_window, report.time_use = window, use if window is not None else None
+    if window is not None:
+        text = f"{window.text()}, {(use or 'read').replace('_', ' ')}"
+        for doc in report.documents:
+            doc.metadata["time_window"] = text
+    return report
