@@ -8,7 +8,8 @@ Layout (personas may share both collections; every read names its persona):
   (absent while it is ``created``, as for every new memory; set alone by
   :meth:`ChromaBackend.write_access`), ``expiration`` (absent when None) and ``node``:
   every other field and the description packed as one JSON object (datetimes as float
-  epochs; ``embedding_key`` left out when it is the description). No Chroma document.
+  epochs; ``embedding_key`` left out when it is the description, ``conversation`` and
+  ``speaker`` when None). No Chroma document.
   Measured here, a key per field and Chroma's full-text index of documents made bulk
   writes about twice as slow. Format-1 records (written before: a key per field, keywords
   and filling as JSON text, the description as the document) are read as well, so older
@@ -103,6 +104,8 @@ NODE_KEYS = ("persona", "node_count", "last_accessed", "expiration", FORMAT_KEY,
 # The fields packed under FORMAT_KEY, in order (embedding_key only when not the description).
 PACKED_FIELDS = ("node_id", "type_count", "type", "depth", "created", "subject", "predicate",
                  "object", "description", "embedding_key", "poignancy", "keywords", "filling")
+# Packed after them only when set: a conversation memory's turn fields.
+TURN_FIELDS = ("conversation", "speaker")
 
 
 # Per place (as thread_lock keys it): the backend of this process that made the persona's
@@ -804,6 +807,9 @@ def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
     }
     if node.embedding_key != node.description:
         packed["embedding_key"] = node.embedding_key
+    for name in TURN_FIELDS:
+        if getattr(node, name, None) is not None:
+            packed[name] = getattr(node, name)
     accessed = to_epoch(node.last_accessed)
     return {
         "persona": persona,
@@ -860,6 +866,7 @@ def _node_from(meta: Mapping[str, Any], document: str | None) -> MemoryNode:
         poignancy=float(fields["poignancy"]),
         keywords=fields["keywords"],
         filling=fields["filling"],
+        **{name: fields.get(name) for name in TURN_FIELDS},
     )
 
 

@@ -78,16 +78,17 @@ NODE_COLUMNS = (
     "persona_name", "node_count", "node_id", "type_count", "type", "depth", "created_at",
     "expiration", "last_accessed", "subject", "predicate", "object", "description",
     "embedding_key", "poignancy", "keywords", "keywords_lower", "filling", "embedding",
-    "embedding_norm",
+    "embedding_norm", "conversation", "speaker",
 )
 NODE_TYPES_SQL = (
     "text", "int4", "text", "int4", "text", "int4", "timestamp", "timestamp", "timestamp",
     "text", "text", "text", "text", "text", "float8", "text[]", "text[]", "jsonb", "vector",
-    "float8",
+    "float8", "text", "text",
 )
 READ_COLUMNS = (
     "node_count, type_count, type, depth, created_at, expiration, last_accessed, subject, "
-    "predicate, object, description, embedding_key, poignancy, keywords, filling"
+    "predicate, object, description, embedding_key, poignancy, keywords, filling, conversation, "
+    "speaker"
 )
 STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
@@ -745,6 +746,8 @@ def node_from_row(r: Sequence[Any]) -> MemoryNode:
         poignancy=float(r[12]),
         keywords=list(r[13]),
         filling=r[14],
+        conversation=r[15],
+        speaker=r[16],
     )
 
 
@@ -755,7 +758,7 @@ def _row_of(persona: str, s: StoredNode, norm: float) -> tuple[Any, ...]:
         _naive(n.expiration), _naive(n.last_accessed), n.subject, n.predicate, n.object,
         n.description, n.embedding_key, float(n.poignancy), list(n.keywords),
         unique(k.lower() for k in n.keywords), Jsonb(n.filling),
-        Vector(np.asarray(s.vector, dtype=np.float32)), norm,
+        Vector(np.asarray(s.vector, dtype=np.float32)), norm, n.conversation, n.speaker,
     )
 
 

@@ -97,8 +97,16 @@ ALTER TABLE genmem_personas
         CHECK (lexical_weight BETWEEN 0 AND 1);
 """
 
+# Conversation memories: the conversation a turn belongs to and who said it (rows written
+# before are no turns: NULL).
+MIGRATION_3 = """\
+ALTER TABLE memory_nodes
+    ADD COLUMN IF NOT EXISTS conversation text,
+    ADD COLUMN IF NOT EXISTS speaker text;
+"""
+
 # Append only: (version, SQL). Never edit a released migration.
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1), (2, MIGRATION_2))
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 # name -> condition; the name is what PostgreSQL gave the CHECKs migration 2 wrote inline.

@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
@@ -88,6 +88,9 @@ class MemoryNode(BaseModel):
         keywords: keywords as written (the keyword index lowercases them).
         filling: a thought's evidence node ids, an event's chat node ids, a chat's
             ``[speaker, utterance]`` pairs; None or a bare string also occur in real data.
+        conversation: the conversation a turn belongs to (any id; turns with the same id,
+            in ``created`` order, form one conversation), or None. Not in the original.
+        speaker: who said the turn, or None. Not in the original.
     """
 
     model_config = ConfigDict(validate_assignment=False, extra="forbid")
@@ -108,6 +111,8 @@ class MemoryNode(BaseModel):
     poignancy: float
     keywords: list[str] = Field(default_factory=list)
     filling: Any = None
+    conversation: str | None = None
+    speaker: str | None = None
 
     @field_validator("node_id")
     @classmethod
@@ -127,6 +132,11 @@ class MemoryNode(BaseModel):
     @classmethod
     def _check_poignancy(cls, value: Any) -> float:
         return check_poignancy(value)
+
+    @field_validator("conversation", "speaker", mode="before")
+    @classmethod
+    def _check_turn(cls, value: Any, info: ValidationInfo) -> str | None:
+        return validation.turn_label(value, str(info.field_name))
 
     @property
     def evidence(self) -> list[str]:

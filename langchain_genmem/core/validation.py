@@ -15,6 +15,8 @@ query             a non-empty text
 poignancy         a number from 1 (mundane) to 10 (poignant), the original's scale
 persona name      a text of 1 to 200 characters, not only spaces, with no control
                   characters (NUL, tab, newline, ...)
+conversation,     None, or text by the persona name's rules
+speaker
 vector            a non-empty 1-d vector of finite numbers (no NaN, no infinity)
 ================  ==========================================================
 """
@@ -241,13 +243,44 @@ def persona_name(value: Any, field: str = "persona") -> str:
         ValidationError: the name breaks one of the rules; the message names the persona
             (shortened) and the rule.
     """
+    return _label(value, field, "persona", "a persona name")
+
+
+def turn_label(value: Any, field: str) -> str | None:
+    """A conversation id or a speaker's name: None, or a text held to the persona name's rules.
+
+    Turns of one conversation carry the same id (any text: a thread or session id, a chat
+    room) and the name of who said them; both are kept as given and compared exactly.
+
+    Args:
+        value: the id or name given (None: not a turn of a conversation, or no speaker).
+        field: its name, for the error (``conversation`` or ``speaker``).
+
+    Returns:
+        The value, unchanged.
+
+    Raises:
+        ValidationError: a non-text, a blank text, a control character or over
+            :data:`PERSONA_NAME_MAX` characters.
+    """
+    if value is None:
+        return None
+    what = "a conversation id" if field.endswith("conversation") else "a speaker's name"
+    return _label(value, field, field.rsplit(".", 1)[-1], what)
+
+
+def _label(value: Any, field: str, noun: str, rule: str) -> str:
+    """``value`` if it is a name by :func:`persona_name`'s rules.
+
+    ``noun`` and ``rule`` word the error.
+    """
     if not isinstance(value, str) or not value.strip():
         msg = f"{field}: expected a non-empty name, got {value!r}"
         raise ValidationError(msg, field=field)
     shown = repr(value if len(value) <= 60 else value[:60] + "…")
     if len(value) > PERSONA_NAME_MAX:
         msg = (
-            f"{field}: persona {shown} has {len(value)} characters; a persona name has at "
+            f"{field}: {noun} {shown} has {len(value)} characters; {rule} has at "
             f"most {PERSONA_NAME_MAX}"
         )
         raise ValidationError(msg, field=field)
@@ -256,8 +289,8 @@ def persona_name(value: Any, field: str = "persona") -> str:
         if kind in ("Cc", "Cs"):
             what = "a control character" if kind == "Cc" else "an unpaired surrogate"
             msg = (
-                f"{field}: persona {shown} holds {what} ({char!r} at position {at}); "
-                "a persona name may not hold control characters such as NUL, tab or newline"
+                f"{field}: {noun} {shown} holds {what} ({char!r} at position {at}); "
+                f"{rule} may not hold control characters such as NUL, tab or newline"
             )
             raise ValidationError(msg, field=field)
     return value

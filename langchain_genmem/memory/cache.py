@@ -483,7 +483,8 @@ class LazyNodes(Sequence[MemoryNode]):
             )
             for row, texts, type_count, code, depth, poignancy, created, accessed, ends, finite \
                     in columns:
-                subject, predicate, obj, description, key, keywords, filling = texts
+                subject, predicate, obj, description, key, keywords, filling = texts[:7]
+                conversation, speaker = (*texts[7:], None, None)[:2]
                 self._held[row] = _TEMPLATE.model_copy(update={  # every field: no validation
                     "node_id": f"node_{row + 1}",
                     "node_count": row + 1,
@@ -501,6 +502,8 @@ class LazyNodes(Sequence[MemoryNode]):
                     "poignancy": poignancy,
                     "keywords": keywords,
                     "filling": filling,
+                    "conversation": conversation,
+                    "speaker": speaker,
                 })
 
 
@@ -520,7 +523,8 @@ def from_epochs(seconds: np.ndarray) -> list[datetime]:
 class _Texts:
     """A snapshot's texts of its rows, as one JSON array.
 
-    Row i is ``[subject, predicate, object, description, embedding_key, keywords, filling]``.
+    Row i is ``[subject, predicate, object, description, embedding_key, keywords, filling]``,
+    then ``conversation, speaker`` for a conversation memory.
     """
 
     def __init__(self, blob: bytes, offsets: np.ndarray, n: int) -> None:
@@ -544,6 +548,8 @@ def _row_text(node: MemoryNode) -> bytes:
     """A node's texts as one snapshot row (see :class:`_Texts`)."""
     fields = [node.subject, node.predicate, node.object, node.description, node.embedding_key,
               node.keywords, node.filling]
+    if node.conversation is not None or node.speaker is not None:
+        fields += [node.conversation, node.speaker]
     return json.dumps(fields, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 

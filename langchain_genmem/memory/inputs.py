@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.core import validation
@@ -57,6 +57,10 @@ class MemoryInput(BaseModel):
         evidence: another name for a thought's filling.
         embedding_key: None means the description.
         embedding: a precomputed vector; None lets the stream embed the key.
+        conversation: the conversation this memory is a turn of (any id), or None; a turn
+            without ``embedding_key`` is embedded with the turns before it (see
+            :class:`~langchain_genmem.MemoryStream`'s ``context_turns``).
+        speaker: who said the turn, or None.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -74,6 +78,13 @@ class MemoryInput(BaseModel):
     evidence: list[str] | None = None
     embedding_key: str | None = None
     embedding: Any = None
+    conversation: str | None = None
+    speaker: str | None = None
+
+    @field_validator("conversation", "speaker", mode="before")
+    @classmethod
+    def _turn(cls, value: Any, info: ValidationInfo) -> str | None:
+        return validation.turn_label(value, str(info.field_name))
 
     @field_validator("description", "subject", "predicate", "object", "embedding_key",
                      mode="before")

@@ -35,7 +35,8 @@ def memory_document(
         **extra: more metadata.
 
     Returns:
-        ``page_content`` = description, ``id`` = node id, metadata: the node's fields and scores.
+        ``page_content`` = description, ``id`` = node id, metadata: the node's fields and scores
+        (``conversation`` and ``speaker`` only when set).
     """
     meta: dict[str, Any] = {
         "persona": persona,
@@ -58,6 +59,8 @@ def memory_document(
         "keywords": list(node.keywords),
         "filling": node.filling,
         "embedding_key": node.embedding_key,
+        **{name: getattr(node, name) for name in ("conversation", "speaker")
+           if getattr(node, name, None) is not None},
         **extra,
     }
     return Document(page_content=node.description, metadata=meta, id=node.node_id)

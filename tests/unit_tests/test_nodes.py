@@ -17,11 +17,13 @@ BASE = dict(node_id="node_1", node_count=1, type_count=1, type="event", depth=0,
 
 def test_every_concept_node_field_is_kept():
     node = MemoryNode(**BASE)
+    # every field of the original, and the two of a conversation memory (None unless set)
     assert set(MemoryNode.model_fields) == {
         "node_id", "node_count", "type_count", "type", "depth", "created", "expiration",
         "last_accessed", "subject", "predicate", "object", "description", "embedding_key",
-        "poignancy", "keywords", "filling",
+        "poignancy", "keywords", "filling", "conversation", "speaker",
     }
+    assert node.conversation is None and node.speaker is None
     assert node.expiration is None and node.spo == ("", "", "")
 
 
