@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
@@ -41,6 +41,7 @@ from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.llm.importance import ImportanceScorer, reply_text
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 DEFAULT_AGENT_SYSTEM_PROMPT = (
@@ -50,49 +51,6 @@ DEFAULT_AGENT_SYSTEM_PROMPT = (
     "language the user writes in."
 )
 NO_MEMORIES = "(nothing comes to mind yet)"
-
-CHAT_RETRIEVAL: dict[str, Any] = {
-    "relevance": "hybrid",
-    "lexical_weight": 0.25,
-    "recency_w": 0.0,
-    "importance_w": 0.0,
-    "idle_filter": False,
-}
-"""How the chat agent recalls: hybrid relevance alone, and no memory dropped for saying "idle".
-
-Chosen by measurement on the labelled question set (``benchmarks/bench_quality.py``: 174
-questions about the shipped Smallville personas with the memories that answer them: 86
-English, 68 Chinese on a Chinese rendering of Maria Lopez, 20 Chinese asked of English
-memories; default embedding model). Recall@10 per set, and nDCG@10 of all:
-
-====================================================  =====  =====  ======  =====  =====
-configuration                                         en     zh     zh>en   all    nDCG
-====================================================  =====  =====  ======  =====  =====
-simulation defaults (recency, relevance, importance)  .544   .358   .544    .471   .334
-dense relevance only                                  .732   .629   .775    .697   .581
-lexical relevance only                                .682   .578   .350    .603   .545
-hybrid .2, relevance only                             .755   .701   .775    .736   .660
-hybrid .25 (the library's default), relevance only    .774   .729   .775    .756   .668
-hybrid .5, relevance only                             .748   .699   .775    .732   .658
-this: hybrid .25, relevance only, idle filter off     .768   .729   .775    .753   .669
-====================================================  =====  =====  ======  =====  =====
-
-A chat asks about what was said, whenever it was said: the simulation's weights (recency,
-relevance and importance alike) push the answer out for the latest and most poignant
-memories. Of the lexical weights tried (.2, .25, .3, .35, .4, .5, .7, relevance only), .25
-was best in both languages, and everything from .2 to .4 scored .736 to .756 (no knife
-edge); on the halves of ``split_examples(examples, 0.5, seed=0)`` .25 is also the best of
-.2, .25 and .3 on the training half (.716, against .708 and .706) and reaches .791 on the
-held-out half (dense relevance alone .703, the simulation defaults .482). A little recency
-or importance (weight .1) moved recall@10 by under .01, and not up reliably.
-
-The original's idle filter drops every memory whose text holds "idle" (the simulation's
-marker for an idle persona); in a chat that silently forgets "my laptop sits idle", so it is
-off (recall@10 of all: .756 with it, .753 without). Measured with
-``python benchmarks/bench_quality.py --config 'NAME={...}'`` on 2 shared, busy cores (the
-quality figures are deterministic; only latencies vary).
-"""
-
 
 class AgentState(TypedDict, total=False):
     """State of the memory agent.
@@ -184,9 +142,11 @@ def create_memory_agent(
         system = system_prompt.format(persona=persona, user=user, memories=memories)
         return [SystemMessage(system), *state["messages"]]
 
-    def remember(state: AgentState) -> dict[str, Any]:
+    def remember(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        thread = (config.get("configurable") or {}).get("thread_id")
         items = exchange_memories(persona, user, _last_user_text(state["messages"]),
-                                  reply_text(state["messages"][-1]))
+                                  reply_text(state["messages"][-1]),
+                                  conversation=None if thread is None else str(thread))
         scores = scorer.score_many(persona, [(i["type"], i["description"]) for i in items])
         for item, score in zip(items, scores, strict=False):
             item["poignancy"] = score
@@ -238,29 +198,37 @@ def chat_retriever(
     return GenerativeAgentsRetriever(stream=stream, k=k, **given)
 
 
-def exchange_memories(persona: str, user: str, said: str, reply: str) -> list[dict[str, Any]]:
+def exchange_memories(
+    persona: str, user: str, said: str, reply: str, *, conversation: str | None = None
+) -> list[dict[str, Any]]:
     """The memories one exchange leaves: an event per utterance and the chat itself.
 
     Events are what weighted retrieval recalls (it skips chats, as the original does); the
-    chat node keeps the exchange verbatim, like the original's chat memories.
+    chat node keeps the exchange verbatim, like the original's chat memories. Every one is a
+    turn of ``conversation`` said by its speaker, so each utterance is embedded with the
+    turns before it and the chat with its utterances (see :mod:`langchain_genmem.memory.turns`).
 
     Args:
         persona: the agent's name.
         user: the user's name.
         said: what the user said.
         reply: what the agent answered.
+        conversation: the conversation's id (the agent passes the LangGraph thread id);
+            None: ``"<user> and <persona>"``, one conversation across runs.
 
     Returns:
         Items for :meth:`MemoryStream.add_many` (without poignancy).
     """
+    turn = {"conversation": conversation or f"{user} and {persona}"}
     return [
         {"type": "event", "description": f"{user} said to {persona}: {said}",
-         "subject": user, "predicate": "say", "object": persona},
+         "subject": user, "predicate": "say", "object": persona, "speaker": user, **turn},
         {"type": "event", "description": f"{persona} answered {user}: {reply}",
-         "subject": persona, "predicate": "answer", "object": user},
+         "subject": persona, "predicate": "answer", "object": user, "speaker": persona,
+         **turn},
         {"type": "chat", "description": f"conversation between {persona} and {user}",
          "subject": persona, "predicate": "chat with", "object": user,
-         "filling": [[user, said], [persona, reply]]},
+         "filling": [[user, said], [persona, reply]], **turn},
     ]
 
 

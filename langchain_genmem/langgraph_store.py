@@ -18,7 +18,10 @@ How the store maps onto the stream:
   :class:`~langchain_genmem.ImportanceScorer` of ``model`` when one is given, else
   ``default_poignancy``; ``created`` is the stream's clock. The key, the value and the item's
   times live in the persona's state (``extra["langgraph_store"]``), written in the same commit
-  as the memory.
+  as the memory. A value that is a turn of a conversation says so: ``value["conversation"]``
+  (any id) and ``value["speaker"]``; a value with a speaker put from a LangGraph run without
+  a conversation is a turn of the run's ``thread_id``. A turn is embedded with the turns
+  before it (see :mod:`langchain_genmem.memory.turns`).
 - **put on an existing key** adds a new memory that *supersedes* the old one; **delete**
   retires the key. The stream is append-only, so node numbering never changes: retired
   memories stay in the stream as history, and the store's ``get``/``search`` see only each
@@ -72,6 +75,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langgraph.config import get_config
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -159,7 +163,8 @@ class GenerativeAgentsStore(BaseStore):
             that ranks searches (weights, ``recency_mode``, ``relevance``,
             ``lexical_weight``, ``score_in``...); what it leaves out is the persona's
             setting, except ``idle_filter``, which is off unless given (or scored in the
-            database).
+            database). For conversation memories pass
+            :data:`~langchain_genmem.agent.CHAT_RETRIEVAL`, measured on conversations.
 
     Raises:
         ValidationError: a bad argument, naming it.
@@ -370,6 +375,8 @@ class GenerativeAgentsStore(BaseStore):
             "description": self._text(value, op.index),
             "created": now,
         }
+        for name, given in _turn_of(value).items():
+            item[name] = given
         poignancy = value.get(self.poignancy_field)
         if isinstance(poignancy, int | float) and not isinstance(poignancy, bool):
             item["poignancy"] = poignancy
@@ -428,6 +435,32 @@ class GenerativeAgentsStore(BaseStore):
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _turn_of(value: Mapping[str, Any]) -> dict[str, str]:
+    """The conversation and speaker of a value that is a turn of a conversation.
+
+    A value's ``"conversation"`` names its conversation; a value with a ``"speaker"`` and no
+    conversation is a turn of the LangGraph thread it is put from (``thread_id`` of the
+    running graph's config), when there is one. Other values are no turns.
+    """
+    out = {name: value[name] for name in ("conversation", "speaker")
+           if isinstance(value.get(name), str)}
+    if "speaker" in out and "conversation" not in out:
+        thread = _thread_id()
+        if thread is not None:
+            out["conversation"] = thread
+    return out
+
+
+def _thread_id() -> str | None:
+    """The ``thread_id`` of the LangGraph run this is called in, or None outside one."""
+    try:
+        config = get_config()
+    except RuntimeError:  # not inside a runnable
+        return None
+    thread = (config.get("configurable") or {}).get("thread_id")
+    return None if thread is None else str(thread)
 
 
 def _ns_text(namespace: tuple[str, ...]) -> str:

@@ -90,6 +90,7 @@ READ_COLUMNS = (
     "predicate, object, description, embedding_key, poignancy, keywords, filling, conversation, "
     "speaker"
 )
+READ_COUNT = READ_COLUMNS.count(",") + 1  # a node's columns at the start of a ranked row
 STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
     "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay",
@@ -539,8 +540,9 @@ class PostgresBackend:
             rows = conn.execute(sql, {**params, **where[1]}).fetchall()
         if not rows:
             return DatabaseRanking([], 0, None)
-        out = [ScoredRow(node_from_row(r[:15]), *map(float, r[15:20])) for r in rows]
-        return DatabaseRanking(out, int(rows[0][20]), float(rows[0][21]))
+        n = READ_COUNT
+        out = [ScoredRow(node_from_row(r[:n]), *map(float, r[n:n + 5])) for r in rows]
+        return DatabaseRanking(out, int(rows[0][n + 5]), float(rows[0][n + 6]))
 
     @storage_errors("list the personas", retry=True)
     def personas(self) -> list[str]:

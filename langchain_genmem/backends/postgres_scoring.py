@@ -104,7 +104,7 @@ WITH c AS MATERIALIZED (
 )
 SELECT m.node_count, m.type_count, m.type, m.depth, m.created_at, m.expiration,
        m.last_accessed, m.subject, m.predicate, m.object, m.description, m.embedding_key,
-       m.poignancy, m.keywords, m.filling,
+       m.poignancy, m.keywords, m.filling, m.conversation, m.speaker,
        scored.score, scored.r, scored.v2, scored.i, scored.cos_x, kth.n, kth.lowest
 FROM scored JOIN memory_nodes m
   ON m.persona_name = %(persona)s AND m.node_count = scored.node_count, kth

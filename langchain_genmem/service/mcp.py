@@ -167,6 +167,15 @@ class _Tools:
             str | None, Field(max_length=MAX_FIELD_CHARS, description="For a thought: the "
                               "node ids it rests on, comma-separated (e.g. 'node_3, node_7').")
         ] = None,
+        conversation: Annotated[
+            str | None, Field(max_length=MAX_PERSONA_CHARS, description="For a turn of a "
+                              "conversation: its id (e.g. the session); the turn is embedded "
+                              "with the turns before it.")
+        ] = None,
+        speaker: Annotated[
+            str | None, Field(max_length=MAX_PERSONA_CHARS, description="For a turn: who said "
+                              "it.")
+        ] = None,
     ) -> dict[str, Any]:
         """Store one memory of the persona: something it saw, did, said or concluded.
 
@@ -176,7 +185,7 @@ class _Tools:
         name = await self._persona(persona, ctx)
         fields = {"type": type, "description": description, "poignancy": poignancy,
                   "subject": subject, "predicate": predicate, "object": object,
-                  "evidence": evidence}
+                  "evidence": evidence, "conversation": conversation, "speaker": speaker}
         item = _valid(MemoryItem, fields)
         out = await self._call(self.service.add, name, [item])
         return out.memories[0].model_dump(mode="json")

@@ -256,6 +256,8 @@ def memory_of(node: MemoryNode) -> Memory:
         object=node.object,
         keywords=list(node.keywords),
         evidence=list(node.evidence),
+        conversation=node.conversation,
+        speaker=node.speaker,
     )
 
 

@@ -341,6 +341,13 @@ class MemoryItem(_Request):
     expiration: _optional(
         "string", datetime, "ISO time the memory expires (default: never)."
     ) = None
+    conversation: _optional(
+        "string", str, "The conversation this memory is a turn of (any id, e.g. a session); "
+        "a turn is embedded with the turns before it.", max_length=PERSONA_NAME_MAX,
+    ) = None
+    speaker: _optional(
+        "string", str, "Who said the turn.", max_length=PERSONA_NAME_MAX,
+    ) = None
 
     @field_validator("description")
     @classmethod
@@ -359,6 +366,8 @@ class MemoryItem(_Request):
             "keywords": split_list(self.keywords),
             "created": self.created,
             "expiration": self.expiration,
+            "conversation": self.conversation,
+            "speaker": self.speaker,
         }
         evidence = split_list(self.evidence)
         if evidence:
@@ -398,6 +407,8 @@ class Memory(BaseModel):
     object: str
     keywords: list[str]
     evidence: list[str]
+    conversation: str | None = None
+    speaker: str | None = None
 
 
 class AddResponse(BaseModel):
