@@ -356,3 +356,95 @@ def test_a_dsn_and_a_chroma_store_at_once_is_refused(dsn, tmp_path):
 
     with pytest.raises(ValidationError, match="dsn"):
         MemoryStream(PERSONA, dsn=dsn, path=tmp_path)
+
+
+# ---------------------------------------------------------------- lazy (stateless) streams
+
+
+def count_reads(monkeypatch, stream: MemoryStream) -> Counter:
+    """Count the backend's reads of a stream from now on, by method."""
+    calls: Counter = Counter()
+    for name in ("read_head", "read_state", "read_nodes", "read_access"):
+        original = getattr(stream.backend, name)
+
+        def counted(*args, _name=name, _original=original, **kw):
+            calls[_name] += 1
+            if _name == "read_nodes":
+                calls["rows"] += args[2] - args[1] + 1
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(stream.backend, name, counted)
+    return calls
+
+
+def seed_persona(dsn: str, n: int = 40) -> MemoryStream:
+    stream = open_stream(dsn, clock=lambda: T0 + timedelta(days=2))
+    stream.add_many([
+        {"type": "chat" if i % 9 == 4 else "thought" if i % 5 == 4 else "event",
+         "description": f"玛丽亚 记忆 {i % 13}", "poignancy": 1 + i % 10,
+         "created": T0 + timedelta(minutes=7 * (i % 11)),
+         **({"evidence": ["node_1"]} if i % 5 == 4 and i % 9 != 4 else {})}
+        for i in range(n)
+    ])
+    return stream
+
+
+def test_a_lazy_stream_opens_and_ranks_in_the_database_without_reading_a_node(dsn, monkeypatch):
+    full = seed_persona(dsn)
+    backend = PostgresBackend(dsn)
+    monkeypatch.setattr(PostgresBackend, "read_nodes", lambda *a, **k: pytest.fail("read"))
+    lazy = MemoryStream(PERSONA, backend=backend, lazy=True,
+                        embeddings=DeterministicFakeEmbedding(size=8),
+                        clock=lambda: T0 + timedelta(days=2))
+    assert lazy.lazy and len(lazy) == 40 and "node_40" in lazy and "node_41" not in lazy
+    for mode in ("hours", "rank", "reverie"):
+        kw = {"k": 7, "recency_mode": mode, "score_in": "database", "update_access": False}
+        want = GenerativeAgentsRetriever(stream=full, **kw).invoke("玛丽亚 记忆 3")
+        got = GenerativeAgentsRetriever(stream=lazy, **kw).invoke("玛丽亚 记忆 3")
+        assert [d.metadata["node_id"] for d in got] == [d.metadata["node_id"] for d in want]
+        assert [d.metadata["score"] for d in got] == [d.metadata["score"] for d in want]
+    assert lazy.lazy
+
+
+def test_a_lazy_stream_reads_one_row_for_get_and_none_to_add(dsn, monkeypatch):
+    thoughts = seed_persona(dsn).state.type_count["thought"]
+    lazy = open_stream(dsn, lazy=True)
+    calls = count_reads(monkeypatch, lazy)
+    assert lazy.get("node_3").description == "玛丽亚 记忆 2"
+    assert calls["rows"] == 1
+    thought = lazy.add_thought("玛丽亚 想到 物理", poignancy=4, evidence=["node_10"])
+    assert thought.node_id == "node_41" and thought.type_count == thoughts + 1
+    assert thought.depth == 2  # node_10 is a thought citing node_1
+    assert calls["rows"] == 2  # the evidence's depth: one more row
+    assert lazy.lazy and len(lazy) == 41
+    full = open_stream(dsn)
+    assert full.get("node_41").description == "玛丽亚 想到 物理"
+    assert full.state.node_count == 41 and full.state.type_count == lazy.state.type_count
+    assert full.kw_strength == lazy.kw_strength
+
+
+def test_a_lazy_stream_sees_another_writer_at_once_and_writes_access_times_through(dsn):
+    seed_persona(dsn)
+    clock = lambda: T0 + timedelta(days=3)  # noqa: E731
+    lazy = open_stream(dsn, lazy=True, clock=clock)
+    other = open_stream(dsn, clock=clock)
+    other.add_event("克劳斯 写了 一篇 论文", poignancy=9)
+    retriever = GenerativeAgentsRetriever(stream=lazy, k=3, score_in="database")
+    docs = retriever.invoke("克劳斯 写了 一篇 论文")
+    assert docs[0].metadata["node_id"] == "node_41" and len(lazy) == 41
+    assert open_stream(dsn).get("node_41").last_accessed == T0 + timedelta(days=3)
+    assert lazy.get("node_41").last_accessed == T0 + timedelta(days=3)
+    lazy.mark_accessed(["node_1"], T0 + timedelta(days=4))
+    assert open_stream(dsn).get("node_1").last_accessed == T0 + timedelta(days=4)
+
+
+def test_a_lazy_stream_loads_the_persona_for_what_needs_every_node(dsn):
+    full = seed_persona(dsn)
+    lazy = open_stream(dsn, lazy=True, clock=lambda: T0 + timedelta(days=2))
+    kw = {"k": 5, "update_access": False}
+    got = GenerativeAgentsRetriever(stream=lazy, **kw).invoke("玛丽亚 记忆 3")  # in process
+    assert not lazy.lazy
+    want = GenerativeAgentsRetriever(stream=full, **kw).invoke("玛丽亚 记忆 3")
+    assert [d.metadata["node_id"] for d in got] == [d.metadata["node_id"] for d in want]
+    assert [n.node_id for n in lazy.nodes()] == [n.node_id for n in full.nodes()]
+    assert lazy.keyword_index == full.keyword_index
