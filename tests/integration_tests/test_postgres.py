@@ -448,3 +448,59 @@ def test_a_lazy_stream_loads_the_persona_for_what_needs_every_node(dsn):
     assert [d.metadata["node_id"] for d in got] == [d.metadata["node_id"] for d in want]
     assert [n.node_id for n in lazy.nodes()] == [n.node_id for n in full.nodes()]
     assert lazy.keyword_index == full.keyword_index
+
+
+# ---------------------------------------------------------------- ranking in SQL, adversarial
+
+
+def same_ranking(stream: MemoryStream, focal: str, **kw) -> list[str]:
+    """Rank in process and in the database; both give the same ids and values."""
+    got = {}
+    for where in ("process", "database"):
+        retriever = GenerativeAgentsRetriever(stream=stream, score_in=where,
+                                              update_access=False, **kw)
+        got[where] = [(d.metadata["node_id"], d.metadata["score"], d.metadata["recency"],
+                       d.metadata["relevance"], d.metadata["importance"])
+                      for d in retriever.invoke(focal)]
+    assert [r[0] for r in got["database"]] == [r[0] for r in got["process"]]
+    for mine, theirs in zip(got["database"], got["process"], strict=True):
+        assert mine[1:] == pytest.approx(theirs[1:], abs=1e-6), mine[0]
+    return [r[0] for r in got["process"]]
+
+
+ADVERSARIAL = [
+    {"recency_mode": mode, **extra}
+    for mode in ("hours", "rank", "reverie")
+    for extra in ({}, {"recency_decay": 0.01}, {"types": ["event", "chat"]},
+                  {"include_expired": True}, {"min_poignancy": 3, "k": 3})
+]
+
+
+@pytest.mark.parametrize("kw", ADVERSARIAL, ids=lambda kw: "-".join(map(str, kw.values())))
+def test_ranking_in_the_database_equals_in_process_on_ties_and_tiny_recencies(dsn, kw):
+    """Equal vectors, equal access times, a decay whose powers underflow, chats, expiry."""
+    now = T0 + timedelta(days=400)
+    stream = open_stream(dsn, clock=lambda: now)
+    same = [0.5, -0.25, 0.125, 1.0, 0.0, 0.5, 0.75, -1.0]
+    stream.add_many(
+        [{"type": ("chat", "thought", "event")[i % 3], "description": f"同一 记忆 {i}",
+          "poignancy": 1 + i % 4, "embedding": same if i % 2 else [x + i % 5 for x in same],
+          "created": T0 + timedelta(days=i % 3 * 90),  # equal access times, months apart
+          **({"expiration": T0 + timedelta(days=200)} if i % 7 == 0 else {}),
+          **({"evidence": []} if i % 3 == 1 else {})}
+         for i in range(300)]  # 200 candidates: 0.01 ** 200 underflows
+    )
+    kw = {"k": 12, **kw}
+    assert len(same_ranking(stream, "同一 记忆", **kw)) == kw["k"]
+
+
+def test_equal_cosines_and_poignancies_normalise_to_one_half_in_the_database(dsn):
+    stream = open_stream(dsn, clock=lambda: T0 + timedelta(days=1))
+    stream.add_many([{"type": "event", "description": f"一样 {i}", "poignancy": 3,
+                      "embedding": [1.0] * 8, "created": T0} for i in range(5)])
+    docs = GenerativeAgentsRetriever(stream=stream, score_in="database", k=5,
+                                     update_access=False).invoke("一样")
+    assert [d.metadata["node_id"] for d in docs] == [f"node_{i}" for i in (5, 4, 3, 2, 1)]
+    assert {(d.metadata["relevance"], d.metadata["importance"], d.metadata["recency"])
+            for d in docs} == {(0.5, 0.5, 0.5)}
+    same_ranking(stream, "一样", k=5)
