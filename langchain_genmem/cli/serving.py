@@ -63,6 +63,23 @@ BaseUrl = Annotated[
 ]
 
 
+class ScoreIn(str, Enum):
+    """Where the service ranks memories."""
+
+    process = "process"
+    database = "database"
+
+
+ScoreInOption = Annotated[
+    ScoreIn,
+    typer.Option(
+        "--score-in",
+        help="process: load each persona and rank in this process; database: PostgreSQL "
+        "ranks and the server holds no persona (stateless replicas; needs --dsn).",
+    ),
+]
+
+
 class Transport(str, Enum):
     """How ``genmem mcp`` talks to its client."""
 
@@ -87,13 +104,14 @@ def serve(
     ] = None,
     model: Model = None,
     base_url: BaseUrl = None,
+    score_in: ScoreInOption = ScoreIn.process,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
     store_of(ctx).claim(command="genmem serve", url=_url(host, port))  # owned until it stops
-    service = _service(ctx, model, base_url)
+    service = _service(ctx, model, base_url, score_in)
     app_ = _http_app(service, keys, public_url or _url(host, port))
     uvicorn = _uvicorn()
     _log_service("genmem serve")
@@ -143,6 +161,7 @@ def mcp_(
     keys_file: KeysFile = None,
     model: Model = None,
     base_url: BaseUrl = None,
+    score_in: ScoreInOption = ScoreIn.process,
 ) -> None:
     """Serve the memory as MCP tools: remember, recall, recall_keywords, reflect, persona_stats."""
     keys = _keys(api_key, keys_file)
@@ -152,7 +171,7 @@ def mcp_(
         check_listen(host, keys)
     http = transport is Transport.http  # the folder is owned until the server stops
     store_of(ctx).claim(command="genmem mcp", url=f"{_url(host, port)}/mcp" if http else None)
-    service = _service(ctx, model, base_url)
+    service = _service(ctx, model, base_url, score_in)
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)
     _log_service("genmem mcp")
@@ -179,8 +198,11 @@ def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:
     return KeyRing.from_options(api_key or (), keys_file)
 
 
-def _service(ctx: typer.Context, model: str | None, base_url: str | None) -> MemoryService:
-    return create_service(store_of(ctx), model=_chat_model(model, base_url))
+def _service(
+    ctx: typer.Context, model: str | None, base_url: str | None, score_in: ScoreIn
+) -> MemoryService:
+    return create_service(store_of(ctx), model=_chat_model(model, base_url),
+                          score_in=score_in.value)
 
 
 def _chat_model(model: str | None, base_url: str | None) -> Any:

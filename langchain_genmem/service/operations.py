@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.documents import Document
 
+from langchain_genmem.backends.base import ranking_of
 from langchain_genmem.core.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
@@ -55,11 +56,19 @@ class MemoryService:
         streams: the persona streams.
         model: the chat model for ``reflect`` (and, through the pool's importance scorer,
             for memories added without poignancy); None when the server has none.
+        score_in: where retrievals rank (``GenerativeAgentsRetriever(score_in=...)``).
     """
 
-    def __init__(self, streams: StreamPool, *, model: Any = None) -> None:
+    def __init__(
+        self,
+        streams: StreamPool,
+        *,
+        model: Any = None,
+        score_in: Literal["process", "database"] = "process",
+    ) -> None:
         self.streams = streams
         self.model = model
+        self.score_in = score_in
 
     # ------------------------------------------------------------------ reading
 
@@ -79,7 +88,7 @@ class MemoryService:
         if stream is None:
             return _empty("no_candidates", f"no memories for persona {request.persona_name!r}")
         retriever = GenerativeAgentsRetriever(
-            stream=stream, **request.scoring(), **request.filters()
+            stream=stream, score_in=self.score_in, **request.scoring(), **request.filters()
         )
         try:
             report = retriever.retrieve_with_report(request.focal_text)
@@ -297,8 +306,20 @@ def _empty(status: str, message: str) -> RetrieveResponse:
     )
 
 
+def _can_rank(store: StoreLocation) -> bool:
+    """Whether the store ranks memories itself; a store not made yet is not opened for it."""
+    try:
+        backend = store.backend(create=False)
+    except ValidationError:
+        return False  # an embedded folder or collection not made yet: Chroma, which cannot
+    return ranking_of(backend) is not None
+
+
 def create_service(
-    store: StoreLocation | str | os.PathLike[str], *, model: Any = None
+    store: StoreLocation | str | os.PathLike[str],
+    *,
+    model: Any = None,
+    score_in: Literal["process", "database"] = "process",
 ) -> MemoryService:
     """A memory service over a store.
 
@@ -307,13 +328,25 @@ def create_service(
             the ``genmem`` command's ``Store``) or an embedded folder's path.
         model: a chat model for reflection and for rating memories added without poignancy;
             None for a server that needs poignancy given and cannot reflect.
+        score_in: ``"database"``: the store ranks every retrieval and the streams are lazy
+            (``MemoryStream(..., lazy=True)``), so the service holds no persona in memory
+            and any number of replicas can serve one PostgreSQL database.
 
     Returns:
         The service; streams open on the first request that needs them.
+
+    Raises:
+        ConfigurationError: ``score_in="database"`` on a store that cannot rank.
     """
     importance = None
     if model is not None:
         importance = ImportanceScorer(model)
     if not isinstance(store, StoreLocation):
         store = StoreLocation(store)
-    return MemoryService(StreamPool.from_store(store, importance=importance), model=model)
+    lazy = score_in == "database"
+    if lazy and not _can_rank(store):
+        msg = (f"score_in 'database': {store.where()} cannot rank memories itself; "
+               "serve a PostgreSQL database (--dsn) or rank in process")
+        raise ConfigurationError(msg)
+    pool = StreamPool.from_store(store, importance=importance, lazy=lazy)
+    return MemoryService(pool, model=model, score_in=score_in)

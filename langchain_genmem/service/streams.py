@@ -57,17 +57,20 @@ class StreamPool:
         self._reflecting: dict[str, threading.Lock] = {}
 
     @classmethod
-    def from_store(cls, store: StoreLocation, *, importance: Any = None) -> StreamPool:
+    def from_store(
+        cls, store: StoreLocation, *, importance: Any = None, lazy: bool = False
+    ) -> StreamPool:
         """A pool over a store (the command line's ``--path``, ``--chroma-host``, ``--dsn``...).
 
         Args:
             store: where the memories live.
             importance: an importance scorer for memories added without poignancy.
+            lazy: open lazy streams (``MemoryStream(..., lazy=True)``): no node held.
 
         Returns:
             The pool; nothing is opened until a request needs it.
         """
-        opener = partial(store.open, create=True)  # a write may start a new persona
+        opener = partial(store.open, create=True, lazy=lazy)  # a write may start a persona
         return cls(opener, store.backend, on_close=store.close, importance=importance)
 
     @property

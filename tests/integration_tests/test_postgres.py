@@ -356,3 +356,151 @@ def test_a_dsn_and_a_chroma_store_at_once_is_refused(dsn, tmp_path):
 
     with pytest.raises(ValidationError, match="dsn"):
         MemoryStream(PERSONA, dsn=dsn, path=tmp_path)
+
+
+# ---------------------------------------------------------------- lazy (stateless) streams
+
+
+def count_reads(monkeypatch, stream: MemoryStream) -> Counter:
+    """Count the backend's reads of a stream from now on, by method."""
+    calls: Counter = Counter()
+    for name in ("read_head", "read_state", "read_nodes", "read_access"):
+        original = getattr(stream.backend, name)
+
+        def counted(*args, _name=name, _original=original, **kw):
+            calls[_name] += 1
+            if _name == "read_nodes":
+                calls["rows"] += args[2] - args[1] + 1
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(stream.backend, name, counted)
+    return calls
+
+
+def seed_persona(dsn: str, n: int = 40) -> MemoryStream:
+    stream = open_stream(dsn, clock=lambda: T0 + timedelta(days=2))
+    stream.add_many([
+        {"type": "chat" if i % 9 == 4 else "thought" if i % 5 == 4 else "event",
+         "description": f"玛丽亚 记忆 {i % 13}", "poignancy": 1 + i % 10,
+         "created": T0 + timedelta(minutes=7 * (i % 11)),
+         **({"evidence": ["node_1"]} if i % 5 == 4 and i % 9 != 4 else {})}
+        for i in range(n)
+    ])
+    return stream
+
+
+def test_a_lazy_stream_opens_and_ranks_in_the_database_without_reading_a_node(dsn, monkeypatch):
+    full = seed_persona(dsn)
+    backend = PostgresBackend(dsn)
+    monkeypatch.setattr(PostgresBackend, "read_nodes", lambda *a, **k: pytest.fail("read"))
+    lazy = MemoryStream(PERSONA, backend=backend, lazy=True,
+                        embeddings=DeterministicFakeEmbedding(size=8),
+                        clock=lambda: T0 + timedelta(days=2))
+    assert lazy.lazy and len(lazy) == 40 and "node_40" in lazy and "node_41" not in lazy
+    for mode in ("hours", "rank", "reverie"):
+        kw = {"k": 7, "recency_mode": mode, "score_in": "database", "update_access": False}
+        want = GenerativeAgentsRetriever(stream=full, **kw).invoke("玛丽亚 记忆 3")
+        got = GenerativeAgentsRetriever(stream=lazy, **kw).invoke("玛丽亚 记忆 3")
+        assert [d.metadata["node_id"] for d in got] == [d.metadata["node_id"] for d in want]
+        assert [d.metadata["score"] for d in got] == [d.metadata["score"] for d in want]
+    assert lazy.lazy
+
+
+def test_a_lazy_stream_reads_one_row_for_get_and_none_to_add(dsn, monkeypatch):
+    thoughts = seed_persona(dsn).state.type_count["thought"]
+    lazy = open_stream(dsn, lazy=True)
+    calls = count_reads(monkeypatch, lazy)
+    assert lazy.get("node_3").description == "玛丽亚 记忆 2"
+    assert calls["rows"] == 1
+    thought = lazy.add_thought("玛丽亚 想到 物理", poignancy=4, evidence=["node_10"])
+    assert thought.node_id == "node_41" and thought.type_count == thoughts + 1
+    assert thought.depth == 2  # node_10 is a thought citing node_1
+    assert calls["rows"] == 2  # the evidence's depth: one more row
+    assert lazy.lazy and len(lazy) == 41
+    full = open_stream(dsn)
+    assert full.get("node_41").description == "玛丽亚 想到 物理"
+    assert full.state.node_count == 41 and full.state.type_count == lazy.state.type_count
+    assert full.kw_strength == lazy.kw_strength
+
+
+def test_a_lazy_stream_sees_another_writer_at_once_and_writes_access_times_through(dsn):
+    seed_persona(dsn)
+    clock = lambda: T0 + timedelta(days=3)  # noqa: E731
+    lazy = open_stream(dsn, lazy=True, clock=clock)
+    other = open_stream(dsn, clock=clock)
+    other.add_event("克劳斯 写了 一篇 论文", poignancy=9)
+    retriever = GenerativeAgentsRetriever(stream=lazy, k=3, score_in="database")
+    docs = retriever.invoke("克劳斯 写了 一篇 论文")
+    assert docs[0].metadata["node_id"] == "node_41" and len(lazy) == 41
+    assert open_stream(dsn).get("node_41").last_accessed == T0 + timedelta(days=3)
+    assert lazy.get("node_41").last_accessed == T0 + timedelta(days=3)
+    lazy.mark_accessed(["node_1"], T0 + timedelta(days=4))
+    assert open_stream(dsn).get("node_1").last_accessed == T0 + timedelta(days=4)
+
+
+def test_a_lazy_stream_loads_the_persona_for_what_needs_every_node(dsn):
+    full = seed_persona(dsn)
+    lazy = open_stream(dsn, lazy=True, clock=lambda: T0 + timedelta(days=2))
+    kw = {"k": 5, "update_access": False}
+    got = GenerativeAgentsRetriever(stream=lazy, **kw).invoke("玛丽亚 记忆 3")  # in process
+    assert not lazy.lazy
+    want = GenerativeAgentsRetriever(stream=full, **kw).invoke("玛丽亚 记忆 3")
+    assert [d.metadata["node_id"] for d in got] == [d.metadata["node_id"] for d in want]
+    assert [n.node_id for n in lazy.nodes()] == [n.node_id for n in full.nodes()]
+    assert lazy.keyword_index == full.keyword_index
+
+
+# ---------------------------------------------------------------- ranking in SQL, adversarial
+
+
+def same_ranking(stream: MemoryStream, focal: str, **kw) -> list[str]:
+    """Rank in process and in the database; both give the same ids and values."""
+    got = {}
+    for where in ("process", "database"):
+        retriever = GenerativeAgentsRetriever(stream=stream, score_in=where,
+                                              update_access=False, **kw)
+        got[where] = [(d.metadata["node_id"], d.metadata["score"], d.metadata["recency"],
+                       d.metadata["relevance"], d.metadata["importance"])
+                      for d in retriever.invoke(focal)]
+    assert [r[0] for r in got["database"]] == [r[0] for r in got["process"]]
+    for mine, theirs in zip(got["database"], got["process"], strict=True):
+        assert mine[1:] == pytest.approx(theirs[1:], abs=1e-6), mine[0]
+    return [r[0] for r in got["process"]]
+
+
+ADVERSARIAL = [
+    {"recency_mode": mode, **extra}
+    for mode in ("hours", "rank", "reverie")
+    for extra in ({}, {"recency_decay": 0.01}, {"types": ["event", "chat"]},
+                  {"include_expired": True}, {"min_poignancy": 3, "k": 3})
+]
+
+
+@pytest.mark.parametrize("kw", ADVERSARIAL, ids=lambda kw: "-".join(map(str, kw.values())))
+def test_ranking_in_the_database_equals_in_process_on_ties_and_tiny_recencies(dsn, kw):
+    """Equal vectors, equal access times, a decay whose powers underflow, chats, expiry."""
+    now = T0 + timedelta(days=400)
+    stream = open_stream(dsn, clock=lambda: now)
+    same = [0.5, -0.25, 0.125, 1.0, 0.0, 0.5, 0.75, -1.0]
+    stream.add_many(
+        [{"type": ("chat", "thought", "event")[i % 3], "description": f"同一 记忆 {i}",
+          "poignancy": 1 + i % 4, "embedding": same if i % 2 else [x + i % 5 for x in same],
+          "created": T0 + timedelta(days=i % 3 * 90),  # equal access times, months apart
+          **({"expiration": T0 + timedelta(days=200)} if i % 7 == 0 else {}),
+          **({"evidence": []} if i % 3 == 1 else {})}
+         for i in range(300)]  # 200 candidates: 0.01 ** 200 underflows
+    )
+    kw = {"k": 12, **kw}
+    assert len(same_ranking(stream, "同一 记忆", **kw)) == kw["k"]
+
+
+def test_equal_cosines_and_poignancies_normalise_to_one_half_in_the_database(dsn):
+    stream = open_stream(dsn, clock=lambda: T0 + timedelta(days=1))
+    stream.add_many([{"type": "event", "description": f"一样 {i}", "poignancy": 3,
+                      "embedding": [1.0] * 8, "created": T0} for i in range(5)])
+    docs = GenerativeAgentsRetriever(stream=stream, score_in="database", k=5,
+                                     update_access=False).invoke("一样")
+    assert [d.metadata["node_id"] for d in docs] == [f"node_{i}" for i in (5, 4, 3, 2, 1)]
+    assert {(d.metadata["relevance"], d.metadata["importance"], d.metadata["recency"])
+            for d in docs} == {(0.5, 0.5, 0.5)}
+    same_ranking(stream, "一样", k=5)
