@@ -253,8 +253,10 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
 
     @app.get("/healthz", operation_id="health")
     def health() -> Health:
-        """Liveness, the version and the input limits (no key needed)."""
-        return Health(status="ok", version=app.version, limits=LIMITS)
+        """Liveness, the version, the input limits and the open personas (no key needed)."""
+        return Health(status="ok", version=app.version, limits=LIMITS,
+                      open_personas=service.streams.open_count,
+                      max_open_personas=service.streams.max_open)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -487,11 +487,15 @@ class PersonaStats(BaseModel):
 
 
 class Health(BaseModel):
-    """Liveness and the input limits."""
+    """Liveness, the input limits and the open personas."""
 
     status: Literal["ok"]
     version: str
     limits: dict[str, float]
+    open_personas: int = Field(description="Persona streams open in the server now.")
+    max_open_personas: int = Field(
+        description="The most kept open; the least recently used is closed beyond it."
+    )
 
 
 class ErrorReply(BaseModel):

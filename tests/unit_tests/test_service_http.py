@@ -457,7 +457,8 @@ def test_shutdown_flushes_access_times(store):
     with TestClient(app_) as c:
         c.post("/memories", json={"persona_name": PERSONA, "description": "记得", "poignancy": 2,
                                   "created": "2023-02-13 08:00:00"})
-        app_.state.service.streams.open(PERSONA).flush_interval = 3600  # no timer flush
+        with app_.state.service.streams.writing(PERSONA) as stream:
+            stream.flush_interval = 3600  # no timer flush
         out = c.post("/retrieve", json={"persona_name": PERSONA, "focal_text": "记得"}).json()
         assert out["accessed_ids"] == ["node_1"]
         stored = Store(store.path).backend().read_nodes(PERSONA, 1, 1)[0].node
