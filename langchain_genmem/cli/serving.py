@@ -186,10 +186,11 @@ def mcp_(
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)
     _log_service("genmem mcp")
+    from langchain_genmem.service.mcp import mcp_http_app, run_stdio  # lazy: optional extra
+
     if transport is Transport.stdio:
-        server.run("stdio")
+        run_stdio(server)
         return
-    from langchain_genmem.service.mcp import mcp_http_app  # lazy: optional extra
 
     typer.echo(f"genmem mcp: {store_of(ctx).where()} on {_url(host, port)}/mcp", err=True)
     _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
