@@ -99,7 +99,7 @@ def create_mcp_server(
     ring = keys or KeyRing()
     # No FastMCP lifespan: the SDK runs it once per client session over streamable HTTP,
     # and the streams must outlive sessions. run_stdio and mcp_http_app close them once.
-    mcp = FastMCP("genmem", instructions=INSTRUCTIONS, host=host, port=port,
+    mcp = _Server("genmem", instructions=INSTRUCTIONS, host=host, port=port,
                   log_level="WARNING")
     tools = _Tools(service, default_persona, ring)
     for fn in (tools.remember, tools.recall, tools.recall_keywords, tools.reflect,
@@ -241,7 +241,7 @@ class _Tools:
                   "subject": subject, "predicate": predicate, "object": object,
                   "evidence": evidence}
         item = _valid(MemoryItem, fields)
-        out = await self._call(self.service.add, name, [item])
+        out = await self._call(self.service.add, name, [item], names={"items[0].": ""})
         return out.memories[0].model_dump(mode="json")
 
     async def recall(
@@ -287,10 +287,10 @@ class _Tools:
             window = {"created_after": when(since, "since"), "created_before": when(until, "until")}
         except GenMemError as e:
             raise ToolError(str(e)) from e
-        request = _valid(RetrieveRequest, {
+        request = _valid(RetrieveRequest, names=_RECALL_NAMES, fields={
             "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
             "lexical_weight": lexical_weight, "idle_filter": idle_filter, **window})
-        out = await self._call(self.service.retrieve, request)
+        out = await self._call(self.service.retrieve, request, names=_RECALL_NAMES)
         return out.model_dump(mode="json")
 
     async def recall_keywords(
@@ -371,21 +371,61 @@ class _Tools:
         return self.keys.authenticate(token_of(request.headers))
 
     @staticmethod
-    async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _call(
+        fn: Callable[..., Any], *args: Any, names: dict[str, str] | None = None, **kwargs: Any
+    ) -> Any:
         try:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         except GenMemError as e:
-            raise ToolError(str(e)) from e
+            raise ToolError(_renamed(str(e), names or {})) from e
 
 
-def _valid(model: Any, fields: dict[str, Any]) -> Any:
+# The request fields recall fills, by the names of recall's own arguments.
+_RECALL_NAMES = {"focal_text": "query", "top_k": "k", "created_after": "since",
+                 "created_before": "until", "persona_name": "persona"}
+
+
+def _renamed(message: str, names: dict[str, str]) -> str:
+    """A message whose leading field name is an internal one, with the tool's name for it."""
+    for inner, outer in names.items():
+        if message.startswith(inner):
+            return outer + message[len(inner):]
+    return message
+
+
+def _valid(model: Any, fields: dict[str, Any], names: dict[str, str] | None = None) -> Any:
     try:
         return model.model_validate(fields)
     except PydanticValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(x) for x in first["loc"])
-        msg = f"{field}: {first['msg']}"
-        raise ToolError(msg) from e
+        raise ToolError(_renamed(plain_error(e), names or {})) from e
+
+
+def plain_error(error: PydanticValidationError) -> str:
+    """The first problem of a validation error as ``argument: what is wrong``.
+
+    Args:
+        error: pydantic's error.
+
+    Returns:
+        One line naming the argument, without pydantic's model names or links.
+    """
+    first = error.errors()[0]
+    field = ".".join(str(x) for x in first["loc"]) or "arguments"
+    return f"{field}: {first['msg']}"
+
+
+class _Server(FastMCP):
+    """FastMCP whose argument errors name the tool's arguments in one plain line."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call a tool; an argument the SDK refuses is reported as ``tool: argument: why``."""
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as e:
+            if isinstance(e.__cause__, PydanticValidationError):
+                msg = f"{name}: {plain_error(e.__cause__)}"
+                raise ToolError(msg) from e.__cause__
+            raise
 
 
 def token_of(headers: Any) -> str | None:

@@ -80,7 +80,14 @@ async def test_remember_then_recall_over_stdio(tmp_path):
         stats = payload(await tools["persona_stats"].ainvoke({}))
         assert stats["memories"] == 2
         bad = payload(await tools["recall"].ainvoke({"query": "派对", "k": 999}))
-        assert "k" in bad and "less than or equal to 200" in bad
+        assert "recall: k: Input should be less than or equal to 200" in bad
+        assert "validation error for" not in bad and "recallArguments" not in bad
+        blank = payload(await tools["recall"].ainvoke({"query": "   "}))
+        assert "query: " in blank and "focal_text" not in blank
+        cited = payload(await tools["remember"].ainvoke(
+            {"description": "伊莎贝拉的想法", "type": "thought", "poignancy": 3,
+             "evidence": "node_99"}))
+        assert "remember: evidence: no memory" in cited and "items[" not in cited, cited
         words = payload(await tools["recall"].ainvoke(
             {"query": "情人节派对", "relevance": "hybrid", "lexical_weight": 1, "k": 2}))
         top = words["retrieved_nodes"][0]
