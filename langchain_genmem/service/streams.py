@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from langchain_genmem.core import validation
 from langchain_genmem.memory.location import StoreLocation
+from langchain_genmem.service.heap import release_freed_memory
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import MemoryBackend
@@ -42,6 +43,9 @@ DEFAULT_MAX_OPEN = 64
 """Personas kept open by default. A small persona's stream costs about a megabyte, one with
 10,000 memories about 20 MB (its vectors and fields); reopening one from its snapshot takes
 milliseconds, so a server with many personas stays within a few hundred MB."""
+
+TRIM_EVERY = 16
+"""Personas closed between two returns of freed memory to the system (it scans the heap)."""
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +96,7 @@ class StreamPool:
         self._open: OrderedDict[str, _Open] = OrderedDict()  # least recently used first
         self._busy: dict[str, threading.Event] = {}  # personas being opened or closed
         self._lock = threading.Lock()
+        self._closed_since_trim = 0
 
     @classmethod
     def from_store(
@@ -257,4 +262,10 @@ class StreamPool:
                     self._on_evict(entry.stream)
                 with self._lock:
                     del self._busy[persona]
+                    self._closed_since_trim += 1
+                    trim = self._closed_since_trim >= TRIM_EVERY
+                    if trim:
+                        self._closed_since_trim = 0
                 done.set()
+            if trim:  # the closed caches' memory, back to the system
+                release_freed_memory()
