@@ -104,3 +104,16 @@ def test_threads_over_more_personas_than_the_limit_lose_nothing(store):
 def test_the_pool_keeps_at_least_one_persona(store):
     with pytest.raises(ValueError, match="at least one"):
         create_service(store, max_open_personas=0)
+
+
+def test_closed_personas_memory_is_handed_back_every_few_closes(store, monkeypatch):
+    from langchain_genmem.service import streams
+
+    released = []
+    monkeypatch.setattr(streams, "release_freed_memory", lambda: released.append(1) or True)
+    monkeypatch.setattr(streams, "TRIM_EVERY", 3)
+    service = create_service(store, max_open_personas=1)
+    for i in range(7):  # six personas closed to make room: two returns of freed memory
+        service.add(f"角色 {i}", [memory(f"第{i}件事")])
+    assert len(released) == 2
+
