@@ -222,7 +222,8 @@ class StreamPool:
             busy.wait()
         entry = None
         try:
-            if create or self.backend.read_head(persona) is not None:
+            backend = self.backend  # opened once, under the pool's lock, before any stream
+            if create or backend.read_head(persona) is not None:
                 stream = self._opener(persona)
                 if self.importance is not None:
                     stream.importance = self.importance
