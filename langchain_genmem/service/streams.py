@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 Opener = Callable[[str], "MemoryStream"]
 
 DEFAULT_MAX_OPEN = 64
-"""Personas kept open by default. A small persona's stream costs about a megabyte, one with
+"""Personas kept open by default. A small persona's stream costs about 2 MB, one with
 10,000 memories about 20 MB (its vectors and fields); reopening one from its snapshot takes
 milliseconds, so a server with many personas stays within a few hundred MB."""
 
