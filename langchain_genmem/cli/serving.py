@@ -120,8 +120,8 @@ def serve(
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
+    service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     store_of(ctx).claim(command="genmem serve", url=_url(host, port))  # owned until it stops
-    service = _service(ctx, model, base_url, score_in, max_open_personas)
     app_ = _http_app(service, keys, public_url or _url(host, port))
     uvicorn = _uvicorn()
     _log_service("genmem serve")
@@ -181,8 +181,8 @@ def mcp_(
     if transport is Transport.http:
         check_listen(host, keys)
     http = transport is Transport.http  # the folder is owned until the server stops
+    service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     store_of(ctx).claim(command="genmem mcp", url=f"{_url(host, port)}/mcp" if http else None)
-    service = _service(ctx, model, base_url, score_in, max_open_personas)
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)
     _log_service("genmem mcp")

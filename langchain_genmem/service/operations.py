@@ -315,7 +315,9 @@ def _empty(status: str, message: str) -> RetrieveResponse:
 
 
 def _can_rank(store: StoreLocation) -> bool:
-    """Whether the store ranks memories itself; a store not made yet is not opened for it."""
+    """Whether the store ranks memories itself; Chroma (a folder or a server) is not opened."""
+    if store.dsn is None and store.backend_object is None:
+        return False  # Chroma ranks nothing itself
     try:
         backend = store.backend(create=False)
     except ValidationError:
