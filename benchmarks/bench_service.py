@@ -13,8 +13,19 @@ load average: together they say what bounds the server on the machine at hand.
 
 The server is stopped by its own pid at the end, whatever happens.
 
+With ``--personas N`` it measures instead whether a server with many personas stays
+bounded: ``genmem serve --max-open-personas M`` on an empty store is given 10 memories for
+each of N new personas through ``/memories/batch``, one persona after the other. It prints the
+server's resident memory (RSS, from /proc) and the seconds each hundred personas took at
+checkpoints, checks after every write that ``/healthz`` shows at most M personas open, and at
+the end asks a sample of personas closed long ago for their memories (all 10 must come back).
+``--fake-embeddings`` serves with a cheap deterministic 384-d embedding instead of the bundled
+model (same service, started from Python), for a machine where embedding 10 memories per
+persona would take hours; the model itself is loaded once, whatever the persona count.
+
 Usage:
     python benchmarks/bench_service.py [--memories 10000] [--clients 8] [--requests 800]
+    python benchmarks/bench_service.py --personas 10000 [--max-open 64] [--fake-embeddings]
 """
 
 from __future__ import annotations
@@ -337,6 +348,118 @@ def profile(args: argparse.Namespace) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# ---------------------------------------------------------------------------- many personas
+
+FAKE_SERVER = """
+import sys
+import uvicorn
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_genmem.memory.location import StoreLocation
+from langchain_genmem.service import create_app, create_service
+path, port, key, max_open = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+store = StoreLocation(path, embeddings=DeterministicFakeEmbedding(size=384))
+app = create_app(create_service(store, max_open_personas=max_open), api_keys=[key])
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+"""
+
+
+def start_persona_server(path: Path, port: int, log_path: Path, max_open: int | None,
+                         fake: bool) -> subprocess.Popen[bytes]:
+    """`genmem serve` (or, with fake embeddings, the same app from Python) on an empty store."""
+    if fake:
+        argv = [sys.executable, "-c", FAKE_SERVER, str(path), str(port), KEY,
+                str(max_open or 64)]
+    else:
+        argv = [sys.executable, "-m", "langchain_genmem.cli", "--path", str(path), "serve",
+                "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
+        if max_open is not None:
+            argv += ["--max-open-personas", str(max_open)]
+    return start_server(path, port, log_path, argv=argv)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB, from /proc (nan elsewhere)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def persona_name(i: int) -> str:
+    return f"{SUBJECTS[i % len(SUBJECTS)]} {i}"
+
+
+def persona_batch(i: int) -> list[dict[str, object]]:
+    return [{"description": f"{persona_name(i)} {ACTIONS[j]}", "poignancy": 1 + j,
+             "created": f"2023-02-13T{8 + j:02d}:00:00+08:00"} for j in range(10)]
+
+
+def touch_personas(url: str, pid: int, personas: int, every: int) -> dict[str, object]:
+    """Give each persona its 10 memories; RSS and seconds per hundred at each checkpoint."""
+    rows: list[tuple[int, float, float, int]] = []
+    most_open, limit = 0, 0
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"},
+                      timeout=120) as http:
+        rows.append((0, rss_mb(pid), 0.0, 0))
+        started = time.perf_counter()
+        for i in range(personas):
+            r = http.post("/memories/batch", json={"persona_name": persona_name(i),
+                                                   "memories": persona_batch(i)})
+            if r.status_code != 200:
+                raise RuntimeError(f"persona {i}: {r.status_code} {r.text[:300]}")
+            health = http.get("/healthz").json()
+            most_open = max(most_open, health["open_personas"])
+            limit = health["max_open_personas"]
+            if (i + 1) % every == 0 or i + 1 == personas:
+                seconds = time.perf_counter() - started
+                done = i + 1 - rows[-1][0]
+                rows.append((i + 1, rss_mb(pid), seconds * 100 / done, health["open_personas"]))
+                log(f"{i + 1} personas: RSS {rows[-1][1]:.0f} MB, "
+                    f"{rows[-1][2]:.1f} s per hundred")
+                started = time.perf_counter()
+        sample = sorted({0, 1, personas // 3, personas // 2, personas - 1})
+        recalled = {}
+        for i in sample:
+            out = http.post("/retrieve", json={"persona_name": persona_name(i),
+                                               "focal_text": ACTIONS[0], "top_k": 10}).json()
+            recalled[i] = out["debug"]["total_candidates"]
+    return {"rows": rows, "most_open": most_open, "limit": limit, "recalled": recalled}
+
+
+def persona_main(args: argparse.Namespace) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="bench-personas-"))
+    try:
+        port = free_port()
+        proc = start_persona_server(folder / "store", port, folder / "server.out",
+                                    args.max_open, args.fake_embeddings)
+        try:
+            out = touch_personas(f"http://127.0.0.1:{port}", proc.pid, args.personas,
+                                 args.every or max(1, args.personas // 10))
+        finally:
+            stop(proc)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    rows = out["rows"]
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}; embeddings: "
+          f"{'deterministic fake, 384-d' if args.fake_embeddings else 'the bundled model'}")
+    print()
+    print("| personas | RSS MB | s per hundred | open |")
+    print("|---:|---:|---:|---:|")
+    for done, rss, per_hundred, open_now in rows:
+        print(f"| {done} | {rss:.0f} | {per_hundred:.1f} | {open_now} |")
+    print()
+    grown = rows[-1][1] - rows[1][1] if len(rows) > 2 else float("nan")
+    print(f"most personas open at once: {out['most_open']} (limit {out['limit']}); "
+          f"RSS grew {grown:+.0f} MB from the first checkpoint to the last")
+    recalled = out["recalled"]
+    print("memories recalled from personas closed earlier: "
+          + ", ".join(f"{persona_name(i)}: {n}" for i, n in recalled.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
@@ -352,6 +475,14 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile N in-process requests instead")
     parser.add_argument("--echo-server", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--personas", type=int, default=0,
+                        help="measure RSS while touching this many new personas instead")
+    parser.add_argument("--max-open", type=int, default=None,
+                        help="--max-open-personas of the server (default: the server's)")
+    parser.add_argument("--every", type=int, default=0,
+                        help="personas between checkpoints (default: a tenth)")
+    parser.add_argument("--fake-embeddings", action="store_true",
+                        help="serve with a cheap deterministic embedding (personas mode)")
     args = parser.parse_args()
     if args.echo_server is not None:
         echo_server(args.echo_server)
@@ -361,6 +492,9 @@ def main() -> None:
         return
     if args.profile:
         profile(args)
+        return
+    if args.personas:
+        persona_main(args)
         return
 
     folder = Path(tempfile.mkdtemp(prefix="bench-service-"))

@@ -30,6 +30,7 @@ from langchain_genmem.service import (
     check_listen,
     create_service,
 )
+from langchain_genmem.service.streams import DEFAULT_MAX_OPEN
 
 if TYPE_CHECKING:
     from langchain_genmem.service import KeyRing, MemoryService
@@ -56,6 +57,14 @@ KeysFile = Annotated[
 ]
 Model = Annotated[
     str | None, typer.Option("--model", help="Chat model name (default: OPENAI_MODEL).")
+]
+MaxOpen = Annotated[
+    int,
+    typer.Option(
+        "--max-open-personas", min=1,
+        help="Most personas kept open at once; the least recently used one is closed "
+        "(access times flushed, memory freed) beyond it and reopens on its next request.",
+    ),
 ]
 BaseUrl = Annotated[
     str | None,
@@ -105,13 +114,14 @@ def serve(
     model: Model = None,
     base_url: BaseUrl = None,
     score_in: ScoreInOption = ScoreIn.process,
+    max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
+    service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     store_of(ctx).claim(command="genmem serve", url=_url(host, port))  # owned until it stops
-    service = _service(ctx, model, base_url, score_in)
     app_ = _http_app(service, keys, public_url or _url(host, port))
     uvicorn = _uvicorn()
     _log_service("genmem serve")
@@ -162,6 +172,7 @@ def mcp_(
     model: Model = None,
     base_url: BaseUrl = None,
     score_in: ScoreInOption = ScoreIn.process,
+    max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
 ) -> None:
     """Serve the memory as MCP tools: remember, recall, recall_keywords, reflect, persona_stats."""
     keys = _keys(api_key, keys_file)
@@ -170,15 +181,16 @@ def mcp_(
     if transport is Transport.http:
         check_listen(host, keys)
     http = transport is Transport.http  # the folder is owned until the server stops
+    service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     store_of(ctx).claim(command="genmem mcp", url=f"{_url(host, port)}/mcp" if http else None)
-    service = _service(ctx, model, base_url, score_in)
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)
     _log_service("genmem mcp")
+    from langchain_genmem.service.mcp import mcp_http_app, run_stdio  # lazy: optional extra
+
     if transport is Transport.stdio:
-        server.run("stdio")
+        run_stdio(server)
         return
-    from langchain_genmem.service.mcp import mcp_http_app  # lazy: optional extra
 
     typer.echo(f"genmem mcp: {store_of(ctx).where()} on {_url(host, port)}/mcp", err=True)
     _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
@@ -199,10 +211,11 @@ def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:
 
 
 def _service(
-    ctx: typer.Context, model: str | None, base_url: str | None, score_in: ScoreIn
+    ctx: typer.Context, model: str | None, base_url: str | None, score_in: ScoreIn,
+    max_open: int,
 ) -> MemoryService:
     return create_service(store_of(ctx), model=_chat_model(model, base_url),
-                          score_in=score_in.value)
+                          score_in=score_in.value, max_open_personas=max_open)
 
 
 def _chat_model(model: str | None, base_url: str | None) -> Any:

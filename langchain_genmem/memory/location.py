@@ -192,6 +192,17 @@ class StoreLocation:
         self._opened.append(stream)
         return stream
 
+    def forget(self, stream: MemoryStream) -> None:
+        """Stop keeping a stream its owner has closed, so its memory can be freed.
+
+        A long-running owner (the service's pool of persona streams) closes streams it no
+        longer needs; without this the location would keep each one until :meth:`close`.
+
+        Args:
+            stream: a stream opened (or tracked) here.
+        """
+        self._opened = [s for s in self._opened if s is not stream]
+
     def close(self) -> None:
         """Close every stream opened here (flushing access times), then the backend."""
         opened, self._opened = self._opened, []

@@ -89,8 +89,16 @@ DESCRIPTION = (
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorReply, "description": "No valid API key."},
     403: {"model": ErrorReply, "description": "The key may not use this persona."},
+    413: {"model": ErrorReply, "description": "The request body is over the limit."},
     422: {"model": ErrorReply, "description": "Bad input; names the field."},
+    503: {"model": ErrorReply, "description": "The store (or the chat model) is unavailable."},
 }
+_NOT_FOUND = {404: {"model": ErrorReply, "description": "No memories for this persona."}}
+_REFLECT = {
+    409: {"model": ErrorReply, "description": "A reflection of this persona is running."},
+    502: {"model": ErrorReply, "description": "The chat model's reply could not be read."},
+}
+_ANYONE = {413: _ERRORS[413], 503: _ERRORS[503]}  # no key needed
 _STATUS_OF: tuple[tuple[type[GenMemError], int], ...] = (
     (ValidationError, 422),
     (ReflectionBusyError, 409),
@@ -224,7 +232,7 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         _allow(key, body.persona_name)
         return service.keyword_retrieve(body)
 
-    @app.post("/reflect", operation_id="reflect", responses=_ERRORS)
+    @app.post("/reflect", operation_id="reflect", responses={**_ERRORS, **_REFLECT})
     def reflect(body: ReflectRequest, key: Caller) -> ReflectResponse:
         """Reflect: turn the persona's recent memories into thoughts with evidence.
 
@@ -239,7 +247,9 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         """The personas in the store that this API key may use."""
         return PersonaList(personas=[p for p in service.personas() if key.allows(p)])
 
-    @app.get("/personas/{name}", operation_id="get_persona", responses=_ERRORS)
+    # {name:path}: a persona named "a/b" is reached as /personas/a%2Fb (or /personas/a/b)
+    @app.get("/personas/{name:path}", operation_id="get_persona",
+             responses={**_ERRORS, **_NOT_FOUND})
     def get_persona(
         name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
         key: Caller,
@@ -251,10 +261,12 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
             raise HTTPException(404, f"name: no memories for persona {name!r}")
         return stats
 
-    @app.get("/healthz", operation_id="health")
+    @app.get("/healthz", operation_id="health", responses=_ANYONE)
     def health() -> Health:
-        """Liveness, the version and the input limits (no key needed)."""
-        return Health(status="ok", version=app.version, limits=LIMITS)
+        """Liveness, the version, the input limits and the open personas (no key needed)."""
+        return Health(status="ok", version=app.version, limits=LIMITS,
+                      open_personas=service.streams.open_count,
+                      max_open_personas=service.streams.max_open)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -97,27 +97,38 @@ def create_mcp_server(
         The FastMCP server; ``run("stdio")`` or :func:`mcp_http_app`.
     """
     ring = keys or KeyRing()
-
-    @asynccontextmanager
-    async def lifespan(server: FastMCP) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            closed = await anyio.to_thread.run_sync(service.close)
-            logger.info("stopped: %d persona stream(s) closed, access times flushed", closed)
-
-    mcp = FastMCP("genmem", instructions=INSTRUCTIONS, host=host, port=port, lifespan=lifespan,
+    # No FastMCP lifespan: the SDK runs it once per client session over streamable HTTP,
+    # and the streams must outlive sessions. run_stdio and mcp_http_app close them once.
+    mcp = _Server("genmem", instructions=INSTRUCTIONS, host=host, port=port,
                   log_level="WARNING")
     tools = _Tools(service, default_persona, ring)
     for fn in (tools.remember, tools.recall, tools.recall_keywords, tools.reflect,
                tools.persona_stats):
         mcp.add_tool(fn, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""))
     mcp.genmem_keys = ring  # type: ignore[attr-defined]
+    mcp.genmem_service = service  # type: ignore[attr-defined]
     return mcp
+
+
+def run_stdio(mcp: FastMCP) -> None:
+    """Serve one client over stdio, then close (flush) the persona streams once.
+
+    Args:
+        mcp: a server from :func:`create_mcp_server`.
+    """
+    try:
+        mcp.run("stdio")
+    finally:
+        _stopped(mcp.genmem_service.close())  # type: ignore[attr-defined]
 
 
 def mcp_http_app(mcp: FastMCP) -> Any:
     """The streamable HTTP app of an MCP server, with its keys checked (401 without one).
+
+    Client sessions come and go while the server runs; the persona streams are closed once,
+    when the app shuts down. The SDK's noise about ordinary events (a session ending, a
+    request method it does not know, such as a client's ``server/discover`` probe, which is
+    answered with an error reply) is logged at DEBUG, not as warnings with tracebacks.
 
     Args:
         mcp: a server from :func:`create_mcp_server`.
@@ -125,7 +136,59 @@ def mcp_http_app(mcp: FastMCP) -> Any:
     Returns:
         An ASGI app serving ``/mcp``.
     """
-    return _RequireKey(mcp.streamable_http_app(), mcp.genmem_keys)  # type: ignore[attr-defined]
+    app = mcp.streamable_http_app()
+    sessions = app.router.lifespan_context
+    service: MemoryService = mcp.genmem_service  # type: ignore[attr-defined]
+
+    @asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        try:
+            async with sessions(app_) as state:
+                yield state
+        finally:
+            _stopped(await anyio.to_thread.run_sync(service.close))
+
+    app.router.lifespan_context = lifespan
+    quiet_sdk_noise()
+    return _RequireKey(app, mcp.genmem_keys)  # type: ignore[attr-defined]
+
+
+def _stopped(closed: int) -> None:
+    logger.info("stopped: %d persona stream(s) closed, access times flushed", closed)
+
+
+class _Ordinary(logging.Filter):
+    """Logs the MCP SDK's reports of ordinary events at DEBUG (dropped unless DEBUG is on).
+
+    A session's end closes its event stream under a writer (``ClosedResourceError``), and a
+    request the SDK's schema does not know is reported with every validation error of every
+    request type it does know (about 200 lines); both are answered or harmless.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        closed = isinstance(error, anyio.ClosedResourceError | anyio.BrokenResourceError)
+        unknown = str(record.msg).startswith(("Failed to validate request",
+                                              "Failed to validate notification"))
+        if not (closed or unknown):
+            return True
+        first = str(record.msg).split("\n", 1)[0]
+        record.msg, record.args, record.exc_info, record.exc_text = first, (), None, None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_QUIET = _Ordinary()
+# The SDK logs these on its transport's logger and (validation) on the root logger.
+_NOISY_LOGGERS = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager", "")
+
+
+def quiet_sdk_noise() -> None:
+    """Install :class:`_Ordinary` on the SDK's loggers (once)."""
+    for name in _NOISY_LOGGERS:
+        log = logging.getLogger(name)
+        if _QUIET not in log.filters:
+            log.addFilter(_QUIET)
 
 
 class _Tools:
@@ -187,7 +250,7 @@ class _Tools:
                   "subject": subject, "predicate": predicate, "object": object,
                   "evidence": evidence, "conversation": conversation, "speaker": speaker}
         item = _valid(MemoryItem, fields)
-        out = await self._call(self.service.add, name, [item])
+        out = await self._call(self.service.add, name, [item], names={"items[0].": ""})
         return out.memories[0].model_dump(mode="json")
 
     async def recall(
@@ -233,10 +296,10 @@ class _Tools:
             window = {"created_after": when(since, "since"), "created_before": when(until, "until")}
         except GenMemError as e:
             raise ToolError(str(e)) from e
-        request = _valid(RetrieveRequest, {
+        request = _valid(RetrieveRequest, names=_RECALL_NAMES, fields={
             "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
             "lexical_weight": lexical_weight, "idle_filter": idle_filter, **window})
-        out = await self._call(self.service.retrieve, request)
+        out = await self._call(self.service.retrieve, request, names=_RECALL_NAMES)
         return out.model_dump(mode="json")
 
     async def recall_keywords(
@@ -317,21 +380,61 @@ class _Tools:
         return self.keys.authenticate(token_of(request.headers))
 
     @staticmethod
-    async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _call(
+        fn: Callable[..., Any], *args: Any, names: dict[str, str] | None = None, **kwargs: Any
+    ) -> Any:
         try:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         except GenMemError as e:
-            raise ToolError(str(e)) from e
+            raise ToolError(_renamed(str(e), names or {})) from e
 
 
-def _valid(model: Any, fields: dict[str, Any]) -> Any:
+# The request fields recall fills, by the names of recall's own arguments.
+_RECALL_NAMES = {"focal_text": "query", "top_k": "k", "created_after": "since",
+                 "created_before": "until", "persona_name": "persona"}
+
+
+def _renamed(message: str, names: dict[str, str]) -> str:
+    """A message whose leading field name is an internal one, with the tool's name for it."""
+    for inner, outer in names.items():
+        if message.startswith(inner):
+            return outer + message[len(inner):]
+    return message
+
+
+def _valid(model: Any, fields: dict[str, Any], names: dict[str, str] | None = None) -> Any:
     try:
         return model.model_validate(fields)
     except PydanticValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(x) for x in first["loc"])
-        msg = f"{field}: {first['msg']}"
-        raise ToolError(msg) from e
+        raise ToolError(_renamed(plain_error(e), names or {})) from e
+
+
+def plain_error(error: PydanticValidationError) -> str:
+    """The first problem of a validation error as ``argument: what is wrong``.
+
+    Args:
+        error: pydantic's error.
+
+    Returns:
+        One line naming the argument, without pydantic's model names or links.
+    """
+    first = error.errors()[0]
+    field = ".".join(str(x) for x in first["loc"]) or "arguments"
+    return f"{field}: {first['msg']}"
+
+
+class _Server(FastMCP):
+    """FastMCP whose argument errors name the tool's arguments in one plain line."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call a tool; an argument the SDK refuses is reported as ``tool: argument: why``."""
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as e:
+            if isinstance(e.__cause__, PydanticValidationError):
+                msg = f"{name}: {plain_error(e.__cause__)}"
+                raise ToolError(msg) from e.__cause__
+            raise
 
 
 def token_of(headers: Any) -> str | None:

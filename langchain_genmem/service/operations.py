@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.documents import Document
 
@@ -42,7 +42,10 @@ from langchain_genmem.service.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
-from langchain_genmem.service.streams import StreamPool
+from langchain_genmem.service.streams import DEFAULT_MAX_OPEN, StreamPool
+
+if TYPE_CHECKING:
+    from langchain_genmem.memory.stream import MemoryStream
 
 
 class ReflectionBusyError(GenMemError):
@@ -84,9 +87,14 @@ class MemoryService:
         Returns:
             The reply.
         """
-        stream = self.streams.find(request.persona_name)
-        if stream is None:
-            return _empty("no_candidates", f"no memories for persona {request.persona_name!r}")
+        with self.streams.reading(request.persona_name) as stream:
+            if stream is None:
+                return _empty(
+                    "no_candidates", f"no memories for persona {request.persona_name!r}"
+                )
+            return self._retrieve(stream, request)
+
+    def _retrieve(self, stream: MemoryStream, request: RetrieveRequest) -> RetrieveResponse:
         retriever = GenerativeAgentsRetriever(
             stream=stream, score_in=self.score_in, **request.scoring(), **request.filters()
         )
@@ -126,14 +134,15 @@ class MemoryService:
         Returns:
             The newest ``limit`` of each, with the full counts.
         """
-        stream = self.streams.find(request.persona_name)
-        if stream is None:
-            return KeywordResponse(persona_name=request.persona_name, status="no_candidates",
-                                   event_count=0, thought_count=0, events=[], thoughts=[])
-        stream.refresh()
-        spo = (request.subject, request.predicate, request.object)
-        events = stream.retrieve_relevant_events(*spo)
-        thoughts = stream.retrieve_relevant_thoughts(*spo)
+        with self.streams.reading(request.persona_name) as stream:
+            if stream is None:
+                return KeywordResponse(persona_name=request.persona_name,
+                                       status="no_candidates", event_count=0, thought_count=0,
+                                       events=[], thoughts=[])
+            stream.refresh()
+            spo = (request.subject, request.predicate, request.object)
+            events = stream.retrieve_relevant_events(*spo)
+            thoughts = stream.retrieve_relevant_thoughts(*spo)
         return KeywordResponse(
             persona_name=request.persona_name,
             status="ok" if events or thoughts else "no_candidates",
@@ -156,11 +165,11 @@ class MemoryService:
         Returns:
             The statistics, or None for an unknown persona.
         """
-        stream = self.streams.find(persona)
-        if stream is None:
-            return None
-        stream.refresh()
-        stats = stream_stats(stream, top=10)
+        with self.streams.reading(persona) as stream:
+            if stream is None:
+                return None
+            stream.refresh()
+            stats = stream_stats(stream, top=10)
         stats["depths"] = {str(k): v for k, v in stats["depths"].items()}
         return PersonaStats.model_validate(stats)
 
@@ -190,7 +199,8 @@ class MemoryService:
                         "to rate it (start it with OPENAI_API_KEY set to let it rate memories)"
                     )
                     raise ValidationError(msg, field="poignancy")
-        nodes = self.streams.open(persona).add_many(inputs)
+        with self.streams.writing(persona) as stream:
+            nodes = stream.add_many(inputs)
         return AddResponse(persona_name=persona, count=len(nodes),
                            memories=[memory_of(n) for n in nodes])
 
@@ -211,27 +221,27 @@ class MemoryService:
         if self.model is None:
             raise ConfigurationError(f"reflect: {MISSING_KEY_HINT}")
 
-        stream = self.streams.find(persona)
-        if stream is None:
-            return ReflectResponse(persona_name=persona, status="not_due", focal_points=[],
-                                   thoughts=[], dropped=0, llm_calls=0)
-        lock = self.streams.reflection_lock(persona)
-        if not lock.acquire(blocking=False):
-            msg = f"a reflection of {persona!r} is already running; try again when it ends"
-            raise ReflectionBusyError(msg)
-        try:
-            stream.refresh()
-            out = create_reflection_graph(self.model, stream, force=force).invoke({})
-        finally:
-            lock.release()
-        return ReflectResponse(
-            persona_name=persona,
-            status=out["status"],
-            focal_points=out.get("focal_points", []),
-            thoughts=[memory_of(stream.get(i)) for i in out.get("written", [])],
-            dropped=len(out.get("dropped", [])),
-            llm_calls=out.get("llm_calls", 0),
-        )
+        with self.streams.reading(persona) as stream:
+            if stream is None:
+                return ReflectResponse(persona_name=persona, status="not_due", focal_points=[],
+                                       thoughts=[], dropped=0, llm_calls=0)
+            lock = self.streams.reflection_lock(persona)
+            if not lock.acquire(blocking=False):
+                msg = f"a reflection of {persona!r} is already running; try again when it ends"
+                raise ReflectionBusyError(msg)
+            try:
+                stream.refresh()
+                out = create_reflection_graph(self.model, stream, force=force).invoke({})
+            finally:
+                lock.release()
+            return ReflectResponse(
+                persona_name=persona,
+                status=out["status"],
+                focal_points=out.get("focal_points", []),
+                thoughts=[memory_of(stream.get(i)) for i in out.get("written", [])],
+                dropped=len(out.get("dropped", [])),
+                llm_calls=out.get("llm_calls", 0),
+            )
 
     def close(self) -> int:
         """Flush and close every open stream.
@@ -307,7 +317,9 @@ def _empty(status: str, message: str) -> RetrieveResponse:
 
 
 def _can_rank(store: StoreLocation) -> bool:
-    """Whether the store ranks memories itself; a store not made yet is not opened for it."""
+    """Whether the store ranks memories itself; Chroma (a folder or a server) is not opened."""
+    if store.dsn is None and store.backend_object is None:
+        return False  # Chroma ranks nothing itself
     try:
         backend = store.backend(create=False)
     except ValidationError:
@@ -320,6 +332,7 @@ def create_service(
     *,
     model: Any = None,
     score_in: Literal["process", "database"] = "process",
+    max_open_personas: int = DEFAULT_MAX_OPEN,
 ) -> MemoryService:
     """A memory service over a store.
 
@@ -331,6 +344,8 @@ def create_service(
         score_in: ``"database"``: the store ranks every retrieval and the streams are lazy
             (``MemoryStream(..., lazy=True)``), so the service holds no persona in memory
             and any number of replicas can serve one PostgreSQL database.
+        max_open_personas: the most personas kept open at once; the least recently used
+            one is closed (its memory freed) beyond that, and reopens on its next request.
 
     Returns:
         The service; streams open on the first request that needs them.
@@ -348,5 +363,6 @@ def create_service(
         msg = (f"score_in 'database': {store.where()} cannot rank memories itself; "
                "serve a PostgreSQL database (--dsn) or rank in process")
         raise ConfigurationError(msg)
-    pool = StreamPool.from_store(store, importance=importance, lazy=lazy)
+    pool = StreamPool.from_store(store, importance=importance, lazy=lazy,
+                                 max_open=max_open_personas)
     return MemoryService(pool, model=model, score_in=score_in)

@@ -17,10 +17,17 @@ normalised ``dense`` and ``lexical``, raw ``cosine`` and ``bm25``), ``accessed_i
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
 
 from langchain_genmem.core.modes import (
     DECAY,
@@ -66,6 +73,17 @@ LIMITS: dict[str, float] = {
     "request body bytes": MAX_BODY_BYTES,
 }
 """Every limit, as the README and ``GET /healthz`` state them."""
+
+def _utc(value: datetime) -> datetime:
+    """A stored time with its zone: the store keeps UTC (naive inputs are taken as UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+Instant = Annotated[datetime, AfterValidator(_utc)]
+"""A time in a reply, always with its zone (``...Z``): an input given at ``+05:00`` comes back
+as the same instant in UTC."""
 
 NodeKind = NodeType
 RecencyModeName = RecencyMode  # the modes are core.modes'; these names stay importable
@@ -263,8 +281,8 @@ class RetrievedNode(BaseModel):
     id: str = Field(description="The memory's id (the Dify workflow's `id`; same as node_id).")
     node_id: str
     type: NodeKind
-    created_at: datetime
-    last_accessed: datetime
+    created_at: Instant
+    last_accessed: Instant
     description: str
     poignancy: float
     subject: str
@@ -397,9 +415,9 @@ class Memory(BaseModel):
     node_id: str
     type: NodeKind
     depth: int
-    created: datetime
-    last_accessed: datetime
-    expiration: datetime | None
+    created: Instant
+    last_accessed: Instant
+    expiration: Instant | None
     poignancy: float
     description: str
     subject: str
@@ -494,15 +512,19 @@ class PersonaStats(BaseModel):
         description="Weights, decay, relevance_mode (dense, lexical or hybrid) and lexical_weight."
     )
     vector_size: int | None
-    clock: datetime
+    clock: Instant
 
 
 class Health(BaseModel):
-    """Liveness and the input limits."""
+    """Liveness, the input limits and the open personas."""
 
     status: Literal["ok"]
     version: str
     limits: dict[str, float]
+    open_personas: int = Field(description="Persona streams open in the server now.")
+    max_open_personas: int = Field(
+        description="The most kept open; the least recently used is closed beyond it."
+    )
 
 
 class ErrorReply(BaseModel):

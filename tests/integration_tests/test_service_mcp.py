@@ -80,7 +80,14 @@ async def test_remember_then_recall_over_stdio(tmp_path):
         stats = payload(await tools["persona_stats"].ainvoke({}))
         assert stats["memories"] == 2
         bad = payload(await tools["recall"].ainvoke({"query": "派对", "k": 999}))
-        assert "k" in bad and "less than or equal to 200" in bad
+        assert "recall: k: Input should be less than or equal to 200" in bad
+        assert "validation error for" not in bad and "recallArguments" not in bad
+        blank = payload(await tools["recall"].ainvoke({"query": "   "}))
+        assert "query: " in blank and "focal_text" not in blank
+        cited = payload(await tools["remember"].ainvoke(
+            {"description": "伊莎贝拉的想法", "type": "thought", "poignancy": 3,
+             "evidence": "node_99"}))
+        assert "remember: evidence: no memory" in cited and "items[" not in cited, cited
         words = payload(await tools["recall"].ainvoke(
             {"query": "情人节派对", "relevance": "hybrid", "lexical_weight": 1, "k": 2}))
         top = words["retrieved_nodes"][0]
@@ -131,3 +138,50 @@ async def test_streamable_http_checks_keys_and_scopes(tmp_path):
         assert r.status_code == 401 and r.json()["message"] == "missing or unknown API key"
     assert "access times flushed" in srv.last_output
     assert len(Store(Path(store)).open(PERSONA)) == 1
+
+
+def discover(url: str, headers: dict[str, str]) -> httpx.Response:
+    """A raw `server/discover` request inside a session, as some clients send first."""
+    accept = {**headers, "Accept": "application/json, text/event-stream"}
+    with httpx.Client(headers=accept, timeout=30) as http:
+        init = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                    "params": {"protocolVersion": "2025-06-18",
+                                               "capabilities": {},
+                                               "clientInfo": {"name": "探测", "version": "1"}}})
+        assert init.status_code == 200, init.text
+        session = {"mcp-session-id": init.headers["mcp-session-id"]}
+        http.post(url, headers=session,
+                  json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        reply = http.post(url, headers=session,
+                          json={"jsonrpc": "2.0", "id": 2, "method": "server/discover",
+                                "params": {}})
+        http.delete(url, headers=session)
+        return reply
+
+
+@pytest.mark.slow
+async def test_sessions_come_and_go_quietly_and_the_streams_close_once(tmp_path):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    store = tmp_path / "store"
+    with GenmemServer(store, "--api-key", ADMIN, global_args=["--persona", PERSONA],
+                      command=("mcp", "--transport", "http")) as srv:
+        url = f"{srv.url}/mcp"
+        headers = {"Authorization": f"Bearer {ADMIN}"}
+        for i in range(3):  # each session starts and ends while the server keeps serving
+            async with httpx.AsyncClient(headers=headers) as http, \
+                    streamable_http_client(url, http_client=http) as (read, write, _), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                out = await session.call_tool("remember", {"description": f"第{i}次会话",
+                                                           "poignancy": 2})
+                assert not out.isError, out.content
+        reply = discover(url, headers)
+        assert reply.status_code == 200 and '"error"' in reply.text  # an error reply, quietly
+    log = srv.last_output
+    assert log.count("stopped:") == 1, log
+    assert "stopped: 1 persona stream(s) closed" in log
+    for noise in ("ERROR", "WARNING", "Traceback", "ClosedResourceError", "validation error"):
+        assert noise not in log, log
+    assert len(Store(Path(store)).open(PERSONA)) == 3

@@ -4,6 +4,8 @@ test, and reflection through ChatOpenAI against the scripted OpenAI server."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -197,3 +199,23 @@ def test_reflect_and_rating_through_chatopenai(tmp_path, scripted_openai, monkey
         assert stats["types"]["thought"] == 2 and stats["trigger"]["importance_ele_n"] == 0
     paths = [r["path"] for r in openai.requests()]
     assert paths and all(p.endswith("/chat/completions") for p in paths)
+
+
+@pytest.mark.slow
+def test_bench_personas_mode_stays_within_the_open_limit():
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, str(repo / "benchmarks" / "bench_service.py"), "--personas", "30",
+         "--max-open", "5", "--every", "10"],
+        capture_output=True, text=True, timeout=900, cwd=repo, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    table = lines.index("| personas | RSS MB | s per hundred | open |")
+    rows = [line.strip("|").split("|") for line in lines[table + 2: table + 6]]
+    assert [int(r[0]) for r in rows] == [0, 10, 20, 30]
+    assert all(int(r[3]) <= 5 for r in rows)
+    assert "most personas open at once: 5 (limit 5)" in out.stdout
+    recalled = next(line for line in lines if line.startswith("memories recalled"))
+    counts = [int(part.rsplit(": ", 1)[1]) for part in recalled.split(": ", 1)[1].split(", ")]
+    assert counts and all(n == 10 for n in counts)  # closed personas answer with all they had

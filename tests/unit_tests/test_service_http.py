@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -135,7 +136,7 @@ def test_a_key_lists_only_its_personas(client):
     assert client.get(f"/personas/{OTHER}", headers=bearer(ISABELLA_ONLY)).status_code == 403
     stats = client.get(f"/personas/{PERSONA}", headers=bearer(ISABELLA_ONLY)).json()
     assert stats["memories"] == 1 and stats["types"]["event"] == 1
-    assert stats["clock"] == "2023-02-14T09:00:00"
+    assert stats["clock"] == "2023-02-14T09:00:00Z"  # with its zone
     assert stats["settings"]["relevance_mode"] == "dense"
     assert stats["settings"]["lexical_weight"] == DEFAULT_LEXICAL_WEIGHT
     r = client.get("/personas/nobody", headers=bearer(ADMIN))
@@ -196,7 +197,7 @@ def test_english_and_chinese_memories_come_back_with_seed_001s_fields(client):
     assert all(0 <= n[c] <= 1 for n in nodes for c in ("recency", "relevance", "importance"))
     assert nodes[0]["score"] >= nodes[1]["score"]
     assert out["accessed_ids"] == [n["node_id"] for n in nodes]
-    assert all(n["last_accessed"] == "2023-02-14T09:00:00" for n in nodes)
+    assert all(n["last_accessed"] == "2023-02-14T09:00:00Z" for n in nodes)
     assert out["debug"] == {"total_candidates": 3, "retrieved_count": 2,
                             "min_score": pytest.approx(out["debug"]["min_score"]),
                             "max_score": nodes[0]["score"]}
@@ -457,10 +458,49 @@ def test_shutdown_flushes_access_times(store):
     with TestClient(app_) as c:
         c.post("/memories", json={"persona_name": PERSONA, "description": "记得", "poignancy": 2,
                                   "created": "2023-02-13 08:00:00"})
-        app_.state.service.streams.open(PERSONA).flush_interval = 3600  # no timer flush
+        with app_.state.service.streams.writing(PERSONA) as stream:
+            stream.flush_interval = 3600  # no timer flush
         out = c.post("/retrieve", json={"persona_name": PERSONA, "focal_text": "记得"}).json()
         assert out["accessed_ids"] == ["node_1"]
         stored = Store(store.path).backend().read_nodes(PERSONA, 1, 1)[0].node
         assert stored.last_accessed == datetime(2023, 2, 13, 8)  # not written yet
     stored = Store(store.path).backend().read_nodes(PERSONA, 1, 1)[0].node
     assert stored.last_accessed == NOW
+
+
+# ---------------------------------------------------------------------------- edges
+
+
+@pytest.mark.parametrize("name", ["a/b", "伊莎贝拉/日记", "玛丽亚 洛佩兹", "50% sure"])
+def test_every_persona_name_a_write_takes_is_reachable_by_get(client, name):
+    add(client, name, f"{name} 在咖啡馆", 3)
+    quoted = quote(name, safe="")
+    r = client.get(f"/personas/{quoted}", headers=bearer(ADMIN))
+    assert r.status_code == 200, r.text
+    assert r.json()["persona"] == name and r.json()["memories"] == 1
+    assert name in client.get("/personas", headers=bearer(ADMIN)).json()["personas"]
+
+
+def test_times_come_back_with_their_zone_and_the_same_instant(client):
+    node = add(client, PERSONA, "伊莎贝拉在德里喝茶", 3, created="2023-02-13T10:00:00+05:00")
+    assert node["created"] == "2023-02-13T05:00:00Z"  # the instant, in UTC, zone shown
+    naive = add(client, PERSONA, "伊莎贝拉在浇花", 1, created="2023-02-13 08:00:00")
+    assert naive["created"] == "2023-02-13T08:00:00Z"  # a time without zone is taken as UTC
+    out = client.post("/retrieve", headers=bearer(ADMIN),
+                      json={"persona_name": PERSONA, "focal_text": "喝茶", "top_k": 2}).json()
+    for found in out["retrieved_nodes"]:
+        for key in ("created_at", "last_accessed"):
+            assert datetime.fromisoformat(found[key]).tzinfo is not None
+
+
+def test_every_status_the_service_answers_is_declared(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    declared = {(path, method): set(op["responses"]) for path, ops in paths.items()
+                for method, op in ops.items()}
+    for (path, _method), codes in declared.items():
+        if path != "/healthz":
+            assert {"401", "403", "413", "422", "503"} <= codes, path
+    assert "404" in declared[("/personas/{name}", "get")]
+    assert {"409", "502"} <= declared[("/reflect", "post")]
+    # and the answers really are among them
+    assert client.get("/personas/nobody", headers=bearer(ADMIN)).status_code == 404
