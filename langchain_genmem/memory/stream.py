@@ -29,10 +29,13 @@ Many writers: every write takes the backend's write right for the persona
 others committed, and numbers its nodes after theirs. Threads of one process are always
 safe. On PostgreSQL any number of processes may write (a transaction holding an advisory
 lock on the persona). On a Chroma server (``client=chromadb.HttpClient(...)``) writers in
-many processes are serialised by a lease; an embedded folder (``path=``) can be written by
-one process at a time (Chroma keeps a per-process index of a folder), so a second process
-that tries to write gets :class:`~langchain_genmem.core.errors.ConcurrentWriterError` naming the
-writer; use a server for many processes. A crashed write leaves nothing visible, and its
+many processes are serialised by a lease. An embedded folder (``path=``) has one owner at a
+time (Chroma keeps a per-process index of a folder): a process takes it at its first write,
+access times included, and keeps it until :meth:`MemoryStream.close` or its end; a second
+process that writes waits, then gets
+:class:`~langchain_genmem.core.errors.ConcurrentWriterError` naming the owner (at once when
+the owner is ``genmem serve`` or ``genmem mcp``, with its URL); use a server or a database
+for many processes. A crashed write leaves nothing visible, and its
 leftover records are removed at the next write (counted in
 :attr:`MemoryStream.orphans_removed`). Other processes see new memories at their next
 retrieval.
