@@ -146,7 +146,8 @@ def expected_nodes(step: int, ids: list[str]) -> dict[str, dict]:
     }
     for node_id, spec in specs.items():
         spec.update(common, node_id=node_id, node_count=int(node_id.split("_")[1]),
-                    embedding_key=spec["description"])
+                    embedding_key=spec["description"], conversation=None, speaker=None)
+    specs[c]["embedding_key"] = f"step {step}: chat with Klaus\nMaria: 你好\nKlaus: hi"
     return specs
 
 
@@ -175,7 +176,7 @@ def test_sigkill_at_every_point_of_a_write_leaves_nothing_to_inherit(spawned, tm
         for node_id, want in expected_nodes(step, out["ids"]).items():
             got = {k: v for k, v in nodes[node_id].items() if k != "type_count"}
             assert got == want, node_id
-            assert np.allclose(vectors[node_id], fake.embed_documents([want["description"]])[0])
+            assert np.allclose(vectors[node_id], fake.embed_documents([want["embedding_key"]])[0])
             assert want["type"] == "chat" or node_id in dump["retrieved"], node_id
         expected_count += 4
     # the crashed writes: none visible except the one killed after its state was stored

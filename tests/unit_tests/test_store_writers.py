@@ -77,7 +77,7 @@ def test_a_crashed_writes_records_are_removed_and_lend_nothing(shared):
         "created": T0, "expiration": None, "last_accessed": T0, "subject": PERSONA,
         "predicate": "", "object": "", "description": "after the crash",
         "embedding_key": "after the crash", "poignancy": 3.0, "keywords": [PERSONA],
-        "filling": [],
+        "filling": [], "conversation": None, "speaker": None,
     }
     assert np.allclose(shared().vector("node_2"),
                        DeterministicFakeEmbedding(size=8).embed_documents(["after the crash"])[0])
