@@ -235,9 +235,12 @@ class ChromaBackend:
         """The persona's revision and node count, or None for a persona never written.
 
         The state record and the run of single-memory commits above it are read back,
-        unless this backend wrote them last and nobody else can have written since
-        (:meth:`_own_record`): then only the id above them is looked up (a crashed write's
-        leftover would start there).
+        unless this backend made the last write, it completed, and nobody else can have
+        written since (:meth:`_own_record`): then nothing is read. A crashed write's
+        leftover cannot sit above that head: a write drops this knowledge before it stores
+        anything and takes it back only once it completed, so a write that failed or was
+        interrupted (even by ``KeyboardInterrupt``) makes the next look read the records
+        back, and the leftover is found there.
         """
         own = self._own_record(persona)
         known = self._known.get(persona)
@@ -259,11 +262,8 @@ class ChromaBackend:
         return head
 
     def _own_head(self, persona: str, known: StreamState) -> Head:
-        """The head this backend committed last, and whether a record sits right above it."""
-        above = _node_id(persona, f"node_{known.node_count + 1}")
-        with self._reading(persona):
-            probe = self.nodes.get(ids=[above], include=[])
-        self._above[persona] = (known.node_count, bool(probe["ids"]))
+        """The head this backend committed last; nothing sits above it (see :meth:`read_head`)."""
+        self._above[persona] = (known.node_count, False)
         return Head(rev=known.rev, node_count=known.node_count)
 
     def _place(self, persona: str) -> tuple[str, ...]:
@@ -289,6 +289,10 @@ class ChromaBackend:
         """Note that this backend made the persona's last write (a commit or a state)."""
         if self.kind != "server":
             _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
+
+    def _writing(self, persona: str) -> None:
+        """Until this write completes, the next look reads the persona back (it may fail)."""
+        _LAST_WRITER.pop(self._place(persona), None)
 
     def _forget(self, persona: str) -> None:
         """Read the persona back at the next look: a write failed or went elsewhere."""
@@ -417,8 +421,8 @@ class ChromaBackend:
         ascending order from there, and leftovers are deleted highest first (here and when
         a failed write undoes itself). So one lookup of that id tells whether there are
         any (about a millisecond; none when the ``read_head`` of this write, inside the same
-        write right, already saw that id absent); only then are they all looked up and
-        deleted.
+        write right, already knows that id absent: it read it, or this backend's own last
+        write completed); only then are they all looked up and deleted.
 
         Args:
             persona: the persona.
@@ -461,6 +465,7 @@ class ChromaBackend:
         lease = getattr(self._held, "lease", None)
         token = None if lease is None else lease.token
         written: list[str] = []
+        self._writing(persona)
         try:
             if change is not None:
                 self._check_lease(persona)
