@@ -445,7 +445,14 @@ class ChromaBackend:
             self._delete_highest_first(ordered)
         return len(ordered)
 
-    def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
+    def commit(
+        self,
+        persona: str,
+        nodes: Sequence[StoredNode],
+        state: StreamState,
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         """Store new nodes page by page, then the state that makes them visible.
 
         The records' ids are free: :meth:`remove_uncommitted` ran in the same write right, so
@@ -454,14 +461,15 @@ class ChromaBackend:
 
         One new node that follows the state this backend last read or wrote is committed by
         its own record (one Chroma write; see the module docstring), up to
-        :data:`CHAIN_MAX` in a row. On any failure the records already written are deleted
-        again and nothing is visible.
+        :data:`CHAIN_MAX` in a row; it carries ``strength_changes`` when given (else the
+        strengths that differ from the committed state's, found by comparing every one).
+        On any failure the records already written are deleted again and nothing is visible.
 
         Raises:
             EmbeddingDimensionError: a vector does not fit the collection.
             StorageError: Chroma failed; nothing was committed.
         """
-        change = self._single_change(persona, nodes, state)
+        change = self._single_change(persona, nodes, state, strength_changes)
         lease = getattr(self._held, "lease", None)
         token = None if lease is None else lease.token
         written: list[str] = []
@@ -500,7 +508,11 @@ class ChromaBackend:
             raise _storage_error(e) from e
 
     def _single_change(
-        self, persona: str, nodes: Sequence[StoredNode], state: StreamState
+        self,
+        persona: str,
+        nodes: Sequence[StoredNode],
+        state: StreamState,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> dict[str, Any] | None:
         """The change a one-node commit carries, or None when the state record is needed."""
         known = self._known.get(persona)
@@ -514,6 +526,12 @@ class ChromaBackend:
             or known.extra != state.extra
         ):
             return None
+        if any(kind not in state.kw_strength for kind in known.kw_strength):
+            return None
+        change = state.model_dump(mode="json", exclude={"kw_strength", "extra"})
+        if strength_changes is not None:  # the writer knows them: no comparison of every one
+            change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
+            return change
         strengths: dict[str, dict[str, int]] = {}
         for kind, counts in state.kw_strength.items():
             before = known.kw_strength.get(kind, {})
@@ -522,9 +540,6 @@ class ChromaBackend:
             changed = {kw: n for kw, n in counts.items() if before.get(kw) != n}
             if changed:
                 strengths[kind] = changed
-        if any(kind not in state.kw_strength for kind in known.kw_strength):
-            return None
-        change = state.model_dump(mode="json", exclude={"kw_strength", "extra"})
         change["kw_strength"] = strengths
         return change
 
