@@ -146,3 +146,36 @@ def test_single_adds_of_two_writers_in_turn_number_after_each_other():
     assert [n.node_id for n in a.nodes()][0] == "node_6" and a.state == b.state
     fresh = MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-turns"), embeddings=EMB)
     assert [n.description for n in fresh.nodes()] == [f"玛丽亚 读书 {i}" for i in range(5, -1, -1)]
+
+
+def test_a_single_add_hands_the_backend_only_the_strengths_it_changes(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    stream.add_many([{"type": "event", "description": f"旧事 {i}", "subject": "玛丽亚",
+                      "object": f"物件 {i}", "poignancy": 2} for i in range(50)])
+    given: list = []
+    commit = stream.backend.commit
+
+    def spy(persona, nodes, state, **kw):
+        given.append(kw.get("strength_changes"))
+        return commit(persona, nodes, state, **kw)
+
+    stream.backend.commit = spy
+    stream.add_event("玛丽亚 又读书", subject="玛丽亚", object="物件 7", poignancy=3,
+                     embedding=np.ones(8, dtype=np.float32))
+    assert given == [{"event": {"玛丽亚": 51, "物件 7": 2}}]  # not the other 49 keywords
+    stream.close()
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    again = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB)
+    assert again.kw_strength == stream.kw_strength
+    assert again.kw_strength["event"]["物件 7"] == 2 and len(again.kw_strength["event"]) == 51
+
+
+def test_strengths_an_import_gives_stay_the_callers(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    given = {"event": {"读书": 5}, "thought": {}}
+    stream.add_many([{"type": "event", "description": "导入", "poignancy": 2}],
+                    state={"kw_strength": given})
+    given["event"]["读书"] = 99  # the caller's dict, changed afterwards
+    assert stream.state.kw_strength["event"]["读书"] == 5
+    add(stream, 1)
+    assert stream.state.kw_strength["event"]["读书"] == 5 == stream.kw_strength["event"]["读书"]
