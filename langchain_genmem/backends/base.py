@@ -186,11 +186,27 @@ class MemoryBackend(Protocol):
             How many records were removed.
         """
 
-    def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
+    def commit(
+        self,
+        persona: str,
+        nodes: Sequence[StoredNode],
+        state: StreamState,
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         """Store new nodes, then the state that makes them visible; all or nothing.
 
         Each node record is stored whole: no field of an earlier record with the same id
         may survive (a replace, never a merge).
+
+        Args:
+            persona: the persona.
+            nodes: the new nodes, numbered right after the committed ones.
+            state: the state that commits them (``rev`` one above the committed one).
+            strength_changes: the keyword strengths ``state`` changes from the committed
+                state, ``{type: {keyword: new count}}``, and nothing else changed in
+                ``state.kw_strength``; a backend may store only these instead of comparing
+                every strength. None: not known, compare if needed.
         """
 
     def write_state(self, persona: str, state: StreamState) -> None:

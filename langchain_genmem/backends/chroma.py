@@ -235,9 +235,12 @@ class ChromaBackend:
         """The persona's revision and node count, or None for a persona never written.
 
         The state record and the run of single-memory commits above it are read back,
-        unless this backend wrote them last and nobody else can have written since
-        (:meth:`_own_record`): then only the id above them is looked up (a crashed write's
-        leftover would start there).
+        unless this backend made the last write, it completed, and nobody else can have
+        written since (:meth:`_own_record`): then nothing is read. A crashed write's
+        leftover cannot sit above that head: a write drops this knowledge before it stores
+        anything and takes it back only once it completed, so a write that failed or was
+        interrupted (even by ``KeyboardInterrupt``) makes the next look read the records
+        back, and the leftover is found there.
         """
         own = self._own_record(persona)
         known = self._known.get(persona)
@@ -259,11 +262,8 @@ class ChromaBackend:
         return head
 
     def _own_head(self, persona: str, known: StreamState) -> Head:
-        """The head this backend committed last, and whether a record sits right above it."""
-        above = _node_id(persona, f"node_{known.node_count + 1}")
-        with self._reading(persona):
-            probe = self.nodes.get(ids=[above], include=[])
-        self._above[persona] = (known.node_count, bool(probe["ids"]))
+        """The head this backend committed last; nothing sits above it (see :meth:`read_head`)."""
+        self._above[persona] = (known.node_count, False)
         return Head(rev=known.rev, node_count=known.node_count)
 
     def _place(self, persona: str) -> tuple[str, ...]:
@@ -289,6 +289,10 @@ class ChromaBackend:
         """Note that this backend made the persona's last write (a commit or a state)."""
         if self.kind != "server":
             _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
+
+    def _writing(self, persona: str) -> None:
+        """Until this write completes, the next look reads the persona back (it may fail)."""
+        _LAST_WRITER.pop(self._place(persona), None)
 
     def _forget(self, persona: str) -> None:
         """Read the persona back at the next look: a write failed or went elsewhere."""
@@ -417,8 +421,8 @@ class ChromaBackend:
         ascending order from there, and leftovers are deleted highest first (here and when
         a failed write undoes itself). So one lookup of that id tells whether there are
         any (about a millisecond; none when the ``read_head`` of this write, inside the same
-        write right, already saw that id absent); only then are they all looked up and
-        deleted.
+        write right, already knows that id absent: it read it, or this backend's own last
+        write completed); only then are they all looked up and deleted.
 
         Args:
             persona: the persona.
@@ -441,7 +445,14 @@ class ChromaBackend:
             self._delete_highest_first(ordered)
         return len(ordered)
 
-    def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
+    def commit(
+        self,
+        persona: str,
+        nodes: Sequence[StoredNode],
+        state: StreamState,
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         """Store new nodes page by page, then the state that makes them visible.
 
         The records' ids are free: :meth:`remove_uncommitted` ran in the same write right, so
@@ -450,17 +461,19 @@ class ChromaBackend:
 
         One new node that follows the state this backend last read or wrote is committed by
         its own record (one Chroma write; see the module docstring), up to
-        :data:`CHAIN_MAX` in a row. On any failure the records already written are deleted
-        again and nothing is visible.
+        :data:`CHAIN_MAX` in a row; it carries ``strength_changes`` when given (else the
+        strengths that differ from the committed state's, found by comparing every one).
+        On any failure the records already written are deleted again and nothing is visible.
 
         Raises:
             EmbeddingDimensionError: a vector does not fit the collection.
             StorageError: Chroma failed; nothing was committed.
         """
-        change = self._single_change(persona, nodes, state)
+        change = self._single_change(persona, nodes, state, strength_changes)
         lease = getattr(self._held, "lease", None)
         token = None if lease is None else lease.token
         written: list[str] = []
+        self._writing(persona)
         try:
             if change is not None:
                 self._check_lease(persona)
@@ -495,7 +508,11 @@ class ChromaBackend:
             raise _storage_error(e) from e
 
     def _single_change(
-        self, persona: str, nodes: Sequence[StoredNode], state: StreamState
+        self,
+        persona: str,
+        nodes: Sequence[StoredNode],
+        state: StreamState,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> dict[str, Any] | None:
         """The change a one-node commit carries, or None when the state record is needed."""
         known = self._known.get(persona)
@@ -509,6 +526,12 @@ class ChromaBackend:
             or known.extra != state.extra
         ):
             return None
+        if any(kind not in state.kw_strength for kind in known.kw_strength):
+            return None
+        change = state.model_dump(mode="json", exclude={"kw_strength", "extra"})
+        if strength_changes is not None:  # the writer knows them: no comparison of every one
+            change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
+            return change
         strengths: dict[str, dict[str, int]] = {}
         for kind, counts in state.kw_strength.items():
             before = known.kw_strength.get(kind, {})
@@ -517,9 +540,6 @@ class ChromaBackend:
             changed = {kw: n for kw, n in counts.items() if before.get(kw) != n}
             if changed:
                 strengths[kind] = changed
-        if any(kind not in state.kw_strength for kind in known.kw_strength):
-            return None
-        change = state.model_dump(mode="json", exclude={"kw_strength", "extra"})
         change["kw_strength"] = strengths
         return change
 

@@ -577,8 +577,18 @@ class PostgresBackend:
         return 0
 
     @storage_errors("store the write of {persona}", "; nothing was committed")
-    def commit(self, persona: str, nodes: Sequence[StoredNode], state: StreamState) -> None:
+    def commit(
+        self,
+        persona: str,
+        nodes: Sequence[StoredNode],
+        state: StreamState,
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         """Copy new nodes in, upsert keyword strengths and the state; one transaction.
+
+        ``strength_changes`` is not used yet: the stored strengths are compared with
+        ``state.kw_strength`` in the database.
 
         Raises:
             EmbeddingDimensionError: a vector does not fit the table's ``vector(d)``.

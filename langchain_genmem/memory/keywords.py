@@ -83,6 +83,8 @@ class KeywordIndex:
     index: dict[str, dict[str, list[str]]] = field(
         default_factory=lambda: {t: {} for t in NODE_TYPES}
     )
+    # Never changed in place: a stream's committed states share these maps (an add copies
+    # only the map it changes, see strength_after).
     strength: dict[str, dict[str, int]] = field(
         default_factory=lambda: {t: {} for t in STRENGTH_TYPES}
     )
@@ -94,7 +96,7 @@ class KeywordIndex:
             node: the node.
         """
         self.index_node(node)
-        count_keywords(self.strength, node)
+        self.strength = self.strength_after(self.strength_changes([node]))
 
     def index_node(self, node: MemoryNode) -> None:
         """Index a node newer than every node indexed so far; strengths are left alone.
@@ -114,19 +116,41 @@ class KeywordIndex:
         """
         return {t: {k: v[::-1] for k, v in m.items()} for t, m in self.index.items()}
 
-    def strength_after(self, nodes: Iterable[MemoryNode]) -> dict[str, dict[str, int]]:
-        """The strengths as they will be once ``nodes`` are added; the index is not touched.
+    def strength_changes(self, nodes: Iterable[MemoryNode]) -> dict[str, dict[str, int]]:
+        """The strengths adding ``nodes`` changes, with their new counts.
+
+        Its cost is the nodes' keywords, not the persona's: a single add stays as quick
+        with a hundred thousand distinct keywords as with ten.
 
         Args:
             nodes: nodes about to be written, oldest first.
 
         Returns:
-            New strength maps.
+            ``{type: {keyword: new count}}`` for the keywords they count, nothing else.
         """
-        strength = {t: dict(m) for t, m in self.strength.items()}
+        changes: dict[str, dict[str, int]] = {}
         for node in nodes:
-            count_keywords(strength, node)
-        return strength
+            counted = _counted(node)
+            if counted:
+                before = self.strength.get(node.type, {})
+                mine = changes.setdefault(node.type, {})
+                for kw in counted:
+                    mine[kw] = mine.get(kw, before.get(kw, 0)) + 1
+        return changes
+
+    def strength_after(self, changes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        """The strengths with ``changes`` applied; maps they leave alone are shared, not copied.
+
+        Args:
+            changes: from :meth:`strength_changes`.
+
+        Returns:
+            New strength maps (the current ones are not touched).
+        """
+        out = dict(self.strength)
+        for kind, counts in changes.items():
+            out[kind] = {**out.get(kind, {}), **counts}
+        return out
 
     def lookup(self, node_type: str, terms: Sequence[str]) -> list[str]:
         """Node ids of one type indexed under any of the terms, newest first, no repeats.
@@ -153,8 +177,15 @@ def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> Non
         strength: ``strength["event"|"thought"][keyword]`` counts, changed in place.
         node: the node.
     """
+    counted = _counted(node)
+    if counted:
+        counts = strength[node.type]
+        for kw in counted:
+            counts[kw] = counts.get(kw, 0) + 1
+
+
+def _counted(node: MemoryNode) -> list[str]:
+    """The keywords a node adds to its type's strengths (lowercased, once each), if any."""
     if not counts_toward_strength(node):
-        return
-    counts = strength[node.type]
-    for kw in unique(k.lower() for k in node.keywords):
-        counts[kw] = counts.get(kw, 0) + 1
+        return []
+    return unique(k.lower() for k in node.keywords)

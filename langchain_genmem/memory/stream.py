@@ -100,6 +100,10 @@ DEFAULT_CONTEXT_TURNS = 2
 """How many earlier turns of its conversation a turn is embedded with by default (chosen on
 the training half of ``benchmarks/quality/conversations/``; see docs/retrieval.md)."""
 LOAD_PAGE = 10_000  # nodes read from the backend per call when a stream opens or catches up
+Strengths = dict[str, dict[str, int]]
+# What a write makes: its nodes, the state they commit, and the keyword strengths that state
+# changes (None: not known, e.g. an import replaced them; the backend compares).
+Made = tuple[list[StoredNode], StreamState, Strengths | None]
 
 
 class ImportanceScorerLike(Protocol):
@@ -289,7 +293,7 @@ class MemoryStream:
         self._apply_state(state)
         return True
 
-    def _write(self, make: Callable[[], tuple[list[StoredNode], StreamState]]) -> StreamState:
+    def _write(self, make: Callable[[], Made]) -> StreamState:
         """One write: under the persona's write right, catch up, sweep, ``make``, store.
 
         ``make`` numbers and counts from the committed state the stream just caught up
@@ -303,10 +307,11 @@ class MemoryStream:
         with self._write_mutex:
             with self.backend.write_lock(self.persona), self._lock:
                 self._sweep()
-                stored, state = make()
+                stored, state, changes = make()
                 try:
                     if stored:
-                        self.backend.commit(self.persona, stored, state)
+                        self.backend.commit(self.persona, stored, state,
+                                            strength_changes=changes)
                     else:
                         self.backend.write_state(self.persona, state)
                 except GenMemError:
@@ -357,7 +362,7 @@ class MemoryStream:
     def _install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
         """Mirror committed nodes and their state in the cache and the keyword index."""
         self._mirror(stored, state.node_count)
-        self._keywords.strength = {t: dict(m) for t, m in state.kw_strength.items()}
+        self._keywords.strength = dict(state.kw_strength)  # maps never changed in place
         self._state = state
 
     def _mirror(self, stored: Sequence[StoredNode], total: int) -> None:
@@ -619,9 +624,9 @@ class MemoryStream:
     def _write_state(
         self, changes: Mapping[str, Any] | Callable[[StreamState], Mapping[str, Any]]
     ) -> StreamState:
-        def make() -> tuple[list[StoredNode], StreamState]:
+        def make() -> Made:
             update = changes(self._state) if callable(changes) else changes
-            return [], self._state.model_copy(update={**update, "rev": self._state.rev + 1})
+            return [], self._state.model_copy(update={**update, "rev": self._state.rev + 1}), None
 
         self._write(make)
         return self.state
@@ -741,6 +746,8 @@ class MemoryStream:
                 where = ".".join(str(x) for x in first["loc"])
                 msg = f"state.{where}: {first['msg']} (got {first.get('input')!r})"
                 raise ValidationError(msg, field=where) from e
+        if "kw_strength" in overrides:  # own maps: states share theirs and never change them
+            overrides["kw_strength"] = {t: dict(m) for t, m in overrides["kw_strength"].items()}
         return batch, overrides, known
 
     def _with_context(self, batch: list[MemoryInput]) -> list[MemoryInput]:
@@ -836,15 +843,15 @@ class MemoryStream:
     ) -> list[MemoryNode]:
         built: list[StoredNode] = []
 
-        def make() -> tuple[list[StoredNode], StreamState]:
+        def make() -> Made:
             if self._known() != checked:
                 self._check_moved_citations(batch, checked)
             built[:] = self._build(batch, list(scores), embedded)
             dim = self._check_dims(built)
-            state = self._next_state([s.node for s in built], dim)
+            state, changes = self._next_state([s.node for s in built], dim)
             if overrides:
                 state = state.model_copy(update=dict(overrides))
-            return built, state
+            return built, state, None if overrides and "kw_strength" in overrides else changes
 
         self._write(make)
         return [s.node for s in built]
@@ -955,8 +962,12 @@ class MemoryStream:
             expected = size
         return expected
 
-    def _next_state(self, nodes: Sequence[MemoryNode], dim: int | None) -> StreamState:
+    def _next_state(
+        self, nodes: Sequence[MemoryNode], dim: int | None
+    ) -> tuple[StreamState, Strengths]:
+        """The state once ``nodes`` are added, and the keyword strengths it changes."""
         state = self._state
+        changes = self._keywords.strength_changes(nodes)
         events = [n for n in nodes if n.type == "event"]
         type_count = dict(state.type_count)
         for n in nodes:
@@ -970,9 +981,9 @@ class MemoryStream:
                 "importance_trigger_curr": state.importance_trigger_curr
                 - sum(n.poignancy for n in events),
                 "importance_ele_n": state.importance_ele_n + len(events),
-                "kw_strength": self._keywords.strength_after(nodes),
+                "kw_strength": self._keywords.strength_after(changes),
             }
-        )
+        ), changes
 
     # ------------------------------------------------------------------ access times
 

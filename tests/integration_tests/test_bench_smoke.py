@@ -59,19 +59,24 @@ def test_bench_retrieval_prints_its_tables() -> None:
 def test_bench_store_prints_its_targets() -> None:
     out = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_store.py"), "--sizes", "500",
-         "--dim", "16", "--adds", "4"],
+         "--dim", "16", "--adds", "4", "--busy-core"],
         capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| memories | ingest s"))
     assert lines[head + 2].startswith("| 500 |")
+    adds = next(i for i, line in enumerate(lines) if line.startswith("| memories | single adds"))
+    assert [r.split("|")[2].strip() for r in lines[adds + 2:adds + 4]] == ["quiet",
+                                                                         "one core busy"]
     targets = lines.index("| target | memories | measured | target | pass |")
-    rows = lines[targets + 2:targets + 5]
+    rows = lines[targets + 2:targets + 6]
     assert [r.split("|")[1].strip() for r in rows] == [
-        "add_event p50 / bare single add", "reopen to first query / bare paged get",
-        "bulk ingest, precomputed vectors"]
+        "add_event p50 / bare single add", "add_event p50 / bare single add, one core busy",
+        "reopen to first query / bare paged get", "bulk ingest, precomputed vectors"]
     assert all(r.split("|")[-2].strip() in {"pass", "FAIL"} for r in rows)
+    spinner = next(line for line in out.stderr.splitlines() if "one core busy (pid " in line)
+    assert not pid_is_running(int(spinner.split("pid ")[1].split(")")[0]))
 
 
 @pytest.mark.slow

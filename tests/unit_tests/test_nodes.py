@@ -80,3 +80,18 @@ def test_indexing_appends_so_opening_a_large_stream_is_linear():
     assert idx.index["event"]["玛丽亚"] == ["node_1", "node_2", "node_3", "node_4"]
     assert idx.newest_first()["event"]["玛丽亚"] == ["node_4", "node_3", "node_2", "node_1"]
     assert idx.lookup("event", ["玛丽亚"]) == ["node_4", "node_3", "node_2", "node_1"]
+
+
+def test_strength_changes_are_the_new_nodes_keywords_and_leave_the_maps_alone():
+    idx = KeywordIndex()
+    idx.add(MemoryNode(**{**BASE, "keywords": ["咖啡", "Maria"]}))
+    before = idx.strength
+    event, thought = before["event"], before["thought"]
+    nodes = [MemoryNode(**{**BASE, "node_id": f"node_{i}", "node_count": i,
+                           "keywords": ["咖啡", "咖啡", "Tea"]}) for i in (2, 3)]
+    changes = idx.strength_changes(nodes)
+    assert changes == {"event": {"咖啡": 3, "tea": 2}}  # once per node, lowercased
+    after = idx.strength_after(changes)
+    assert after["event"] == {"咖啡": 3, "maria": 1, "tea": 2}
+    assert event == {"咖啡": 1, "maria": 1} and idx.strength is before  # nothing changed
+    assert after["thought"] is thought  # a map no node changed is shared, not copied

@@ -1,8 +1,10 @@
 """What a single add reads: the state record only when someone else may have written it.
 
-A writer that wrote the state record last, on a folder its process has held throughout (or
-an in-memory client), knows that record; it still looks up the run of single-memory commits
-above it (one get), which also finds a crashed write's leftovers.
+A writer that made the last write, on a folder its process has held throughout (or an
+in-memory client), knows the state record and the run of single-memory commits above it, so
+a single add reads nothing and writes once. A write that did not complete (failed, or
+interrupted even by KeyboardInterrupt) makes the next one read the records back, which finds
+its leftovers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import datetime, timedelta
 
 import chromadb
 import numpy as np
+import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
@@ -50,15 +53,59 @@ def counted(stream: MemoryStream) -> tuple[Counting, Counting]:
     return backend.nodes, backend.states
 
 
-def test_a_single_add_on_a_held_folder_reads_once_and_writes_once(tmp_path):
+def test_a_single_add_on_a_held_folder_reads_nothing_and_writes_once(tmp_path):
     stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
     add(stream, 0)
     add(stream, 1)
     nodes, states = counted(stream)
     add(stream, 2)
-    assert (nodes.gets, nodes.writes, states.gets, states.writes) == (1, 1, 0, 0)
-    assert stream.refresh() is False and states.gets == 0
-    assert len(stream) == 3
+    add(stream, 3)
+    assert (nodes.gets, nodes.writes, states.gets, states.writes) == (0, 2, 0, 0)
+    assert stream.refresh() is False and nodes.gets == states.gets == 0
+    assert len(stream) == 4
+
+
+class Interrupted(Counting):
+    """Stores a page of records, then the process is interrupted (Ctrl-C) before it returns."""
+
+    def upsert(self, **kw):
+        self.inner.upsert(**kw)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_batch_leaves_records_the_next_add_reads_and_removes(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    add(stream, 0)
+    add(stream, 1)
+    nodes = stream.backend.nodes
+    stream.backend.nodes = Interrupted(nodes)
+    with pytest.raises(KeyboardInterrupt):  # node_3 and node_4 stored, never committed
+        stream.add_many([{"type": "event", "description": f"中断 {i}", "poignancy": 3,
+                          "embedding": np.ones(8, dtype=np.float32)} for i in range(2)])
+    stream.backend.nodes = nodes
+    assert len(stream) == 2
+    add(stream, 2)
+    assert stream.orphans_removed == 2
+    assert [n.description for n in stream.nodes()] == [f"玛丽亚 读书 {i}" for i in (2, 1, 0)]
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    stream.close()
+    again = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB)
+    assert again.state == stream.state and len(again.backend.nodes.get(include=[])["ids"]) == 3
+
+
+def test_an_interrupted_single_add_is_whole_and_seen_at_the_next_add(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    add(stream, 0)
+    add(stream, 1)
+    nodes = stream.backend.nodes
+    stream.backend.nodes = Interrupted(nodes)
+    with pytest.raises(KeyboardInterrupt):  # node_3 stored with its commit: it counts
+        add(stream, 2)
+    stream.backend.nodes = nodes
+    add(stream, 3)
+    assert stream.orphans_removed == 0
+    assert [n.description for n in stream.nodes()] == [f"玛丽亚 读书 {i}" for i in (3, 2, 1, 0)]
+    assert stream.state.node_count == 4 and stream.state.type_count["event"] == 4
 
 
 def test_a_released_folder_is_read_again(tmp_path):
@@ -99,3 +146,36 @@ def test_single_adds_of_two_writers_in_turn_number_after_each_other():
     assert [n.node_id for n in a.nodes()][0] == "node_6" and a.state == b.state
     fresh = MemoryStream(PERSONA, backend=ChromaBackend(client, "reads-turns"), embeddings=EMB)
     assert [n.description for n in fresh.nodes()] == [f"玛丽亚 读书 {i}" for i in range(5, -1, -1)]
+
+
+def test_a_single_add_hands_the_backend_only_the_strengths_it_changes(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    stream.add_many([{"type": "event", "description": f"旧事 {i}", "subject": "玛丽亚",
+                      "object": f"物件 {i}", "poignancy": 2} for i in range(50)])
+    given: list = []
+    commit = stream.backend.commit
+
+    def spy(persona, nodes, state, **kw):
+        given.append(kw.get("strength_changes"))
+        return commit(persona, nodes, state, **kw)
+
+    stream.backend.commit = spy
+    stream.add_event("玛丽亚 又读书", subject="玛丽亚", object="物件 7", poignancy=3,
+                     embedding=np.ones(8, dtype=np.float32))
+    assert given == [{"event": {"玛丽亚": 51, "物件 7": 2}}]  # not the other 49 keywords
+    stream.close()
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    again = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB)
+    assert again.kw_strength == stream.kw_strength
+    assert again.kw_strength["event"]["物件 7"] == 2 and len(again.kw_strength["event"]) == 51
+
+
+def test_strengths_an_import_gives_stay_the_callers(tmp_path):
+    stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    given = {"event": {"读书": 5}, "thought": {}}
+    stream.add_many([{"type": "event", "description": "导入", "poignancy": 2}],
+                    state={"kw_strength": given})
+    given["event"]["读书"] = 99  # the caller's dict, changed afterwards
+    assert stream.state.kw_strength["event"]["读书"] == 5
+    add(stream, 1)
+    assert stream.state.kw_strength["event"]["读书"] == 5 == stream.kw_strength["event"]["读书"]

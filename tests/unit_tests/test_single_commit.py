@@ -15,7 +15,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
-from langchain_genmem.backends.chroma import CHAIN_MAX, ChromaBackend, _meta_of
+from langchain_genmem.backends.chroma import CHAIN_MAX, ChromaBackend
 from langchain_genmem.core.errors import StorageError
 
 PERSONA = "玛丽亚 Lopez"
@@ -91,10 +91,22 @@ def test_a_leftover_record_above_the_run_never_counts_and_is_removed(tmp_path):
     writer = stream_at(tmp_path)
     for i in range(4):
         add(writer, i)  # node_1 by the state record, node_2..4 by their own records
-    ghost = writer.get("node_4").model_copy(update={"node_id": "node_5", "node_count": 5,
-                                                    "description": "crashed 幽灵"})
-    writer.backend.nodes.upsert(ids=[f"{PERSONA}::node_5"], embeddings=np.ones((1, 8)),
-                                metadatas=[_meta_of(PERSONA, ghost)], documents=["crashed 幽灵"])
+    nodes = writer.backend.nodes
+
+    class Interrupted:  # stores the first page of a batch, then the process is interrupted
+        def __getattr__(self, name):
+            return getattr(nodes, name)
+
+        def upsert(self, **kw):
+            nodes.upsert(**kw)
+            raise KeyboardInterrupt
+
+    writer.backend.nodes, writer.backend.batch = Interrupted(), 1
+    with pytest.raises(KeyboardInterrupt):
+        writer.add_many([{"type": "event", "description": f"crashed 幽灵 {i}", "poignancy": 9,
+                          "embedding": np.ones(8, dtype=np.float32)} for i in range(2)])
+    writer.backend.nodes = nodes
+    assert nodes.get(ids=[f"{PERSONA}::node_5"], include=[])["ids"]  # the leftover
     other = MemoryStream(PERSONA, backend=ChromaBackend(writer.backend.client), embeddings=EMB)
     assert len(other) == 4  # no commit on node_5: a crashed write's leftover
     add(writer, 4)
