@@ -60,6 +60,7 @@ from langchain_genmem.backends.postgres_scoring import (
     approximation_error,
     candidates_params,
     candidates_query,
+    likely_rows,
     unpack,
 )
 from langchain_genmem.core.errors import (
@@ -546,18 +547,22 @@ class PostgresBackend:
             cands = unpack(packed, query)
             if len(cands) == 0:
                 return DatabaseRanking([], 0, None)
+            raw = recency(cands, mode, decay, to_epoch(now))
+            # the rows the exact steps will most likely ask for, read with the first ones
+            likely = [likely_rows(cands, raw, weights, k)]
             read: dict[int, tuple[Any, ...]] = {}  # node number: its row and vector
 
             def rows_of(idx: np.ndarray) -> list[tuple[Any, ...]]:
                 numbers = cands.node_count[idx].tolist()
-                missing = [c for c in numbers if c not in read]
+                wanted = numbers + (likely.pop().tolist() if likely else [])
+                missing = [c for c in wanted if c not in read]
                 if missing:
                     read.update((r[0], r) for r in conn.execute(
                         f"SELECT {READ_COLUMNS}, embedding, embedding_norm FROM memory_nodes "
                         "WHERE persona_name = %s AND node_count = ANY(%s)", (persona, missing),
                         binary=True,
                     ))
-                if len(read) < len(numbers) and any(c not in read for c in numbers):
+                if any(c not in read for c in numbers):
                     msg = f"memories of persona {persona!r} were removed while it was ranked"
                     raise StorageError(msg)
                 return [read[c] for c in numbers]
@@ -568,7 +573,6 @@ class PostgresBackend:
                 norms = np.array([r[-1] for r in rows], dtype=np.float64)
                 return exact_cosine(vectors, norms, query)
 
-            raw = recency(cands, mode, decay, to_epoch(now))
             ranked = rank(cands, raw, weights, k, exact, approximation_error(dim), overwrite=True)
             best = ranked.best
             rows = rows_of(best)

@@ -36,7 +36,7 @@ import numpy as np
 
 from langchain_genmem.core.nodes import CANDIDATE_TYPES, TYPE_CODES
 from langchain_genmem.core.timeutil import to_epoch
-from langchain_genmem.numerics.scoring import Candidates, cosine_error
+from langchain_genmem.numerics.scoring import Candidates, Weights, cosine_error, score
 
 # The type codes of the in-process ranking (they order ties), packed under the node number.
 TYPE_CODE = (
@@ -107,6 +107,37 @@ def candidates_params(
 def approximation_error(dim: int) -> float:
     """The bound on each approximate cosine's error, for vectors of ``dim`` numbers."""
     return 2.0 * cosine_error(dim, np.dtype(np.float32))
+
+
+# likely_rows: how many rows past the k best and above the lowest it guesses
+GUESS_BEYOND_K = 2
+GUESS_LOWEST = 8
+
+
+def likely_rows(c: Candidates, raw_recency: np.ndarray, w: Weights, k: int) -> np.ndarray:
+    """The node numbers the exact steps of a ranking will most likely read.
+
+    A guess from the approximate scores: the best ``GUESS_BEYOND_K * k`` and the
+    ``GUESS_LOWEST`` lowest. Reading them with the first exact rows saves the ranking a round
+    trip per later step; a row the guess misses is read when asked for, so the guess never
+    changes the result.
+
+    Args:
+        c: the candidates, with approximate cosines.
+        raw_recency: their raw recency (not changed).
+        w: the weights.
+        k: how many the ranking returns.
+
+    Returns:
+        Node numbers.
+    """
+    approx = score(c, raw_recency, w).score
+    n = approx.shape[0]
+    best = min(n, GUESS_BEYOND_K * k)
+    lowest = min(n, GUESS_LOWEST)
+    picked = [np.argpartition(-approx, best - 1)[:best] if best else np.zeros(0, np.int64),
+              np.argpartition(approx, lowest - 1)[:lowest] if lowest else np.zeros(0, np.int64)]
+    return c.node_count[np.unique(np.concatenate(picked))]
 
 
 def unpack(packed: bytes | None, query: np.ndarray) -> Candidates:
