@@ -21,7 +21,8 @@ the two cannot drift apart:
    reach the k-th best, or hold the lowest score) are read by primary key with their
    vectors and get the float64 cosine of
    :func:`~langchain_genmem.numerics.scoring.exact_cosine`: a few rows, read once each,
-   the top k among them.
+   the top k among them. The first read also takes the rows the later steps will most
+   likely ask for (:func:`likely_rows`), so a ranking is usually two queries.
 
 The error bound of the approximate cosines is
 :func:`~langchain_genmem.numerics.scoring.cosine_error` for float32, doubled for pgvector's
@@ -45,8 +46,9 @@ TYPE_CODE = (
 )
 TYPE_BITS = 2
 
-# One record per candidate: node number * 4 + type code, last access (microseconds since
-# 2000-01-01, PostgreSQL's own), poignancy, inner product (pgvector's float32 sum) / norm.
+# One record per candidate: node number * 4 + type code (an int4: PostgreSQL refuses the
+# query past 536 million memories of a persona rather than wrap), last access (microseconds
+# since 2000-01-01, PostgreSQL's own), poignancy, inner product (pgvector's float32 sum) / norm.
 RECORD = np.dtype([("key", ">i4"), ("la", ">i8"), ("poig", ">f8"), ("ip", ">f8")])
 POSTGRES_EPOCH_US = 946_684_800 * 1_000_000  # 2000-01-01 in microseconds since 1970
 
