@@ -24,7 +24,7 @@ the next call connects afresh: a stream outlives a restart of the server. Connec
 at most ``connect_timeout`` seconds (:func:`resolve_connect_timeout`), and so does waiting for a
 pooled connection.
 
-:meth:`PostgresBackend.score` ranks candidates in the database exactly as
+:meth:`PostgresBackend.rank` ranks candidates in the database exactly as
 :mod:`langchain_genmem.numerics.scoring` does in process (see
 :mod:`langchain_genmem.backends.postgres_scoring`).
 """
@@ -245,7 +245,7 @@ class PostgresBackend:
     """
 
     capabilities: frozenset[Capability] = frozenset({"access_log", "ranking"})
-    """Access times read back by revision; ranking in one SQL query (``score_in="database"``)."""
+    """Access times read back by revision; ranking in the database (``score_in="database"``)."""
 
     def __init__(
         self,
