@@ -10,14 +10,16 @@ folder. Then it times, for each backend:
 - ``add ms``: one ``add_event`` with its vector given (median of ``--adds``);
 - ``process ms``: ``GenerativeAgentsRetriever(k=30).invoke(q)`` scoring in process (numpy on
   the stream's cache; PostgreSQL adds one head read per query);
-- ``database ms``: the same with ``score_in="database"`` (one SQL query ranks every
-  candidate; PostgreSQL only), each the median over ``--queries`` queries;
+- ``database ms``: the same with ``score_in="database"`` (one scan aggregates every
+  candidate, the ranking runs on that; PostgreSQL only), each the median over ``--queries``
+  queries;
 
 then, on the same persona, ranking in the database beside pgvector's own exact nearest-neighbour
 scan of the same rows (``ORDER BY embedding <=> q LIMIT 30``, no index): the same query
 vectors, interleaved query by query after a warm-up, the server's settings as they are for
-both (the ranking sets its own ``work_mem`` and ``parallel_tuple_cost`` for its query only),
-in each recency mode, with the ratio; and the Python memory (tracemalloc peak) of opening a
+both (the same parallel workers), in each recency mode, with the ratio, and the ranking's
+aggregating scan alone (``scan ms``: what the database does of it; the rest is reading the few
+rows needing exact cosines and numpy); and the Python memory (tracemalloc peak) of opening a
 lazy stream (``MemoryStream(..., lazy=True)``) and ranking once in the database;
 
 and the throughput of 1, 2 and 4 writer processes adding single events to the same
@@ -167,6 +169,7 @@ def ranking_vs_pgvector(dsn: str, queries: np.ndarray, rounds: int = 3) -> list[
     from pgvector.psycopg import register_vector
 
     from langchain_genmem.backends.postgres import PostgresBackend
+    from langchain_genmem.backends.postgres_scoring import candidates_params, candidates_query
     from langchain_genmem.numerics.scoring import Weights
 
     backend = PostgresBackend(dsn)
@@ -178,7 +181,8 @@ def ranking_vs_pgvector(dsn: str, queries: np.ndarray, rounds: int = 3) -> list[
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
         for mode in ("hours", "rank", "reverie"):
-            times: dict[str, list[float]] = {"database": [], "pgvector": []}
+            times: dict[str, list[float]] = {"database": [], "pgvector": [], "scan": []}
+            scan = candidates_query(mode == "reverie")
             for r in range(rounds + 1):  # the first round warms the cache
                 for q in queries:
                     t = time.perf_counter()
@@ -188,12 +192,14 @@ def ranking_vs_pgvector(dsn: str, queries: np.ndarray, rounds: int = 3) -> list[
                     t = time.perf_counter()
                     conn.execute(bare, (PERSONA, q)).fetchall()
                     pg = time.perf_counter() - t
+                    t = time.perf_counter()
+                    conn.execute(scan, candidates_params(PERSONA, q, now), binary=True).fetchone()
+                    sc = time.perf_counter() - t
                     if r:
                         times["database"].append(db)
                         times["pgvector"].append(pg)
-            db_ms = 1000 * statistics.median(times["database"])
-            pg_ms = 1000 * statistics.median(times["pgvector"])
-            out.append({"mode": mode, "database": db_ms, "pgvector": pg_ms})
+                        times["scan"].append(sc)
+            out.append({"mode": mode, **{k: 1000 * statistics.median(v) for k, v in times.items()}})
     backend.close()
     return out
 
@@ -300,8 +306,9 @@ def run(args: argparse.Namespace, server_dsn: str) -> None:
         finally:
             drop_database(server_dsn, name)
     print()
-    print("| memories | recency | database ms | pgvector top-30 ms | ratio | lazy open + rank MB |")
-    print("|---|---|---|---|---|---|")
+    print("| memories | recency | database ms | pgvector top-30 ms | ratio | scan ms | scan ratio "
+          "| lazy open + rank MB |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(ranking))
     if throughput:
         print()
@@ -322,7 +329,8 @@ def compare(n: int, batch: list[dict], queries: np.ndarray, dsn: str) -> list[st
         conn.execute("VACUUM ANALYZE memory_nodes")
     megabytes = lazy_memory(dsn, queries)
     return [f"| {n} | {r['mode']} | {r['database']:.1f} | {r['pgvector']:.1f} | "
-            f"{r['database'] / r['pgvector']:.2f} | {megabytes:.1f} |"
+            f"{r['database'] / r['pgvector']:.2f} | {r['scan']:.1f} | "
+            f"{r['scan'] / r['pgvector']:.2f} | {megabytes:.1f} |"
             for r in ranking_vs_pgvector(dsn, queries)]
 
 

@@ -24,7 +24,7 @@ the next call connects afresh: a stream outlives a restart of the server. Connec
 at most ``connect_timeout`` seconds (:func:`resolve_connect_timeout`), and so does waiting for a
 pooled connection.
 
-:meth:`PostgresBackend.score` ranks candidates in the database exactly as
+:meth:`PostgresBackend.rank` ranks candidates in the database exactly as
 :mod:`langchain_genmem.numerics.scoring` does in process (see
 :mod:`langchain_genmem.backends.postgres_scoring`).
 """
@@ -57,15 +57,11 @@ from langchain_genmem.backends.postgres_schema import (
     fix_dimension_sql,
 )
 from langchain_genmem.backends.postgres_scoring import (
-    AT_I,
-    AT_LOWEST,
-    AT_N,
-    AT_R,
-    NODE_END,
-    RANKING_SETTINGS,
-    finish,
-    ranking_params,
-    ranking_query,
+    approximation_error,
+    candidates_params,
+    candidates_query,
+    likely_rows,
+    unpack,
 )
 from langchain_genmem.core.errors import (
     ConfigurationError,
@@ -79,7 +75,7 @@ from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.text import unique
 from langchain_genmem.core.timeutil import from_epoch, naive, to_epoch
 from langchain_genmem.core.validation import finite_number, finite_vector, persona_name
-from langchain_genmem.numerics.scoring import Weights
+from langchain_genmem.numerics.scoring import Weights, exact_cosine, rank, recency
 
 NODE_COLUMNS = (
     "persona_name", "node_count", "node_id", "type_count", "type", "depth", "created_at",
@@ -249,7 +245,7 @@ class PostgresBackend:
     """
 
     capabilities: frozenset[Capability] = frozenset({"access_log", "ranking"})
-    """Access times read back by revision; ranking in one SQL query (``score_in="database"``)."""
+    """Access times read back by revision; ranking in the database (``score_in="database"``)."""
 
     def __init__(
         self,
@@ -512,7 +508,11 @@ class PostgresBackend:
         include_expired: bool = False,
         where: tuple[str, dict[str, Any]] = ("", {}),
     ) -> DatabaseRanking:
-        """Score every candidate in one SQL query and return the top k, as in process.
+        """Score every candidate in the database's one pass and return the top k, as in process.
+
+        One query aggregates the candidates' columns and approximate cosines; the ranking is
+        the in-process one over them, reading the few rows it needs exactly by primary key
+        (see :mod:`langchain_genmem.backends.postgres_scoring`).
 
         Args:
             persona: the persona.
@@ -522,12 +522,12 @@ class PostgresBackend:
             decay: the recency decay.
             weights: the weights and gains.
             now: the current (simulation) time.
-            include_expired: score expired memories too.
+            include_expired: score expired memories too (``"reverie"`` always does).
             where: a candidate filter's SQL condition and parameters
                 (:meth:`~langchain_genmem.numerics.candidate_filter.CandidateFilter.sql`).
 
         Returns:
-            The ranking (see :mod:`langchain_genmem.backends.postgres_scoring`).
+            The ranking.
 
         Raises:
             EmbeddingDimensionError: the query's size differs from the stored vectors'.
@@ -535,27 +535,54 @@ class PostgresBackend:
         """
         query = finite_vector(query, "query embedding")
         with self._conn() as conn:
-            dim = self._dim or self._table_dimension(conn)
+            # the table's dimension, once set, is kept (as writing keeps it)
+            dim = self._dim = self._dim or self._table_dimension(conn)
             if dim is not None and query.shape[0] != dim:
                 raise EmbeddingDimensionError(dim, int(query.shape[0]), where="query embedding")
             if k <= 0 or dim is None:
                 return DatabaseRanking([], 0, None)
-            params = ranking_params(persona, query, k=k, decay=decay, weights=weights,
-                                    now=now, dim=dim)
-            sql = ranking_query(mode, include_expired, where[0])
-            with conn.transaction():  # the settings hold for this query only
-                conn.execute(RANKING_SETTINGS)
-                rows = conn.execute(sql, {**params, **where[1]}).fetchall()
-        if not rows:
-            return DatabaseRanking([], 0, None)
-        done = finish(rows, query, k, weights)
+            sql = candidates_query(include_expired or mode == "reverie", where[0])
+            params = {**candidates_params(persona, query, now), **where[1]}
+            packed = conn.execute(sql, params, binary=True).fetchone()[0]
+            cands = unpack(packed, query)
+            if len(cands) == 0:
+                return DatabaseRanking([], 0, None)
+            raw = recency(cands, mode, decay, to_epoch(now))
+            # the rows the exact steps will most likely ask for, read with the first ones
+            likely = [likely_rows(cands, raw, weights, k)]
+            read: dict[int, tuple[Any, ...]] = {}  # node number: its row and vector
+
+            def rows_of(idx: np.ndarray) -> list[tuple[Any, ...]]:
+                numbers = cands.node_count[idx].tolist()
+                wanted = numbers + (likely.pop().tolist() if likely else [])
+                missing = [c for c in wanted if c not in read]
+                if missing:
+                    read.update((r[0], r) for r in conn.execute(
+                        f"SELECT {READ_COLUMNS}, embedding, embedding_norm FROM memory_nodes "
+                        "WHERE persona_name = %s AND node_count = ANY(%s)", (persona, missing),
+                        binary=True,
+                    ))
+                if any(c not in read for c in numbers):
+                    msg = f"memories of persona {persona!r} were removed while it was ranked"
+                    raise StorageError(msg)
+                return [read[c] for c in numbers]
+
+            def exact(idx: np.ndarray) -> np.ndarray:
+                rows = rows_of(idx)
+                vectors = np.vstack([_as_array(r[-2]) for r in rows])
+                norms = np.array([r[-1] for r in rows], dtype=np.float64)
+                return exact_cosine(vectors, norms, query)
+
+            ranked = rank(cands, raw, weights, k, exact, approximation_error(dim), overwrite=True)
+            best = ranked.best
+            rows = rows_of(best)
+        s = ranked.scored
         out = [
-            ScoredRow(node_from_row(rows[j][:NODE_END]), float(done.score[j]),
-                      float(rows[j][AT_R]), float(done.relevance[j]), float(rows[j][AT_I]),
-                      float(done.cosine[j]))
-            for j in done.best.tolist()
+            ScoredRow(node_from_row(r[:-2]), float(s.score[j]), float(s.recency[j]),
+                      float(s.relevance[j]), float(s.importance[j]), float(ranked.cosine[j]))
+            for j, r in zip(best.tolist(), rows, strict=True)
         ]
-        return DatabaseRanking(out, int(rows[0][AT_N]), float(rows[0][AT_LOWEST]))
+        return DatabaseRanking(out, len(cands), float(s.score.min()))
 
     @storage_errors("list the personas", retry=True)
     def personas(self) -> list[str]:

@@ -1,311 +1,172 @@
-"""Weighted retrieval in one SQL query, equal to :mod:`langchain_genmem.numerics.scoring`.
+"""Weighted retrieval in PostgreSQL, equal to :mod:`langchain_genmem.numerics.scoring`.
 
-The query restates :func:`langchain_genmem.numerics.scoring.rank` over every candidate of a persona
-(events and thoughts whose ``embedding_key`` has no ``"idle"``, or the types a filter names,
-chats included; expired ones dropped unless asked or in ``"reverie"`` mode):
+The database does what only it can do cheaply, one pass over the persona's rows, and the
+ranking itself is the in-process one (:func:`~langchain_genmem.numerics.scoring.rank`), so
+the two cannot drift apart:
 
-1. one scan computes each candidate's approximate cosine, from pgvector's float32 inner
-   product (``<#>``) divided by the stored float64 norms, beside its last access (epoch
-   seconds), type code and poignancy: the only pass that reads vectors;
-2. one aggregate over it gives the bounds of every component: the cosine's, the
-   poignancy's, and the recency's from the last accesses (recency is monotone in the last
-   access, or by position ``decay ** 1 .. decay ** n``), so no recency is computed for them;
-3. the rows that could hold the minimum or maximum cosine get the exact float64 cosine,
-   so the min-max normalisation is exact;
-4. recency by mode (``decay ** hours``, or ``decay ** position`` by window function, the
-   original's inverted order and tie order for ``"reverie"``), each component min-max
-   normalised (0.5 when all equal) and combined term by term as in process;
-5. every row whose approximate score could reach the k-th best gets its exact cosine and is
-   re-scored; the top k of those, ties in the original's candidate order (last access
-   ascending, events before thoughts, newest first), are returned.
+1. one scan of the candidates (events and thoughts whose ``embedding_key`` has no
+   ``"idle"``, or the types a filter names, chats included; expired ones dropped unless asked
+   or in ``"reverie"`` mode) aggregates, per candidate, 28 bytes: its number and type code,
+   its last access (the stored microseconds), its poignancy and pgvector's float32 inner
+   product with the query (``<#>``) over the stored norm. The aggregate is one
+   ``string_agg`` of fixed-size records, so parallel workers hand on one value each instead
+   of a row per candidate, as pgvector's own top-k scan hands on only its k;
+2. in process, the records become the columns of
+   :class:`~langchain_genmem.numerics.scoring.Candidates` (last accesses as
+   :func:`~langchain_genmem.core.timeutil.to_epoch` gives them, approximate cosines from the
+   products and the stored norms), recency comes from
+   :func:`~langchain_genmem.numerics.scoring.recency` and the ranking from
+   :func:`~langchain_genmem.numerics.scoring.rank`;
+3. the rows the ranking needs exactly (those that could hold the least or greatest cosine,
+   reach the k-th best, or hold the lowest score) are read by primary key with their
+   vectors and get the float64 cosine of
+   :func:`~langchain_genmem.numerics.scoring.exact_cosine`: a few rows, read once each,
+   the top k among them. The first read also takes the rows the later steps will most
+   likely ask for (:func:`likely_rows`), so a ranking is usually two queries.
 
-The scan, the bounds and the positions are ``MATERIALIZED`` (computed once); the scores
-of ``"hours"`` are recomputed from the scan in the two passes that need them, which is
-cheaper than storing them. Powers that would underflow a float8 are 0, as numpy's are
-(PostgreSQL raises instead). The error bound of step 1 is
-:func:`~langchain_genmem.numerics.scoring.cosine_error` for float32, doubled for pgvector's own
-summation order and the query's rounding to float32.
+The error bound of the approximate cosines is
+:func:`~langchain_genmem.numerics.scoring.cosine_error` for float32, doubled for pgvector's
+own summation order and the query's rounding to float32.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import NamedTuple
 
 import numpy as np
 
-from langchain_genmem.core.modes import RecencyMode
-from langchain_genmem.core.nodes import CANDIDATE_TYPES, NODE_TYPES
+from langchain_genmem.core.nodes import CANDIDATE_TYPES, TYPE_CODES
 from langchain_genmem.core.timeutil import to_epoch
-from langchain_genmem.numerics.scoring import (
-    Weights,
-    combine,
-    cosine_error,
-    exact_cosine,
-    minmax,
-)
+from langchain_genmem.numerics.scoring import Candidates, Weights, cosine_error, score
 
-# PostgreSQL raises "underflow" where a float8 exp, power, product or quotient of
-# non-zero values rounds to 0 (numpy gives 0). So a recency below e ** UNDERFLOW (about
-# 1e-300) is 0, which keeps every quotient of recencies out of the subnormals, and a
-# normalised recency below TINY counts as 0 in the weighted sum; no score sees either.
-UNDERFLOW = -690.0
-TINY = "1e-200"
-
-# decay ** hours since the last access {x} (accesses after now count as now)
-HOURS = (
-    f"CASE WHEN greatest(%(now)s - {{x}}, 0::float8) * %(ln_decay)s < {UNDERFLOW} "
-    "THEN 0::float8 ELSE exp(greatest(%(now)s - {x}, 0::float8) * %(ln_decay)s) END"
-)
-# decay ** position {x}
-POWER = (
-    f"CASE WHEN ({{x}})::float8 * %(ln_decay_step)s < {UNDERFLOW} THEN 0::float8 "
-    "ELSE power(%(decay)s, ({x})::float8) END"
-)
-
-
-class Recency(NamedTuple):
-    """How the query computes one recency mode.
-
-    Attributes:
-        window: the order that numbers the candidates (``pos``), or None for recency by
-            time.
-        raw: the raw recency, of ``{x}``: a row's ``la`` (by time) or ``pos``.
-        least: the ``{x}`` of the least recency, from the bounds ``lim``.
-        greatest: the ``{x}`` of the greatest.
-    """
-
-    window: str | None
-    raw: str
-    least: str
-    greatest: str
-
-
-RECENCY: dict[str, Recency] = {
-    "hours": Recency(None, HOURS, "lim.la_lo", "lim.la_hi"),
-    "rank": Recency("ORDER BY la DESC, node_count DESC", POWER, "lim.n", "1"),
-    "reverie": Recency("ORDER BY la ASC, type_code ASC, node_count DESC", POWER, "lim.n", "1"),
-}
-
-# The in-process type codes (event 0, thought 1, chat 2: the order of NODE_TYPES), which
-# order ties.
+# The type codes of the in-process ranking (they order ties), packed under the node number.
 TYPE_CODE = (
-    "CASE m.type "
-    + " ".join(f"WHEN '{t}' THEN {code}" for code, t in enumerate(NODE_TYPES))
+    "CASE m.type " + " ".join(f"WHEN '{t}' THEN {code}" for t, code in TYPE_CODES.items())
     + " END"
 )
+TYPE_BITS = 2
 
-# Set (transaction-local) before the query: its intermediate results stay in memory, and
-# the scan runs in parallel workers although it hands every candidate row on, which the
-# planner's default price of a row passed between processes would forbid (pgvector's
-# distance operator is priced as cheap as an addition).
-RANKING_SETTINGS = (
-    "SELECT set_config('work_mem', '64MB', true), "
-    "set_config('parallel_tuple_cost', '0.001', true)"
-)
+# One record per candidate: node number * 4 + type code (an int4: PostgreSQL refuses the
+# query past 536 million memories of a persona rather than wrap), last access (microseconds
+# since 2000-01-01, PostgreSQL's own), poignancy, inner product (pgvector's float32 sum) / norm.
+RECORD = np.dtype([("key", ">i4"), ("la", ">i8"), ("poig", ">f8"), ("ip", ">f8")])
+POSTGRES_EPOCH_US = 946_684_800 * 1_000_000  # 2000-01-01 in microseconds since 1970
 
-COMBINE = (
-    f"((CASE WHEN {{r}} < {TINY} THEN 0::float8 ELSE {{r}} END * %(w0)s) * %(g0)s "
-    "+ ({v} * %(w1)s) * %(g1)s) + ({i} * %(w2)s) * %(g2)s"
-)
-
-QUERY = """
-WITH c AS MATERIALIZED (
-    SELECT m.node_count, {type_code} AS type_code,
-           date_part('epoch', m.last_accessed) AS la, m.poignancy AS poig,
-           CASE WHEN m.embedding_norm = 0 OR %(qn)s = 0 THEN 0::float8
-                ELSE -(m.embedding <#> %(qv)s::vector) / (m.embedding_norm * %(qn)s) END AS cos_a
-    FROM memory_nodes m
-    WHERE m.persona_name = %(persona)s AND m.type = ANY(%(kinds)s)
-      AND m.embedding_key NOT LIKE '%%idle%%' {alive}{where}
-), lim AS MATERIALIZED (
-    SELECT min(cos_a) AS lo, max(cos_a) AS hi, min(poig) AS plo, max(poig) AS phi,
-           min(la) AS la_lo, max(la) AS la_hi, count(*) AS n
-    FROM c
-), bounds AS MATERIALIZED (
-    SELECT lim.*, {rec_lo} AS rlo, {rec_hi} AS rhi,
-           2 * abs(%(w1)s * %(g1)s) * least(1, 4 * %(err)s / nullif(hi - lo, 0)) AS margin
-    FROM lim
-), p AS {positions}
-), s AS NOT MATERIALIZED (
-    SELECT p.node_count, p.type_code, p.la,
-           p.cos_a <= b.lo + 2 * %(err)s OR p.cos_a >= b.hi - 2 * %(err)s AS edge,
-           CASE WHEN b.rhi = b.rlo THEN 0.5::float8
-                ELSE ({recency} - b.rlo) / (b.rhi - b.rlo) END AS r,
-           CASE WHEN b.hi = b.lo THEN 0.5::float8
-                ELSE (p.cos_a - b.lo) / (b.hi - b.lo) END AS v,
-           CASE WHEN b.phi = b.plo THEN 0.5::float8
-                ELSE (p.poig - b.plo) / (b.phi - b.plo) END AS i
-    FROM p, bounds AS b
-), kth AS MATERIALIZED (
-    SELECT (SELECT min(score_a) FROM (SELECT {combine} AS score_a FROM s
-                                      ORDER BY 1 DESC LIMIT %(k)s) AS best) AS kth,
-           (SELECT min({combine}) FROM s) AS lowest
-), picked AS MATERIALIZED (
-    SELECT s.node_count, s.type_code, s.la, s.r, s.i, s.edge,
-           {combine} >= kth.kth - b.margin AS near
-    FROM s, kth, bounds AS b
-    WHERE s.edge OR {combine} >= kth.kth - b.margin
-)
-SELECT m.node_count, m.type_count, m.type, m.depth, m.created_at, m.expiration,
-       m.last_accessed, m.subject, m.predicate, m.object, m.description, m.embedding_key,
-       m.poignancy, m.keywords, m.filling, m.conversation, m.speaker, m.embedding, m.embedding_norm,
-       picked.r, picked.i, picked.edge, picked.near, picked.la, picked.type_code,
-       b.n, kth.lowest, b.lo, b.hi
-FROM memory_nodes m JOIN picked ON picked.node_count = m.node_count, kth, bounds AS b
-WHERE m.persona_name = %(persona)s  -- by primary key: the few rows picked
-  AND m.node_count = ANY((SELECT array_agg(node_count) FROM picked)::integer[])
+QUERY = f"""
+SELECT string_agg(int4send(m.node_count * {1 << TYPE_BITS} + {TYPE_CODE})
+                  || timestamp_send(m.last_accessed) || float8send(m.poignancy)
+                  || float8send(CASE WHEN m.embedding_norm = 0 THEN 0::float8
+                                     ELSE (m.embedding <#> %(qv)s::vector) / m.embedding_norm END),
+                  ''::bytea)
+FROM memory_nodes m
+WHERE m.persona_name = %(persona)s AND m.type = ANY(%(kinds)s)
+  AND m.embedding_key NOT LIKE '%%idle%%' {{alive}}{{where}}
 """
 
+ALIVE = " AND (m.expiration IS NULL OR date_part('epoch', m.expiration) > %(now)s)"
 
-def ranking_query(mode: RecencyMode, include_expired: bool, where: str = "") -> str:
-    """The SQL of one ranking.
+
+def candidates_query(include_expired: bool, where: str = "") -> str:
+    """The SQL that aggregates every candidate of a persona.
 
     Args:
-        mode: the recency mode.
-        include_expired: keep expired candidates (``"reverie"`` always does).
+        include_expired: keep expired candidates (the caller passes True for ``"reverie"``).
         where: more candidate conditions (``" AND ..."`` over ``memory_nodes m``), from
             :meth:`~langchain_genmem.numerics.candidate_filter.CandidateFilter.sql`: the filter
             picks the candidates before normalisation, as in process (its parameters may replace
             ``kinds``, the types scored).
 
     Returns:
-        The query, with ``%(name)s`` parameters from :func:`ranking_params`.
+        The query, with ``%(name)s`` parameters from :func:`candidates_params`.
     """
-    alive = ""
-    if not include_expired and mode != "reverie":
-        alive = (
-            "AND (m.expiration IS NULL "
-            "OR date_part('epoch', m.expiration) > %(now)s)"
-        )
-    rec = RECENCY[mode]
-    if rec.window is None:  # recency by time: nothing to number, scores recomputed per pass
-        positions = "NOT MATERIALIZED (\n    SELECT c.*, 0 AS pos FROM c"
-    else:
-        positions = (f"MATERIALIZED (\n    SELECT c.*, row_number() OVER ({rec.window}) AS pos "
-                     "FROM c")
-    return QUERY.format(
-        type_code=TYPE_CODE,
-        alive=alive,
-        where=where,
-        positions=positions,
-        recency=rec.raw.format(x="p.la" if rec.window is None else "p.pos"),
-        rec_lo=rec.raw.format(x=rec.least),
-        rec_hi=rec.raw.format(x=rec.greatest),
-        combine=COMBINE.format(r="s.r", v="s.v", i="s.i"),
-    )
+    return QUERY.format(alive="" if include_expired else ALIVE, where=where)
 
 
-def ranking_params(
-    persona: str,
-    query: np.ndarray,
-    *,
-    k: int,
-    decay: float,
-    weights: Weights,
-    now: datetime | float,
-    dim: int,
+def candidates_params(
+    persona: str, query: np.ndarray, now: datetime | float
 ) -> dict[str, object]:
-    """The parameters of :func:`ranking_query`.
+    """The parameters of :func:`candidates_query`.
 
     Args:
         persona: the persona.
         query: the query vector.
-        k: how many.
-        decay: the recency decay.
-        weights: the weights and gains.
         now: the current time (datetime or epoch seconds).
-        dim: the vector size.
 
     Returns:
         The parameters; ``kinds`` are the original's candidate types (a filter's types
         replace them).
     """
-    from pgvector import Vector
+    from pgvector import Vector  # lazy: optional extra
 
-
-    q = np.asarray(query, dtype=np.float64)
     return {
         "persona": persona,
         "kinds": list(CANDIDATE_TYPES),
-        "qv": Vector(q.astype(np.float32)),
-        "qn": float(np.linalg.norm(q)),
-        "k": int(k),
+        "qv": Vector(np.asarray(query, dtype=np.float32)),
         "now": now if isinstance(now, float) else to_epoch(now),
-        "decay": float(decay),
-        "ln_decay": float(np.log(decay) / 3600.0),
-        "ln_decay_step": float(np.log(decay)),
-        "err": 2.0 * cosine_error(dim, np.dtype(np.float32)),
-        "w0": float(weights.recency_w),
-        "w1": float(weights.relevance_w),
-        "w2": float(weights.importance_w),
-        "g0": float(weights.gains[0]),
-        "g1": float(weights.gains[1]),
-        "g2": float(weights.gains[2]),
     }
 
 
-# Where the query's columns are: the node's (``READ_COLUMNS``) come first.
-NODE_END = 17  # the node's columns (READ_COLUMNS of the backend) come first
-(AT_EMBEDDING, AT_NORM, AT_R, AT_I, AT_EDGE, AT_NEAR, AT_LA, AT_TYPE, AT_N,
- AT_LOWEST) = range(NODE_END, NODE_END + 10)
+def approximation_error(dim: int) -> float:
+    """The bound on each approximate cosine's error, for vectors of ``dim`` numbers."""
+    return 2.0 * cosine_error(dim, np.dtype(np.float32))
 
 
-class Finished(NamedTuple):
-    """The exact end of a ranking, over the rows the query returned.
-
-    Attributes:
-        best: indices of the top k rows, best first.
-        score: each row's score.
-        relevance: each row's normalised relevance.
-        cosine: each row's exact cosine.
-    """
-
-    best: np.ndarray
-    score: np.ndarray
-    relevance: np.ndarray
-    cosine: np.ndarray
+# likely_rows: how many rows past the k best and above the lowest it guesses
+GUESS_BEYOND_K = 2
+GUESS_LOWEST = 8
 
 
-def finish(rows: list[tuple], query: np.ndarray, k: int, weights: Weights) -> Finished:
-    """Rank the rows the query picked exactly, with the in-process functions.
+def likely_rows(c: Candidates, raw_recency: np.ndarray, w: Weights, k: int) -> np.ndarray:
+    """The node numbers the exact steps of a ranking will most likely read.
 
-    The query returns the rows that could hold the least or greatest cosine (``edge``) and
-    every row whose approximate score could reach the k-th best (``near``), with their
-    vectors; here they get the exact float64 cosine
-    (:func:`~langchain_genmem.numerics.scoring.exact_cosine`), the exact bounds of the
-    cosine come from the edge rows, and the near rows are scored
-    (:func:`~langchain_genmem.numerics.scoring.combine`) and sorted, ties in the original's
-    candidate order (last access ascending, events before thoughts, newest first).
+    A guess from the approximate scores: the best ``GUESS_BEYOND_K * k`` and the
+    ``GUESS_LOWEST`` lowest. Reading them with the first exact rows saves the ranking a round
+    trip per later step; a row the guess misses is read when asked for, so the guess never
+    changes the result.
 
     Args:
-        rows: the query's rows (at least one).
-        query: the query vector.
-        k: how many.
-        weights: the weights and gains.
+        c: the candidates, with approximate cosines.
+        raw_recency: their raw recency (not changed).
+        w: the weights.
+        k: how many the ranking returns.
 
     Returns:
-        The top k and each row's values.
+        Node numbers.
     """
-    vectors = np.vstack([_floats(r[AT_EMBEDDING]) for r in rows])
-    norms = np.array([r[AT_NORM] for r in rows], dtype=np.float64)
-    cos = exact_cosine(vectors, norms, query)
-    edge = np.array([r[AT_EDGE] for r in rows], dtype=bool)
-    bounds = (float(cos[edge].min()), float(cos[edge].max()))
-    near = np.flatnonzero([r[AT_NEAR] for r in rows])
-    v = minmax(cos, bounds)
-    r_ = np.array([r[AT_R] for r in rows], dtype=np.float64)
-    i = np.array([r[AT_I] for r in rows], dtype=np.float64)
-    score = combine(r_, v, i, weights)
-    la = np.array([r[AT_LA] for r in rows], dtype=np.float64)
-    code = np.array([r[AT_TYPE] for r in rows], dtype=np.int64)
-    count = np.array([r[0] for r in rows], dtype=np.int64)
-    keys = (-count[near], code[near], la[near], -score[near])
-    best = near[np.lexsort(keys)[:k]]
-    return Finished(best, score, v, cos)
+    approx = score(c, raw_recency, w).score
+    n = approx.shape[0]
+    best = min(n, GUESS_BEYOND_K * k)
+    lowest = min(n, GUESS_LOWEST)
+    picked = [np.argpartition(-approx, best - 1)[:best] if best else np.zeros(0, np.int64),
+              np.argpartition(approx, lowest - 1)[:lowest] if lowest else np.zeros(0, np.int64)]
+    return c.node_count[np.unique(np.concatenate(picked))]
 
 
-def _floats(value: object) -> np.ndarray:
-    """A pgvector value (``Vector`` or array) as float32."""
-    held = value.to_numpy() if hasattr(value, "to_numpy") else value
-    return np.asarray(held, dtype=np.float32)
+def unpack(packed: bytes | None, query: np.ndarray) -> Candidates:
+    """The candidates of the query's result.
+
+    Args:
+        packed: the query's one value: the records (None when there are none).
+        query: the query vector.
+
+    Returns:
+        The candidates, with approximate cosines.
+    """
+    records = np.frombuffer(packed or b"", dtype=RECORD)
+    key = records["key"].astype(np.int64)
+    us = records["la"].astype(np.int64) + POSTGRES_EPOCH_US
+    # seconds + microseconds / 1e6, the two roundings of to_epoch
+    la = (us // 1_000_000).astype(np.float64) + (us % 1_000_000) / 1e6
+    q_norm = float(np.linalg.norm(np.asarray(query, dtype=np.float64)))
+    cos = -records["ip"].astype(np.float64)
+    if q_norm == 0:
+        cos[:] = 0.0
+    else:
+        cos /= q_norm
+    return Candidates(
+        last_accessed=la,
+        type_code=key & ((1 << TYPE_BITS) - 1),
+        node_count=key >> TYPE_BITS,
+        poignancy=records["poig"].astype(np.float64),
+        cosine=cos,
+    )

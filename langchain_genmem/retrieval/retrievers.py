@@ -135,7 +135,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         include_expired: score expired memories too.
         update_access: set ``last_accessed`` of returned memories (the original does).
         score_in: ``"process"`` (default: numpy over the stream's in-process cache) or
-            ``"database"`` (one SQL query in PostgreSQL ranks every candidate, for callers
+            ``"database"`` (one scan in PostgreSQL scores every candidate, for callers
             that must not hold the vectors; same ids, order and scores).
         created_after, created_before, types, min_poignancy: the candidate filter of every
             call (``created_after <= created < created_before``; see

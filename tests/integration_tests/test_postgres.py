@@ -504,3 +504,18 @@ def test_equal_cosines_and_poignancies_normalise_to_one_half_in_the_database(dsn
     assert {(d.metadata["relevance"], d.metadata["importance"], d.metadata["recency"])
             for d in docs} == {(0.5, 0.5, 0.5)}
     same_ranking(stream, "一样", k=5)
+
+
+@pytest.mark.parametrize("mode", ["hours", "rank", "reverie"])
+def test_ranking_in_the_database_keeps_microseconds_old_times_and_zero_vectors(dsn, mode):
+    """Access times a microsecond apart, before 1970, and vectors of norm 0 rank as in process."""
+    old = datetime(1969, 12, 31, 23, 59, 59, 999_999)
+    stream = open_stream(dsn, clock=lambda: T0 + timedelta(days=1))
+    stream.add_many(
+        [{"type": ("event", "thought")[i % 2], "description": f"微秒 记忆 {i}",
+          "poignancy": 1 + i % 3,
+          "embedding": [0.0] * 8 if i % 5 == 0 else [1.0, (i % 4) * 0.5, 0, 0, 0, 0, 0, 1.0],
+          "created": (old if i % 3 == 0 else T0) + timedelta(microseconds=i % 6)}
+         for i in range(60)]
+    )
+    assert len(same_ranking(stream, "微秒 记忆", k=20, recency_mode=mode)) == 20

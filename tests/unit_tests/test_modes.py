@@ -7,7 +7,7 @@ import typing
 import pytest
 from pydantic import TypeAdapter
 
-from langchain_genmem.backends import postgres_schema, postgres_scoring
+from langchain_genmem.backends import postgres_schema
 from langchain_genmem.cli import options
 from langchain_genmem.core import modes, state, validation
 from langchain_genmem.core.errors import ValidationError
@@ -77,10 +77,9 @@ def test_the_library_validates_by_the_same_declaration():
     assert scoring.RECENCY_MODES == RECENCY_MODES  # the old names, the same values
 
 
-def test_sql_derives_its_checks_and_ranks_every_recency_mode():
+def test_sql_derives_its_checks():
     check = postgres_schema.SETTING_CHECKS["genmem_personas_relevance_mode_check"]
     assert check == f"relevance_mode IN ({modes.sql_values(RELEVANCE_MODES)})"
-    assert set(postgres_scoring.RECENCY) == set(RECENCY_MODES)
     script = postgres_schema.schema_sql()
     for name in postgres_schema.SETTING_CHECKS:
         for sql in postgres_schema.check_sql(name):
