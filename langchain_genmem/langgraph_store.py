@@ -98,7 +98,7 @@ from langchain_genmem.core.timeutil import naive
 from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.stream import Clock, MemoryStream
 from langchain_genmem.numerics.candidate_filter import make_filter
-from langchain_genmem.numerics.item_masks import ItemMasks, Test
+from langchain_genmem.numerics.item_masks import ItemMasks, ValueTest
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 REGISTRY = "langgraph_store"
@@ -506,9 +506,9 @@ class GenerativeAgentsStore(BaseStore):
         if op.limit <= 0:
             return []
         prefix = op.namespace_prefix
-        group = Test(("prefix", prefix), lambda ns: ns[: len(prefix)] == prefix)
+        group = ValueTest(("prefix", prefix), lambda ns: ns[: len(prefix)] == prefix)
         fields = {
-            name: Test(repr(want), lambda have, want=want: _compare(have, want))
+            name: ValueTest(repr(want), lambda have, want=want: _compare(have, want))
             for name, want in value_filter.items()
         }
         personas = self._personas_under(prefix)
@@ -535,7 +535,7 @@ class GenerativeAgentsStore(BaseStore):
             scored.sort(key=lambda s: s[0], reverse=True)
         return [r.item(score, search=True) for score, r in scored[op.offset : op.offset + op.limit]]
 
-    def _listed(self, persona: str, group: Test, fields: Mapping[str, Test],
+    def _listed(self, persona: str, group: ValueTest, fields: Mapping[str, ValueTest],
                 flt: Mapping[str, Any]) -> list[_Record]:
         """A persona's live items that pass, in the order its key records are kept."""
         items = self._items(persona)

@@ -17,8 +17,8 @@ Example:
 
         masks = ItemMasks()
         masks.put(0, ("memories", "u1"), {"topic": "food"}, indexed=True)
-        masks.select(Test(("memories",), lambda ns: ns[:1] == ("memories",)),
-                     {"topic": Test("food", lambda v: v == "food")})
+        masks.select(ValueTest(("memories",), lambda ns: ns[:1] == ("memories",)),
+                     {"topic": ValueTest("food", lambda v: v == "food")})
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _KEPT_TESTS = 64  # verdict tables kept per column (the most recent tests)
 
 
 @dataclass(frozen=True)
-class Test:
+class ValueTest:
     """A test on one field's values.
 
     Attributes:
@@ -90,7 +90,7 @@ class InternedColumn:
         if row < self.codes.size:
             self.codes[row] = -1
 
-    def mask(self, test: Test, n: int) -> np.ndarray:
+    def mask(self, test: ValueTest, n: int) -> np.ndarray:
         """Rows ``0..n-1`` whose value passes ``test``; a row holding nothing passes none.
 
         Args:
@@ -169,7 +169,7 @@ class ItemMasks:
             column.clear(row)
 
     def select(
-        self, group: Test, fields: Mapping[str, Test], *, indexed_only: bool = False
+        self, group: ValueTest, fields: Mapping[str, ValueTest], *, indexed_only: bool = False
     ) -> np.ndarray:
         """The live rows whose group and fields pass the tests (a missing field is None).
 
