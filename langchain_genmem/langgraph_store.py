@@ -45,6 +45,14 @@ How the store maps onto the stream:
   ``{"n": {"$gte": 3}}`` with ``$eq $ne $gt $gte $lt $lte``) and the retrieval filters
   ``created_after``, ``created_before``, ``types`` and ``min_poignancy`` (reserved names;
   see :mod:`langchain_genmem.numerics.candidate_filter`), which limit listing too.
+- **How a search finds the live items**: the store keeps, per persona, which node rows hold
+  a key's live memory, their namespaces and the filtered value fields as masks
+  (:mod:`langchain_genmem.numerics.item_masks`), updated key by key on put and delete. A
+  search reads nothing but the head the retrieval reads anyway; a commit of another writer
+  seen there is compared key by key with what the store holds. Personas are listed once
+  and again when a search's namespace prefix names a persona the store does not know, so
+  a persona another process makes is found by a search of its namespace (or of any prefix
+  that is no persona of its own) and by ``list_namespaces``.
 - **TTL** is not supported (``supports_ttl`` is False: ``put(..., ttl=...)`` raises);
   memories fade by recency instead. ``index=False`` stores an item that listing shows and
   ranked search leaves out; ``index=[fields]`` describes the memory by those value fields.
