@@ -516,7 +516,8 @@ class GenerativeAgentsStore(BaseStore):
         prefix = op.namespace_prefix
         group = ValueTest(("prefix", prefix), lambda ns: ns[: len(prefix)] == prefix)
         fields = {
-            name: ValueTest(repr(want), lambda have, want=want: _compare(have, want))
+            name: ValueTest(repr(want), lambda have, want=want: _compare(have, want),
+                            only=want if type(want) is str else None)
             for name, want in value_filter.items()
         }
         personas = self._personas_under(prefix)

@@ -41,10 +41,13 @@ class ValueTest:
         key: what identifies the test (equal keys must mean the same test), e.g. the
             filter's ``repr``.
         passes: value -> whether a row holding it passes.
+        only: a text that is the one value passing, when the test is plain equality with
+            it: the rows holding it are found by their code, with no call per value.
     """
 
     key: Hashable
     passes: Callable[[Any], bool]
+    only: str | None = None
 
 
 def _identity(value: Any) -> Hashable:
@@ -100,6 +103,13 @@ class InternedColumn:
         Returns:
             A boolean array of length ``n``.
         """
+        if test.only is not None:
+            code = self._code_of.get(_identity(test.only))
+            out = np.zeros(n, dtype=bool)
+            if code is not None:
+                codes = self.codes[:n]
+                out[: codes.size] = codes == code
+            return out
         held = self._verdicts.pop(test.key, np.zeros(0, dtype=bool))
         if held.size < len(self.values):
             fresh = [bool(test.passes(v)) for v in self.values[held.size :]]

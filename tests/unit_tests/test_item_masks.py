@@ -32,6 +32,16 @@ def test_values_a_test_can_tell_apart_are_held_apart():
     assert column.mask(equals(1), 9).tolist() == [False] * 8 + [True]
 
 
+def test_equality_with_a_text_is_found_by_its_code():
+    column = InternedColumn()
+    for row, value in enumerate(["饺子", "面条", "饺子", 1, None]):
+        column.set(row, value)
+    never = ValueTest("饺子 by code", lambda v: pytest.fail("no call per value"), only="饺子")
+    assert column.mask(never, 7).tolist() == [True, False, True, False, False, False, False]
+    absent = ValueTest("茶 by code", lambda v: pytest.fail("no call per value"), only="茶")
+    assert not column.mask(absent, 5).any()
+
+
 def test_a_tests_verdicts_are_kept_and_extended_to_new_values():
     calls: list[Any] = []
     test = ValueTest("n>2", lambda v: calls.append(v) or (isinstance(v, int) and v > 2))
