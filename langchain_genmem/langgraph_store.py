@@ -166,6 +166,7 @@ class _Items:
         self.entries: dict[Key, Mapping[str, Any]] = {}
         self.keys: dict[int, Key] = {}  # row -> key
         self.masks = ItemMasks()
+        self._records: dict[Key, _Record] = {}  # made when first asked for
 
     def set(self, namespace: tuple[str, ...], key: str, entry: Mapping[str, Any]) -> None:
         self.drop(namespace, key)
@@ -177,6 +178,7 @@ class _Items:
         self.masks.put(number - 1, namespace, entry["value"], indexed=entry.get("indexed", True))
 
     def drop(self, namespace: tuple[str, ...], key: str) -> None:
+        self._records.pop((namespace, key), None)
         entry = self.entries.pop((namespace, key), None)
         number = None if entry is None else node_number_or_none(entry["node_id"])
         if number is not None and self.keys.get(number - 1) == (namespace, key):
@@ -197,11 +199,17 @@ class _Items:
             self.drop(*gone)
 
     def record(self, namespace: tuple[str, ...], key: str) -> _Record | None:
+        made = self._records.get((namespace, key))
+        if made is not None:
+            return made
         r = self.entries.get((namespace, key))
         if r is None:
             return None
-        return _Record(namespace, key, r["node_id"], r["value"], _utc(r["created_at"]),
-                       _utc(r["updated_at"]), r.get("indexed", True))
+        made = self._records[(namespace, key)] = _Record(
+            namespace, key, r["node_id"], r["value"], _utc(r["created_at"]),
+            _utc(r["updated_at"]), r.get("indexed", True),
+        )
+        return made
 
 
 class GenerativeAgentsStore(BaseStore):
@@ -546,25 +554,23 @@ class GenerativeAgentsStore(BaseStore):
 
     def _listed(self, persona: str, group: ValueTest, fields: Mapping[str, ValueTest],
                 flt: Mapping[str, Any]) -> list[_Record]:
-        """A persona's live items that pass, in the order its key records are kept."""
+        """A persona's live items that pass, in the order of their namespaces' key records.
+
+        Listing sorts by (``updated_at``, key); two items equal in both are in different
+        namespaces, and keep the order in which the persona's key records hold those.
+        """
         items = self._items(persona)
-        keep = items.masks.select(group, fields)
-        if not keep.any():
+        rows = np.flatnonzero(items.masks.select(group, fields))
+        if rows.size == 0:
             return []
-        stream = self.stream(persona)
-        passes = make_filter(**flt).passes if flt else None
-        out = []
-        for ns_text, entries in stream._state.extra.get(REGISTRY, {}).items():
-            namespace = tuple(json.loads(ns_text))
-            if not group.passes(namespace):
-                continue
-            for key, entry in entries.items():
-                number = node_number_or_none(entry["node_id"])
-                if number is None or number > keep.size or not keep[number - 1]:
-                    continue
-                if passes is None or passes(stream.get(entry["node_id"])):
-                    out.append(items.record(namespace, key))
-        return out
+        records = [items.record(*items.keys[row]) for row in rows.tolist()]
+        if flt:
+            stream, passes = self.stream(persona), make_filter(**flt).passes
+            records = [r for r in records if passes(stream.get(r.node_id))]  # type: ignore[union-attr]
+        registry = self.stream(persona)._state.extra.get(REGISTRY, {})
+        place = {tuple(json.loads(ns_text)): i for i, ns_text in enumerate(registry)}
+        records.sort(key=lambda r: place[r.namespace])  # type: ignore[union-attr]
+        return records  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ namespaces
 
