@@ -393,15 +393,16 @@ class GenerativeAgentsStore(BaseStore):
             items.rev = state.rev
         return items
 
-    def _personas_under(self, prefix: tuple[str, ...]) -> list[str]:
+    def _personas_under(self, prefix: tuple[str, ...], *, fresh: bool = False) -> list[str]:
         """The personas that may hold namespaces under ``prefix``, sorted.
 
         The store's personas are listed (a read of every persona's record) the first time,
         and again when the prefix's own persona is not known yet (a namespace another
         process made); this store's writes add theirs. With the default ``persona_for``
-        only the prefix's persona and those below it can hold its namespaces.
+        only the prefix's persona and those below it can hold its namespaces. ``fresh``
+        lists them in any case.
         """
-        if self._personas is None or not self._knows(prefix):
+        if fresh or self._personas is None or not self._knows(prefix):
             self._personas = set(self.backend.personas())
         known = self._personas | set(self._streams)
         if self.persona_for is default_persona and prefix:
@@ -575,8 +576,8 @@ class GenerativeAgentsStore(BaseStore):
     # ------------------------------------------------------------------ namespaces
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        self._personas = None  # list them again: another process may have made some
-        found = {ns for p in self._personas_under(()) for ns, _ in self._items(p).entries}
+        personas = self._personas_under((), fresh=True)  # another process may have made some
+        found = {ns for p in personas for ns, _ in self._items(p).entries}
         for cond in op.match_conditions or ():
             found = {ns for ns in found if _namespace_matches(cond, ns)}
         if op.max_depth is not None:

@@ -216,6 +216,8 @@ def test_another_store_writing_between_searches_is_seen(backend, clock):
         assert store.get(ZHANG, "键0").value["content"] == "另一个进程写的"
         assert store.get(ZHANG, "键1") is None
         assert store.get(("用户", "王五"), "k") is not None
+        other.put(("新", "命名空间"), "k", {"content": "listed, never searched"})
+        assert ("新", "命名空间") in store.list_namespaces()
         # and this store's writes on top of the other's
         store.put(ZHANG, "键1", {"content": "回来了", "topic": "食物", "n": 8})
         for given in FILTERS[:8]:
