@@ -45,6 +45,14 @@ How the store maps onto the stream:
   ``{"n": {"$gte": 3}}`` with ``$eq $ne $gt $gte $lt $lte``) and the retrieval filters
   ``created_after``, ``created_before``, ``types`` and ``min_poignancy`` (reserved names;
   see :mod:`langchain_genmem.numerics.candidate_filter`), which limit listing too.
+- **How a search finds the live items**: the store keeps, per persona, which node rows hold
+  a key's live memory, their namespaces and the filtered value fields as masks
+  (:mod:`langchain_genmem.numerics.item_masks`), updated key by key on put and delete. A
+  search reads nothing but the head the retrieval reads anyway; a commit of another writer
+  seen there is compared key by key with what the store holds. Personas are listed once
+  and again when a search's namespace prefix names a persona the store does not know, so
+  a persona another process makes is found by a search of its namespace (or of any prefix
+  that is no persona of its own) and by ``list_namespaces``.
 - **TTL** is not supported (``supports_ttl`` is False: ``put(..., ttl=...)`` raises);
   memories fade by recency instead. ``index=False`` stores an item that listing shows and
   ranked search leaves out; ``index=[fields]`` describes the memory by those value fields.
@@ -73,6 +81,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_config
@@ -92,10 +101,12 @@ from langgraph.store.base import (
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.nodes import node_number_or_none
 from langchain_genmem.core.timeutil import naive
 from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.stream import Clock, MemoryStream
 from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.numerics.item_masks import ItemMasks, ValueTest
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 REGISTRY = "langgraph_store"
@@ -138,6 +149,67 @@ class _Record:
         fields = dict(namespace=self.namespace, key=self.key, value=copy.deepcopy(self.value),
                       created_at=self.created_at, updated_at=self.updated_at)
         return SearchItem(**fields, score=score) if search else Item(**fields)
+
+
+Key = tuple[tuple[str, ...], str]
+
+
+class _Items:
+    """A persona's live items as this store last read them: entries by key, masks by row.
+
+    Kept up to date by this store's own writes; a state another writer committed is
+    compared with it entry by entry (by node id) and only the keys that changed are redone.
+    """
+
+    def __init__(self) -> None:
+        self.rev = -1  # the state revision these items were read at
+        self.entries: dict[Key, Mapping[str, Any]] = {}
+        self.keys: dict[int, Key] = {}  # row -> key
+        self.masks = ItemMasks()
+        self._records: dict[Key, _Record] = {}  # made when first asked for
+
+    def set(self, namespace: tuple[str, ...], key: str, entry: Mapping[str, Any]) -> None:
+        self.drop(namespace, key)
+        number = node_number_or_none(entry["node_id"])
+        if number is None:  # not a memory of this stream: nothing to find
+            return
+        self.entries[(namespace, key)] = entry
+        self.keys[number - 1] = (namespace, key)
+        self.masks.put(number - 1, namespace, entry["value"], indexed=entry.get("indexed", True))
+
+    def drop(self, namespace: tuple[str, ...], key: str) -> None:
+        self._records.pop((namespace, key), None)
+        entry = self.entries.pop((namespace, key), None)
+        number = None if entry is None else node_number_or_none(entry["node_id"])
+        if number is not None and self.keys.get(number - 1) == (namespace, key):
+            del self.keys[number - 1]
+            self.masks.retire(number - 1)
+
+    def sync(self, registry: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+        """Take a registry another writer committed: redo only the keys whose memory changed."""
+        seen: set[Key] = set()
+        for ns_text, entries in registry.items():
+            namespace = tuple(json.loads(ns_text))
+            for key, entry in entries.items():
+                seen.add((namespace, key))
+                held = self.entries.get((namespace, key))
+                if held is not entry and (held is None or held["node_id"] != entry["node_id"]):
+                    self.set(namespace, key, entry)
+        for gone in [k for k in self.entries if k not in seen]:
+            self.drop(*gone)
+
+    def record(self, namespace: tuple[str, ...], key: str) -> _Record | None:
+        made = self._records.get((namespace, key))
+        if made is not None:
+            return made
+        r = self.entries.get((namespace, key))
+        if r is None:
+            return None
+        made = self._records[(namespace, key)] = _Record(
+            namespace, key, r["node_id"], r["value"], _utc(r["created_at"]),
+            _utc(r["updated_at"]), r.get("indexed", True),
+        )
+        return made
 
 
 class GenerativeAgentsStore(BaseStore):
@@ -206,8 +278,9 @@ class GenerativeAgentsStore(BaseStore):
             # Items are what users said, never a simulation's idle markers: keep them all.
             self.retriever_kwargs.setdefault("idle_filter", False)
         self._streams: dict[str, MemoryStream] = {}
-        # each persona's parsed key records, by the state revision they were read at
-        self._parsed: dict[str, tuple[int, dict[tuple[tuple[str, ...], str], _Record]]] = {}
+        self._items_of: dict[str, _Items] = {}  # each persona's live items, as last read
+        self._rankers: dict[str, GenerativeAgentsRetriever] = {}
+        self._personas: set[str] | None = None  # the personas known, listed when needed
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ streams
@@ -246,6 +319,9 @@ class GenerativeAgentsStore(BaseStore):
             for stream in self._streams.values():
                 stream.close()
             self._streams.clear()
+            self._items_of.clear()
+            self._rankers.clear()
+            self._personas = None
             self.backend.close()
 
     # ------------------------------------------------------------------ BaseStore
@@ -288,7 +364,7 @@ class GenerativeAgentsStore(BaseStore):
 
     def _read(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            record = self._records(self.persona_for(op.namespace)).get((op.namespace, op.key))
+            record = self._items(self.persona_for(op.namespace)).record(op.namespace, op.key)
             return None if record is None else record.item()
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -299,28 +375,54 @@ class GenerativeAgentsStore(BaseStore):
 
     # ------------------------------------------------------------------ registry
 
-    def _records(self, persona: str) -> dict[tuple[tuple[str, ...], str], _Record]:
-        stream = self.stream(persona)
-        stream.refresh()
-        held = self._parsed.get(persona)
-        if held is not None and held[0] == stream._state.rev:
-            return held[1]
-        state = stream.state
-        registry = state.extra.get(REGISTRY, {})
-        out = {}
-        for ns_text, items in registry.items():
-            ns = tuple(json.loads(ns_text))
-            for key, r in items.items():
-                out[(ns, key)] = _Record(
-                    ns, key, r["node_id"], r["value"], _utc(r["created_at"]),
-                    _utc(r["updated_at"]), r.get("indexed", True),
-                )
-        self._parsed[persona] = (state.rev, out)
-        return out
+    def _items(self, persona: str, *, refresh: bool = True) -> _Items:
+        """A persona's live items, caught up with its stream's state.
 
-    def _all_records(self) -> list[tuple[str, _Record]]:
-        personas = set(self.backend.personas()) | set(self._streams)
-        return [(p, r) for p in sorted(personas) for r in self._records(p).values()]
+        Args:
+            persona: the persona.
+            refresh: look at the store first (a head read) for other writers' commits;
+                False when the stream just did (a retrieval refreshes before it ranks).
+        """
+        stream = self.stream(persona)
+        if refresh:
+            stream.refresh()
+        items = self._items_of.setdefault(persona, _Items())
+        state = stream._state
+        if items.rev != state.rev:
+            items.sync(state.extra.get(REGISTRY, {}))
+            items.rev = state.rev
+        return items
+
+    def _personas_under(self, prefix: tuple[str, ...], *, fresh: bool = False) -> list[str]:
+        """The personas that may hold namespaces under ``prefix``, sorted.
+
+        The store's personas are listed (a read of every persona's record) the first time,
+        and again when the prefix's own persona is not known yet (a namespace another
+        process made); this store's writes add theirs. With the default ``persona_for``
+        only the prefix's persona and those below it can hold its namespaces. ``fresh``
+        lists them in any case.
+        """
+        if fresh or self._personas is None or not self._knows(prefix):
+            self._personas = set(self.backend.personas())
+        known = self._personas | set(self._streams)
+        if self.persona_for is default_persona and prefix:
+            joined = default_persona(prefix)
+            known = {p for p in known if p == joined or p.startswith(joined + "/")}
+        return sorted(known)
+
+    def _knows(self, prefix: tuple[str, ...]) -> bool:
+        try:
+            persona = self.persona_for(prefix)
+        except (IndexError, KeyError, TypeError, ValueError):  # a prefix too short to map
+            return False
+        return self._personas is not None and persona in self._personas
+
+    def _ranker(self, persona: str) -> GenerativeAgentsRetriever:
+        """The retriever that ranks a persona's searches (made once)."""
+        ranker = self._rankers.get(persona)
+        if ranker is None:
+            ranker = self._rankers[persona] = self.retriever(persona)
+        return ranker
 
     # ------------------------------------------------------------------ writes
 
@@ -333,9 +435,12 @@ class GenerativeAgentsStore(BaseStore):
             self._write_persona(persona, ops)
 
     def _write_persona(self, persona: str, ops: Sequence[PutOp]) -> None:
+        held = self._items(persona)  # caught up with the state this write starts from
         stream = self.stream(persona)
-        stream.refresh()
-        registry = json.loads(json.dumps(stream.state.extra.get(REGISTRY, {})))
+        base_rev = stream._state.rev
+        extra = {**stream._state.extra}
+        # Entries are never changed in place: copy the namespaces' dicts, not every entry.
+        registry = {ns: dict(items) for ns, items in extra.get(REGISTRY, {}).items()}
         now = naive(stream.clock())
         adds = [op for op in ops if op.value is not None]
         for op in ops:
@@ -343,9 +448,9 @@ class GenerativeAgentsStore(BaseStore):
                 registry.get(_ns_text(op.namespace), {}).pop(op.key, None)
         registry = {ns: items for ns, items in registry.items() if items}
         items = [self._memory(op, now) for op in adds]
-        extra = {**stream.state.extra}
         if not items:
             stream.set_extra(**{REGISTRY: registry})
+            self._note_write(persona, held, base_rev, registry, ops)
             return
         # Node ids are known before the write: the stream numbers nodes in order.
         first = len(stream) + 1
@@ -354,7 +459,7 @@ class GenerativeAgentsStore(BaseStore):
             old = entries.get(op.key)
             entries[op.key] = {
                 "node_id": f"node_{first + i}",
-                "value": op.value,
+                "value": json.loads(json.dumps(op.value)),  # as stored, not the caller's dict
                 "created_at": old["created_at"] if old else now.isoformat(),
                 "updated_at": now.isoformat(),
                 "indexed": op.index is not False,
@@ -366,6 +471,26 @@ class GenerativeAgentsStore(BaseStore):
             for op, node_id in zip(adds, wrote, strict=True):
                 registry[_ns_text(op.namespace)][op.key]["node_id"] = node_id
             stream.set_extra(**{REGISTRY: registry})
+        self._note_write(persona, held, base_rev, registry, ops)
+
+    def _note_write(self, persona: str, held: _Items, base_rev: int,
+                    registry: Mapping[str, Mapping[str, Any]], ops: Sequence[PutOp]) -> None:
+        """Apply this store's write to the persona's items, key by key.
+
+        Only when the stream holds exactly the registry written on top of the state the
+        items were read at; otherwise the next read compares them with the state.
+        """
+        if self._personas is not None:
+            self._personas.add(persona)
+        state = self.stream(persona)._state
+        if held.rev != base_rev or state.extra.get(REGISTRY) is not registry:
+            return
+        for op in ops:
+            if op.value is None:
+                held.drop(op.namespace, op.key)
+            else:
+                held.set(op.namespace, op.key, registry[_ns_text(op.namespace)][op.key])
+        held.rev = state.rev
 
     def _memory(self, op: PutOp, now: datetime) -> dict[str, Any]:
         value = op.value or {}
@@ -395,38 +520,64 @@ class GenerativeAgentsStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         value_filter, flt = _split_filter(op.filter)
-        prefix = op.namespace_prefix
-        chosen = [
-            (p, r) for p, r in self._all_records()
-            if r.namespace[: len(prefix)] == prefix and _matches(r.value, value_filter)
-        ]
         if op.limit <= 0:
             return []
+        prefix = op.namespace_prefix
+        group = ValueTest(("prefix", prefix), lambda ns: ns[: len(prefix)] == prefix)
+        fields = {
+            name: ValueTest(repr(want), lambda have, want=want: _compare(have, want),
+                            only=want if type(want) is str else None)
+            for name, want in value_filter.items()
+        }
+        personas = self._personas_under(prefix)
         if op.query is None:
-            kept = [r for p, r in chosen if self._passes(p, r, flt)]
+            kept = [r for p in personas for r in self._listed(p, group, fields, flt)]
             kept.sort(key=lambda r: (r.updated_at, r.key), reverse=True)
             return [r.item(search=True) for r in kept[op.offset : op.offset + op.limit]]
         scored: list[tuple[float, _Record]] = []
-        personas = sorted({p for p, _ in chosen})
         for persona in personas:
-            by_node = {r.node_id: r for p, r in chosen if p == persona and r.indexed}
-            if not by_node:
-                continue
-            report = self.retriever(persona).retrieve_with_report(
-                op.query, k=op.offset + op.limit, node_ids=list(by_node), **flt
+
+            def live(persona: str = persona) -> np.ndarray:
+                # called once the retrieval caught up with the store: no second head read
+                items = self._items(persona, refresh=False)
+                return items.masks.select(group, fields, indexed_only=True)
+
+            report = self._ranker(persona).retrieve_with_report(
+                op.query, k=op.offset + op.limit, node_mask=live, **flt
             )
-            scored += [(d.metadata["score"], by_node[d.id]) for d in report.documents]
+            items = self._items_of[persona]
+            for d in report.documents:
+                namespace, key = items.keys[node_number_or_none(d.id) - 1]  # type: ignore[operator]
+                scored.append((d.metadata["score"], items.record(namespace, key)))
         if len(personas) > 1:
             scored.sort(key=lambda s: s[0], reverse=True)
         return [r.item(score, search=True) for score, r in scored[op.offset : op.offset + op.limit]]
 
-    def _passes(self, persona: str, record: _Record, flt: Mapping[str, Any]) -> bool:
-        return not flt or make_filter(**flt).passes(self.stream(persona).get(record.node_id))
+    def _listed(self, persona: str, group: ValueTest, fields: Mapping[str, ValueTest],
+                flt: Mapping[str, Any]) -> list[_Record]:
+        """A persona's live items that pass, in the order of their namespaces' key records.
+
+        Listing sorts by (``updated_at``, key); two items equal in both are in different
+        namespaces, and keep the order in which the persona's key records hold those.
+        """
+        items = self._items(persona)
+        rows = np.flatnonzero(items.masks.select(group, fields))
+        if rows.size == 0:
+            return []
+        records = [items.record(*items.keys[row]) for row in rows.tolist()]
+        if flt:
+            stream, passes = self.stream(persona), make_filter(**flt).passes
+            records = [r for r in records if passes(stream.get(r.node_id))]  # type: ignore[union-attr]
+        registry = self.stream(persona)._state.extra.get(REGISTRY, {})
+        place = {tuple(json.loads(ns_text)): i for i, ns_text in enumerate(registry)}
+        records.sort(key=lambda r: place[r.namespace])  # type: ignore[union-attr]
+        return records  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ namespaces
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = {r.namespace for _, r in self._all_records()}
+        personas = self._personas_under((), fresh=True)  # another process may have made some
+        found = {ns for p in personas for ns, _ in self._items(p).entries}
         for cond in op.match_conditions or ():
             found = {ns for ns in found if _namespace_matches(cond, ns)}
         if op.max_depth is not None:

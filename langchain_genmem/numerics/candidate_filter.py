@@ -22,8 +22,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Any
 
@@ -39,7 +39,9 @@ from langchain_genmem.core.nodes import (
 )
 from langchain_genmem.core.timeutil import naive, to_epoch
 
-FILTER_FIELDS = ("created_after", "created_before", "types", "min_poignancy", "node_ids")
+FILTER_FIELDS = (
+    "created_after", "created_before", "types", "min_poignancy", "node_ids", "node_mask",
+)
 _EXAMPLE = "2023-02-13 or 2023-02-13T07:00"
 
 
@@ -56,6 +58,11 @@ class CandidateFilter:
         min_poignancy: keep memories whose poignancy is at least this.
         node_ids: keep only these memories (``node_N`` ids), e.g. the live items of a
             LangGraph store namespace.
+        node_mask: keep only the memories whose row (node number - 1) is True in this
+            boolean array, or in the array a zero-argument callable returns when the
+            retrieval picks its candidates (after it caught up with the store, so the
+            caller's array can follow writes made meanwhile); rows past its end are left
+            out. The same set as ``node_ids`` without naming every id.
     """
 
     created_after: datetime | None = None
@@ -63,6 +70,8 @@ class CandidateFilter:
     types: tuple[str, ...] | None = None
     min_poignancy: float | None = None
     node_ids: frozenset[str] | None = None
+    # left out of ==: an array has no single truth value
+    node_mask: np.ndarray | Callable[[], np.ndarray] | None = field(default=None, compare=False)
 
     @property
     def active(self) -> bool:
@@ -114,6 +123,8 @@ class CandidateFilter:
             keep &= poignancy >= self.min_poignancy
         if self.node_ids is not None:
             keep &= np.isin(node_count, self.node_numbers())
+        if self.node_mask is not None:
+            keep &= _rows_in(self.mask_rows(), np.asarray(node_count, dtype=np.int64) - 1)
         return keep
 
     def passes(self, node: MemoryNode) -> bool:
@@ -138,6 +149,17 @@ class CandidateFilter:
         numbers = (node_number_or_none(i) for i in self.node_ids or ())
         return sorted(n for n in numbers if n is not None)
 
+    def mask_rows(self) -> np.ndarray:
+        """The boolean array of ``node_mask`` (calling it when it is a callable).
+
+        Returns:
+            True at the rows kept; an empty array when there is no ``node_mask``.
+        """
+        given = self.node_mask
+        if given is None:
+            return np.zeros(0, dtype=bool)
+        return np.asarray(given() if callable(given) else given, dtype=bool)
+
     def sql(self) -> tuple[str, dict[str, Any]]:
         """The filter as a SQL condition over ``memory_nodes m`` (PostgreSQL), with parameters.
 
@@ -161,6 +183,9 @@ class CandidateFilter:
         if self.node_ids is not None:
             parts.append("m.node_count = ANY(%(f_nodes)s)")
             params["f_nodes"] = self.node_numbers()
+        if self.node_mask is not None:
+            parts.append("m.node_count = ANY(%(f_rows)s)")
+            params["f_rows"] = (np.flatnonzero(self.mask_rows()) + 1).tolist()
         return "".join(f" AND {p}" for p in parts), params
 
 
@@ -174,6 +199,7 @@ def make_filter(
     types: Iterable[str] | str | None = None,
     min_poignancy: float | None = None,
     node_ids: Iterable[str] | None = None,
+    node_mask: np.ndarray | Callable[[], np.ndarray] | None = None,
 ) -> CandidateFilter:
     """Validate filter values and build the filter.
 
@@ -183,6 +209,7 @@ def make_filter(
         types: memory types, e.g. ``["event"]`` or ``"thought"``.
         min_poignancy: a finite number.
         node_ids: ``node_N`` ids.
+        node_mask: a boolean array over node rows, or a callable returning one.
 
     Returns:
         The filter.
@@ -202,6 +229,7 @@ def make_filter(
         types=_types(types),
         min_poignancy=_poignancy(min_poignancy),
         node_ids=None if node_ids is None else frozenset(_ids(node_ids)),
+        node_mask=_node_mask(node_mask),
     )
 
 
@@ -252,6 +280,28 @@ def _poignancy(value: Any) -> float | None:
         msg = f"min_poignancy: expected a finite number, got {value!r}"
         raise ValidationError(msg, field="min_poignancy")
     return float(value)
+
+
+def _node_mask(
+    value: np.ndarray | Callable[[], np.ndarray] | None,
+) -> np.ndarray | Callable[[], np.ndarray] | None:
+    if value is None or callable(value):
+        return value
+    rows = np.asarray(value)
+    if rows.ndim != 1 or rows.dtype != bool:
+        msg = f"node_mask: expected a one-dimensional boolean array, got {rows.dtype} {rows.shape}"
+        raise ValidationError(msg, field="node_mask")
+    return rows
+
+
+def _rows_in(allowed: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Whether each row is True in ``allowed`` (rows outside it are not)."""
+    if rows.size == 0 or (rows.min() >= 0 and rows.max() < allowed.size):
+        return allowed[rows]
+    inside = (rows >= 0) & (rows < allowed.size)
+    out = np.zeros(rows.shape, dtype=bool)
+    out[inside] = allowed[rows[inside]]
+    return out
 
 
 def _ids(values: Iterable[str]) -> list[str]:
