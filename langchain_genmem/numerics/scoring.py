@@ -23,6 +23,7 @@ thoughts, then newest first.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -416,10 +417,26 @@ def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarr
         The scores.
     """
     total = _term(r, w.recency_w, w.gains[0])
-    scratch = np.empty_like(total)  # one temporary for the other two terms
+    scratch = _scratch(total.shape[0])  # one temporary for the other two terms
     total += _term(v, w.relevance_w, w.gains[1], scratch)
     total += _term(i, w.importance_w, w.gains[2], scratch)
     return total
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """A float64 buffer of this thread's for a temporary that never leaves the call.
+
+    A fresh array of a million rows costs more to allocate (the kernel zeroes its pages) than
+    to fill, so the temporary is kept per thread and reused.
+    """
+    held = getattr(_LOCAL, "scratch", None)
+    if held is None or held.shape[0] < n:
+        held = np.empty(max(n, 1024))
+        _LOCAL.scratch = held
+    return held[:n]
 
 
 def _term(
@@ -486,8 +503,11 @@ class Ranking:
 
     Attributes:
         best: candidate indices of the top k, best first.
-        scored: components and scores of every candidate (exact for ``best``);
-            ``scored.relevance`` is the fused relevance actually used.
+        scored: components and scores of every candidate, exact for ``best`` and for every
+            row that could hold the lowest score; ``scored.relevance`` is the fused relevance
+            actually used. From approximate cosines, the other rows' scores are
+            approximations and their recency, relevance and dense part are not computed
+            (0): a million rows are never normalised column by column.
         cosine: raw cosine of every candidate (exact for ``best``; all 0 when the mode
             needs no dense part and none was given).
         dense: the normalised dense part (exact for ``best``).
@@ -568,57 +588,128 @@ def rank(
     lexical = None if relevance == "dense" else normalise_lexical(bm25)  # type: ignore[arg-type]
     cos = c.cosine if overwrite else c.cosine.copy()
     refined = np.zeros(cos.shape, dtype=bool)
-    needs_dense = relevance != "lexical"
-    if needs_dense and error > 0 and cos.size:
-        lo, hi = float(cos.min()), float(cos.max())
-        edges = np.flatnonzero((cos <= lo + 2 * error) | (cos >= hi - 2 * error))
-        _refine(cos, refined, edges, exact)
+    bounds = _exact_bounds(cos, refined, exact, error if relevance != "lexical" else 0.0)
     cands = replace(c, cosine=cos)
-    bounds = (float(cos.min()), float(cos.max())) if cos.size else (0.0, 0.0)
     lo, span = bounds[0], bounds[1] - bounds[0]
     share = lexical_share(relevance, lexical_weight, span == 0, _constant(lexical))
+    i = minmax(c.poignancy) if importance is None else importance
+    if error and share != 1.0 and span and k >= len(c):  # every row is in the top k
+        _refine(cos, refined, np.arange(cos.size), exact)
+        error = 0.0
+    if error and share != 1.0 and span:
+        return _rank_from_bounds(cands, raw_recency, i, w, k, exact, error, refined, bounds,
+                                 lexical, share, bm25, bonus)
+    # every cosine that scores is exact: score every row as the original does
     r = minmax(raw_recency, out=raw_recency if overwrite else None)
     d = minmax(cos, bounds)
     v = mix(d, lexical, share)
-    i = minmax(c.poignancy) if importance is None else importance
     total = combine(r, v, i, w)
     if bonus is not None:
         total += bonus
-    scored = Scored(recency=r, relevance=v, importance=i, score=total)
-    best = top_k(scored.score, cands, k)
-
-    def done(best: np.ndarray) -> Ranking:
-        return Ranking(best, scored, cos, d, lexical, bm25, share)
-
-    if error == 0 or best.size == 0 or span == 0:
-        return done(best)
-
-    def exact_dense(idx: np.ndarray) -> np.ndarray:
-        """Make the cosines at ``idx`` exact, with their dense part; return the new rows."""
-        fresh = _refine(cos, refined, idx, exact)
+    best = top_k(total, cands, k)
+    if error and span:  # lexical relevance alone: only the reported cosines are refined
+        fresh = _refine(cos, refined, best, exact)
         d[fresh] = (cos[fresh] - lo) / span
-        return fresh
+    return Ranking(best, Scored(recency=r, relevance=v, importance=i, score=total), cos, d,
+                   lexical, bm25, share)
 
-    if share == 1.0:  # the dense part does not score: only the reported cosines are refined
-        exact_dense(best)
-        return done(best)
-    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
-    slack = 2 * abs(w.relevance_w * w.gains[1]) * (1.0 - share) * error / span + margin
+
+def _rank_from_bounds(
+    c: Candidates,
+    raw_recency: np.ndarray,
+    i: np.ndarray,
+    w: Weights,
+    k: int,
+    exact: Callable[[np.ndarray], np.ndarray],
+    error: float,
+    refined: np.ndarray,
+    bounds: tuple[float, float],
+    lexical: np.ndarray | None,
+    share: float,
+    bm25: np.ndarray | None,
+    bonus: np.ndarray | None,
+) -> Ranking:
+    """:func:`rank` from approximate cosines whose extremes are exact (``span > 0``, ``k < n``).
+
+    Every score is first approximated in one fused pass per term (never normalising a
+    whole column); the rows whose approximation could reach the k-th best or the lowest
+    score are then scored exactly, term by term as the original does. The approximation of
+    a row is off by at most ``|relevance weight * gain * (1 - s) / span| * error`` (its
+    cosine) plus float64 rounding, so the bound of :func:`rank` holds unchanged.
+    """
+    cos, n = c.cosine, len(c)
+    lo, span = bounds[0], bounds[1] - bounds[0]
+    r_lo, r_hi = float(raw_recency.min()), float(raw_recency.max())
+    r_span = r_hi - r_lo
+    gains = (w.recency_w * w.gains[0], w.relevance_w * w.gains[1], w.importance_w * w.gains[2])
+    dense_gain = gains[1] * (1.0 - share) / span
+    total = np.multiply(cos, dense_gain)
+    scratch = _scratch(n)
+    constant = -lo * dense_gain
+    if r_span:
+        total += np.multiply(raw_recency, gains[0] / r_span, out=scratch)
+        constant -= r_lo * gains[0] / r_span
+    else:
+        constant += 0.5 * gains[0]
+    total += np.multiply(i, gains[2], out=scratch)
+    if share:
+        total += np.multiply(lexical, gains[1] * share, out=scratch)  # type: ignore[call-overload]
+    if bonus is not None:
+        total += bonus
+    total += constant
+    # rounding of the fused sum against the original's: both within a few ulps of the largest
+    # term (a term and the constant can nearly cancel, so each counts at its own size)
+    size = (abs(dense_gain) * (max(abs(lo), abs(bounds[1])) + error + abs(lo))
+            + abs(gains[0]) * ((abs(r_lo) + abs(r_hi)) / r_span if r_span else 0.5)
+            + abs(gains[2]) + abs(gains[1] * share)  # importance and lexical are in [0, 1]
+            + (float(np.abs(bonus).max()) if bonus is not None else 0.0))
+    slack = 2 * (abs(dense_gain) * error + SCORE_MARGIN * (1.0 + size))
+    r, d = np.zeros(n), np.zeros(n)  # pages of zeros cost nothing until written
+    v = d if share == 0 else np.zeros(n)
 
     def rescore(idx: np.ndarray) -> None:
-        fresh = exact_dense(idx)
+        """Score the rows ``idx`` exactly, as :func:`score` would with exact cosines."""
+        _refine(cos, refined, idx, exact)
+        r[idx] = minmax(raw_recency[idx], (r_lo, r_hi)) if r_span else 0.5
+        d[idx] = (cos[idx] - lo) / span
         if share:
-            v[fresh] = mix(d[fresh], lexical[fresh], share)  # type: ignore[index]
-        scored.score[fresh] = combine(
-            scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
-        ) + (0.0 if bonus is None else bonus[fresh])
+            v[idx] = mix(d[idx], lexical[idx], share)  # type: ignore[index]
+        total[idx] = combine(r[idx], v[idx], i[idx], w) + (0.0 if bonus is None else bonus[idx])
 
-    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
-    rescore(near)
-    best = top_k(scored.score, cands, k, among=near)
+    best = np.zeros(0, dtype=np.int64)
+    if k > 0:
+        kth = float(total[_at_least_kth(total, k)].min())
+        near = np.flatnonzero(total >= kth - slack)
+        rescore(near)
+        best = top_k(total, c, k, among=near)
     # the lowest score is reported (min_score): rows that could hold it are made exact too
-    rescore(np.flatnonzero(scored.score <= scored.score.min() + slack))
-    return done(best)
+    rescore(np.flatnonzero(total <= total.min() + slack))
+    return Ranking(best, Scored(recency=r, relevance=v, importance=i, score=total), cos, d,
+                   lexical, bm25, share)
+
+
+def _exact_bounds(
+    cos: np.ndarray,
+    refined: np.ndarray,
+    exact: Callable[[np.ndarray], np.ndarray],
+    error: float,
+) -> tuple[float, float]:
+    """The exact minimum and maximum cosine, refining the rows that could hold them.
+
+    With ``a`` the approximations, the true minimum is at most ``min(a) + error``, and a row
+    with ``a > min(a) + 2 error`` is above it, so the minimum is among the rows refined here
+    and is the least of their exact values (likewise for the maximum): no second pass over
+    every row.
+    """
+    if cos.size == 0:
+        return 0.0, 0.0
+    lo, hi = float(cos.min()), float(cos.max())
+    if error <= 0:
+        return lo, hi
+    low = np.flatnonzero(cos <= lo + 2 * error)
+    high = np.flatnonzero(cos >= hi - 2 * error)
+    _refine(cos, refined, np.union1d(low, high), exact)
+    return float(cos[low].min()), float(cos[high].max())
 
 
 def _refine(
