@@ -265,9 +265,10 @@ def scoring_step(col: Columns, query: np.ndarray, mode: str,
     def exact(idx: np.ndarray) -> np.ndarray:
         return scoring.exact_cosine(col.vectors[rows[idx]], col.norms[rows[idx]], query)
 
-    raw = scoring.recency(cands, mode, DECAY, col.now)  # type: ignore[arg-type]
+    raw, recency_error, exact_recency = scoring.approximate_recency(
+        cands, mode, DECAY, col.now)  # type: ignore[arg-type]
     return scoring.rank(cands, raw, scoring.Weights(), K, exact, error, importance,
-                        overwrite=True)
+                        overwrite=True, recency_error=recency_error, exact_recency=exact_recency)
 
 
 def float64_top(col: Columns, query: np.ndarray) -> tuple[list[int], np.ndarray]:

@@ -47,6 +47,10 @@ __all__ = [  # the modes are core.modes'; importable from here as before
 DEFAULT_GAINS = (0.5, 3.0, 2.0)
 # float64 rounding of a score, relative to the largest score
 SCORE_MARGIN = 1e-12
+# bound on float32 "hours" recency against float64's (approximate_recency); seen below 2**-22
+RECENCY_ERROR = 2.0**-18
+# rank recomputes every recency exactly when its error is this large against their spread
+_RECENCY_SHARE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -350,11 +354,8 @@ def recency(
     """
     n = len(c)
     if mode == "hours":
-        hours = np.subtract(now, c.last_accessed)  # one array, updated in place
-        if hours.size and hours.min() < 0:  # accesses after now count as now
-            np.maximum(hours, 0.0, out=hours)
-        hours *= np.log(decay) / 3600.0
-        return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
+        exponent = _hours_exponent(c.last_accessed, decay, now)
+        return np.exp(exponent, out=exponent)  # decay ** hours, one vectorised exp
     if mode == "reverie":
         order = tie_order(c) if order is None else order
     elif mode == "rank":
@@ -365,6 +366,58 @@ def recency(
     out = np.empty(n)
     out[order] = _powers(decay, n)
     return out
+
+
+def _hours_exponent(last_accessed: np.ndarray, decay: float, now: float) -> np.ndarray:
+    """``log(decay) * hours since last access`` (accesses after now count as now), a new array.
+
+    Elementwise, so a row's value is the same whichever rows are asked with it.
+    """
+    hours = np.subtract(now, last_accessed)  # one array, updated in place
+    if hours.size and hours.min() < 0:
+        np.maximum(hours, 0.0, out=hours)
+    hours *= np.log(decay) / 3600.0
+    return hours
+
+
+def approximate_recency(
+    c: Candidates,
+    mode: RecencyMode,
+    decay: float,
+    now: float,
+    order: np.ndarray | None = None,
+) -> tuple[np.ndarray, float, Callable[[np.ndarray], np.ndarray]]:
+    """Raw recency of every candidate to within a bound, and the exact values of any rows.
+
+    :func:`rank` needs exact recency only for the rows it scores exactly. ``"hours"`` with
+    ``0 < decay < 1`` is ``exp(x)`` with ``x <= 0``: float32's exp of ``x`` rounded to float32
+    is off from float64's by at most ``e^x (|x| 2^-24 + a few float32 ulps)``, below
+    ``2^-24 / e + 2^-20``, so :data:`RECENCY_ERROR` holds with a wide margin (float64's exp
+    of a million rows costs three times float32's on CPUs without AVX-512). Other modes are
+    exact (error 0).
+
+    Args:
+        c: the candidates.
+        mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
+        decay: the decay factor.
+        now: the current time, epoch seconds.
+        order: as for :func:`recency`.
+
+    Returns:
+        ``(values, error, exact)``: approximations, a bound on each one's distance from
+        :func:`recency`'s value, and a function giving :func:`recency`'s values of the
+        given candidate indices.
+    """
+    if mode != "hours" or not 0.0 < decay < 1.0:
+        values = recency(c, mode, decay, now, order)
+        return values, 0.0, values.__getitem__
+    approx = _hours_exponent(c.last_accessed, decay, now).astype(np.float32)
+
+    def exact(idx: np.ndarray) -> np.ndarray:
+        exponent = _hours_exponent(c.last_accessed[idx], decay, now)
+        return np.exp(exponent, out=exponent)
+
+    return np.exp(approx, out=approx), RECENCY_ERROR, exact
 
 
 _POWERS: dict[float, np.ndarray] = {}
@@ -539,6 +592,8 @@ def rank(
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
     bm25: np.ndarray | None = None,
     bonus: np.ndarray | None = None,
+    recency_error: float = 0.0,
+    exact_recency: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
@@ -575,6 +630,10 @@ def rank(
         bm25: exact raw BM25 of every candidate (needed unless ``relevance="dense"``).
         bonus: exact amounts added to each candidate's score (a retrieval's preference for
             memories of the period its question names); None adds nothing.
+        recency_error: bound on each ``raw_recency`` value's error (0 when exact), as
+            :func:`approximate_recency` gives it; bounded like the cosines.
+        exact_recency: the exact raw recency of given candidate indices (needed with
+            ``recency_error``).
 
     Returns:
         The ranking.
@@ -598,7 +657,10 @@ def rank(
         error = 0.0
     if error and share != 1.0 and span:
         return _rank_from_bounds(cands, raw_recency, i, w, k, exact, error, refined, bounds,
-                                 lexical, share, bm25, bonus)
+                                 lexical, share, bm25, bonus,
+                                 (recency_error, exact_recency))  # type: ignore[arg-type]
+    if recency_error:
+        raw_recency = exact_recency(np.arange(len(c)))  # type: ignore[misc]
     # every cosine that scores is exact: score every row as the original does
     r = minmax(raw_recency, out=raw_recency if overwrite else None)
     d = minmax(cos, bounds)
@@ -628,6 +690,7 @@ def _rank_from_bounds(
     share: float,
     bm25: np.ndarray | None,
     bonus: np.ndarray | None,
+    recency: tuple[float, Callable[[np.ndarray], np.ndarray]],
 ) -> Ranking:
     """:func:`rank` from approximate cosines whose extremes are exact (``span > 0``, ``k < n``).
 
@@ -635,12 +698,21 @@ def _rank_from_bounds(
     whole column); the rows whose approximation could reach the k-th best or the lowest
     score are then scored exactly, term by term as the original does. The approximation of
     a row is off by at most ``|relevance weight * gain * (1 - s) / span| * error`` (its
-    cosine) plus float64 rounding, so the bound of :func:`rank` holds unchanged.
+    cosine) plus float64 rounding, so the bound of :func:`rank` holds unchanged. Approximate
+    recency (``recency``: its error and exact values) is bounded the same way: its extremes
+    made exact first, then ``|recency weight * gain / spread| * error`` more per row.
     """
     cos, n = c.cosine, len(c)
     lo, span = bounds[0], bounds[1] - bounds[0]
-    r_lo, r_hi = float(raw_recency.min()), float(raw_recency.max())
+    recency_error, exact_recency = recency
+    if recency_error:
+        low, high = _extreme_rows(raw_recency, recency_error)
+        r_lo, r_hi = float(exact_recency(low).min()), float(exact_recency(high).max())
+    else:
+        r_lo, r_hi = float(raw_recency.min()), float(raw_recency.max())
     r_span = r_hi - r_lo
+    if recency_error and recency_error > _RECENCY_SHARE * r_span:  # too coarse: all exact
+        raw_recency, recency_error = exact_recency(np.arange(n)), 0.0
     gains = (w.recency_w * w.gains[0], w.relevance_w * w.gains[1], w.importance_w * w.gains[2])
     dense_gain = gains[1] * (1.0 - share) / span
     total = np.multiply(cos, dense_gain)
@@ -663,14 +735,16 @@ def _rank_from_bounds(
             + abs(gains[0]) * ((abs(r_lo) + abs(r_hi)) / r_span if r_span else 0.5)
             + abs(gains[2]) + abs(gains[1] * share)  # importance and lexical are in [0, 1]
             + (float(np.abs(bonus).max()) if bonus is not None else 0.0))
-    slack = 2 * (abs(dense_gain) * error + SCORE_MARGIN * (1.0 + size))
+    recency_slack = abs(gains[0]) * recency_error / r_span if recency_error else 0.0
+    slack = 2 * (abs(dense_gain) * error + recency_slack + SCORE_MARGIN * (1.0 + size))
     r, d = np.zeros(n), np.zeros(n)  # pages of zeros cost nothing until written
     v = d if share == 0 else np.zeros(n)
 
     def rescore(idx: np.ndarray) -> None:
         """Score the rows ``idx`` exactly, as :func:`score` would with exact cosines."""
         _refine(cos, refined, idx, exact)
-        r[idx] = minmax(raw_recency[idx], (r_lo, r_hi)) if r_span else 0.5
+        raw = exact_recency(idx) if recency_error else raw_recency[idx]
+        r[idx] = minmax(raw, (r_lo, r_hi)) if r_span else 0.5
         d[idx] = (cos[idx] - lo) / span
         if share:
             v[idx] = mix(d[idx], lexical[idx], share)  # type: ignore[index]
@@ -703,13 +777,17 @@ def _exact_bounds(
     """
     if cos.size == 0:
         return 0.0, 0.0
-    lo, hi = float(cos.min()), float(cos.max())
     if error <= 0:
-        return lo, hi
-    low = np.flatnonzero(cos <= lo + 2 * error)
-    high = np.flatnonzero(cos >= hi - 2 * error)
+        return float(cos.min()), float(cos.max())
+    low, high = _extreme_rows(cos, error)
     _refine(cos, refined, np.union1d(low, high), exact)
     return float(cos[low].min()), float(cos[high].max())
+
+
+def _extreme_rows(values: np.ndarray, error: float) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that could hold the minimum and the maximum of values known to ``error``."""
+    lo, hi = float(values.min()), float(values.max())
+    return np.flatnonzero(values <= lo + 2 * error), np.flatnonzero(values >= hi - 2 * error)
 
 
 def _refine(

@@ -17,8 +17,10 @@ import pytest
 from langchain_genmem import MemoryStream
 from langchain_genmem.numerics.quantized import approximate_cosine, int8_available
 from langchain_genmem.numerics.scoring import (
+    RECENCY_ERROR,
     Candidates,
     Weights,
+    approximate_recency,
     exact_cosine,
     rank,
     recency,
@@ -75,7 +77,9 @@ def add(stream: MemoryStream, seed: int, n: int, batches: int, skip: int = 0) ->
     return stream
 
 
-def ranked_from_cache(stream: MemoryStream, q: np.ndarray, mode: str, w: Weights, k: int):
+def ranked_from_cache(
+    stream: MemoryStream, q: np.ndarray, mode: str, w: Weights, k: int, decay: float = 0.99
+):
     cache = stream._cache
     static = cache.candidates()
     rows = static.rows
@@ -85,12 +89,16 @@ def ranked_from_cache(stream: MemoryStream, q: np.ndarray, mode: str, w: Weights
     assert np.all(np.abs(approx - truth) <= error)  # the bound holds on every row
     c = Candidates(cache.last_accessed[rows], static.type_code, static.node_count,
                    static.poignancy, approx[rows])
-    raw = recency(c, mode, 0.99, (T0 + timedelta(hours=5)).timestamp())
+    now = (T0 + timedelta(hours=5)).timestamp()
+    raw = recency(c, mode, decay, now)
+    approx_raw, recency_error, exact_recency = approximate_recency(c, mode, decay, now)
+    assert np.all(np.abs(approx_raw - raw) <= recency_error)
 
     def exact(idx: np.ndarray) -> np.ndarray:
         return exact_cosine(vectors[rows[idx]], norms[rows[idx]], q)
 
-    ranked = rank(c, raw.copy(), w, k, exact, error, static.importance, overwrite=True)
+    ranked = rank(c, approx_raw, w, k, exact, error, static.importance, overwrite=True,
+                  recency_error=recency_error, exact_recency=exact_recency)
     return ranked, c, exact, raw
 
 
@@ -134,3 +142,30 @@ def test_rank_from_approximations_computes_components_only_where_they_can_matter
     assert set(ranked.best.tolist()) <= set(computed.tolist()) | {
         int(i) for i in np.flatnonzero(raw == raw.min())}
     assert computed.size < len(c) // 2  # the rest were never normalised
+
+
+@pytest.mark.parametrize("decay", [0.5, 0.99, 0.999999, 1.0])
+def test_float32_hours_recency_stays_within_its_bound_at_any_age(decay):
+    rng = np.random.default_rng(11)
+    now = 1_700_000_000.0
+    ages = np.concatenate([[0.0, -3600.0, 1e-3, 1.0], rng.uniform(0, 3600, 300),
+                           rng.uniform(0, 3e8, 300), np.geomspace(1, 1e10, 300)])
+    c = Candidates(now - ages, np.zeros(ages.size, np.int8), np.arange(1, ages.size + 1),
+                   np.ones(ages.size), np.zeros(ages.size))
+    values, error, exact = approximate_recency(c, "hours", decay, now)
+    truth = recency(c, "hours", decay, now)
+    assert error == (RECENCY_ERROR if decay < 1 else 0.0)
+    assert np.all(np.abs(values - truth) <= error)
+    idx = rng.permutation(ages.size)[:50]
+    assert exact(idx).tolist() == truth[idx].tolist()  # the same bits, whatever rows are asked
+
+
+@pytest.mark.parametrize(("spread_s", "decay"), [(2.0, 0.99), (36_000.0, 0.99), (3600.0, 1.0)])
+def test_rank_on_float32_recency_is_exact_for_narrow_and_wide_spreads(spread_s, decay):
+    stream, q = fill(5, 1200)
+    cache = stream._cache
+    rng = np.random.default_rng(5)
+    when = (T0 + timedelta(hours=5)).timestamp() - spread_s * rng.integers(0, 4, cache.n)
+    cache.last_accessed[: cache.n] = when  # few access times within spread_s
+    ranked, c, exact, raw = ranked_from_cache(stream, q, "hours", Weights(), 30, decay)
+    assert_brute_force(ranked, c, exact, raw, Weights(), 30)
