@@ -24,7 +24,8 @@ thoughts, then newest first.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -476,26 +477,34 @@ def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarr
         The scores.
     """
     total = _term(r, w.recency_w, w.gains[0])
-    scratch = _scratch(total.shape[0])  # one temporary for the other two terms
-    total += _term(v, w.relevance_w, w.gains[1], scratch)
-    total += _term(i, w.importance_w, w.gains[2], scratch)
+    with _scratch(total.shape[0]) as scratch:  # one temporary for the other two terms
+        total += _term(v, w.relevance_w, w.gains[1], scratch)
+        total += _term(i, w.importance_w, w.gains[2], scratch)
     return total
 
 
-_LOCAL = threading.local()
+_SPARE: list[np.ndarray] = []  # float64 buffers free for a temporary
+_SPARE_LOCK = threading.Lock()
+_SPARE_KEPT = 2  # buffers kept between calls, whatever the number of threads
 
 
-def _scratch(n: int) -> np.ndarray:
-    """A float64 buffer of this thread's for a temporary that never leaves the call.
+@contextmanager
+def _scratch(n: int) -> Iterator[np.ndarray]:
+    """A float64 buffer of ``n`` values for a temporary that never leaves the ``with`` block.
 
     A fresh array of a million rows costs more to allocate (the kernel zeroes its pages) than
-    to fill, so the temporary is kept per thread and reused.
+    to fill, so a few buffers are kept and lent, one caller at a time.
     """
-    held = getattr(_LOCAL, "scratch", None)
-    if held is None or held.shape[0] < n:
-        held = np.empty(max(n, 1024))
-        _LOCAL.scratch = held
-    return held[:n]
+    with _SPARE_LOCK:
+        at = next((j for j, b in enumerate(_SPARE) if b.shape[0] >= n), None)
+        fit = None if at is None else _SPARE.pop(at)
+    held = np.empty(max(n, 1024)) if fit is None else fit
+    try:
+        yield held[:n]
+    finally:
+        with _SPARE_LOCK:
+            if len(_SPARE) < _SPARE_KEPT:
+                _SPARE.append(held)
 
 
 def _term(
@@ -722,16 +731,16 @@ def _rank_from_bounds(
     gains = (w.recency_w * w.gains[0], w.relevance_w * w.gains[1], w.importance_w * w.gains[2])
     dense_gain = gains[1] * (1.0 - share) / span
     total = np.multiply(cos, dense_gain)
-    scratch = _scratch(n)
     constant = -lo * dense_gain
-    if r_span:
-        total += np.multiply(raw_recency, gains[0] / r_span, out=scratch)
-        constant -= r_lo * gains[0] / r_span
-    else:
-        constant += 0.5 * gains[0]
-    total += np.multiply(i, gains[2], out=scratch)
-    if share:
-        total += np.multiply(lexical, gains[1] * share, out=scratch)  # type: ignore[call-overload]
+    with _scratch(n) as scratch:
+        if r_span:
+            total += np.multiply(raw_recency, gains[0] / r_span, out=scratch, dtype=np.float64)
+            constant -= r_lo * gains[0] / r_span
+        else:
+            constant += 0.5 * gains[0]
+        total += np.multiply(i, gains[2], out=scratch)
+        if share:
+            total += np.multiply(lexical, gains[1] * share, out=scratch)  # type: ignore[call-overload]
     if bonus is not None:
         total += bonus
     total += constant

@@ -9,6 +9,7 @@ cosines crowding the k-th best score, and poor rows arriving after the first cod
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -169,3 +170,18 @@ def test_rank_on_float32_recency_is_exact_for_narrow_and_wide_spreads(spread_s, 
     cache.last_accessed[: cache.n] = when  # few access times within spread_s
     ranked, c, exact, raw = ranked_from_cache(stream, q, "hours", Weights(), 30, decay)
     assert_brute_force(ranked, c, exact, raw, Weights(), 30)
+
+
+def test_concurrent_rankings_never_share_a_temporary():
+    cases = [(*fill(2, 1500), 1), (*fill(2, 1500), -1), (*fill(3, 700), 1)]  # sizes differ
+
+    def ranked(case: tuple) -> object:
+        stream, q, sign = case
+        return ranked_from_cache(stream, q * sign, "hours", Weights(), 30)[0]
+
+    serial = [ranked(case) for case in cases]
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(ranked, cases * 6))
+    for i, got in enumerate(together):
+        assert got.best.tolist() == serial[i % 3].best.tolist()
+        assert np.array_equal(got.scored.score, serial[i % 3].scored.score)
