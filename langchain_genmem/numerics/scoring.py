@@ -23,9 +23,7 @@ thoughts, then newest first.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,6 +35,7 @@ from langchain_genmem.core.modes import (
     RelevanceMode,
 )
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.numerics.buffers import scratch
 
 __all__ = [  # the modes are core.modes'; importable from here as before
     "RECENCY_MODES",
@@ -477,34 +476,10 @@ def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarr
         The scores.
     """
     total = _term(r, w.recency_w, w.gains[0])
-    with _scratch(total.shape[0]) as scratch:  # one temporary for the other two terms
-        total += _term(v, w.relevance_w, w.gains[1], scratch)
-        total += _term(i, w.importance_w, w.gains[2], scratch)
+    with scratch(total.shape[0]) as temp:  # one temporary for the other two terms
+        total += _term(v, w.relevance_w, w.gains[1], temp)
+        total += _term(i, w.importance_w, w.gains[2], temp)
     return total
-
-
-_SPARE: list[np.ndarray] = []  # float64 buffers free for a temporary
-_SPARE_LOCK = threading.Lock()
-_SPARE_KEPT = 2  # buffers kept between calls, whatever the number of threads
-
-
-@contextmanager
-def _scratch(n: int) -> Iterator[np.ndarray]:
-    """A float64 buffer of ``n`` values for a temporary that never leaves the ``with`` block.
-
-    A fresh array of a million rows costs more to allocate (the kernel zeroes its pages) than
-    to fill, so a few buffers are kept and lent, one caller at a time.
-    """
-    with _SPARE_LOCK:
-        at = next((j for j, b in enumerate(_SPARE) if b.shape[0] >= n), None)
-        fit = None if at is None else _SPARE.pop(at)
-    held = np.empty(max(n, 1024)) if fit is None else fit
-    try:
-        yield held[:n]
-    finally:
-        with _SPARE_LOCK:
-            if len(_SPARE) < _SPARE_KEPT:
-                _SPARE.append(held)
 
 
 def _term(
@@ -732,15 +707,15 @@ def _rank_from_bounds(
     dense_gain = gains[1] * (1.0 - share) / span
     total = np.multiply(cos, dense_gain)
     constant = -lo * dense_gain
-    with _scratch(n) as scratch:
+    with scratch(n) as temp:
         if r_span:
-            total += np.multiply(raw_recency, gains[0] / r_span, out=scratch, dtype=np.float64)
+            total += np.multiply(raw_recency, gains[0] / r_span, out=temp, dtype=np.float64)
             constant -= r_lo * gains[0] / r_span
         else:
             constant += 0.5 * gains[0]
-        total += np.multiply(i, gains[2], out=scratch)
+        total += np.multiply(i, gains[2], out=temp)
         if share:
-            total += np.multiply(lexical, gains[1] * share, out=scratch)  # type: ignore[call-overload]
+            total += np.multiply(lexical, gains[1] * share, out=temp)  # type: ignore[call-overload]
     if bonus is not None:
         total += bonus
     total += constant
