@@ -185,4 +185,3 @@ def test_concurrent_rankings_never_share_a_temporary():
     for i, got in enumerate(together):
         assert got.best.tolist() == serial[i % 3].best.tolist()
         assert np.array_equal(got.scored.score, serial[i % 3].scored.score)
-
