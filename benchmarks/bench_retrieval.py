@@ -249,13 +249,19 @@ class Columns:
         return col
 
 
-def scoring_step(col: Columns, query: np.ndarray, mode: str,
-                 first_pass: str = "float32") -> scoring.Ranking:
+STEPS = ("scan", "gathers", "recency", "rank")
+
+
+def scoring_step(col: Columns, query: np.ndarray, mode: str, first_pass: str = "float32",
+                 parts: dict[str, list[float]] | None = None) -> scoring.Ranking:
     """The retriever's scoring calls (retrieve_with_report): the first pass over every row,
-    the per-query gathers, then recency and rank; the static columns come from the cache."""
+    the per-query gathers, then recency and rank; the static columns come from the cache.
+    ``parts`` collects the seconds of each of :data:`STEPS`."""
     rows = col.rows
+    t0 = time.perf_counter()
     approx, error = quantized.approximate_cosine(col, col.vectors.shape[0], query,
                                                  int8=first_pass == "int8")
+    t1 = time.perf_counter()
     type_code, node_count, poignancy, importance = col.static
     cands = scoring.Candidates(
         last_accessed=col.last_accessed[rows], type_code=type_code,
@@ -265,9 +271,40 @@ def scoring_step(col: Columns, query: np.ndarray, mode: str,
     def exact(idx: np.ndarray) -> np.ndarray:
         return scoring.exact_cosine(col.vectors[rows[idx]], col.norms[rows[idx]], query)
 
-    raw = scoring.recency(cands, mode, DECAY, col.now)  # type: ignore[arg-type]
-    return scoring.rank(cands, raw, scoring.Weights(), K, exact, error, importance,
-                        overwrite=True)
+    t2 = time.perf_counter()
+    raw, recency_error, exact_recency = scoring.approximate_recency(
+        cands, mode, DECAY, col.now)  # type: ignore[arg-type]
+    t3 = time.perf_counter()
+    ranked = scoring.rank(cands, raw, scoring.Weights(), K, exact, error, importance,
+                          overwrite=True, recency_error=recency_error,
+                          exact_recency=exact_recency)
+    if parts is not None:
+        for name, seconds in zip(STEPS, (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3),
+                                 strict=True):
+            parts.setdefault(name, []).append(seconds)
+    return ranked
+
+
+def one_thread_matvec(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``vectors @ query`` with BLAS held to one thread (threadpoolctl, when installed)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return vectors @ query
+    with threadpool_limits(1, user_api="blas"):
+        return vectors @ query
+
+
+def read_bandwidth(matrix: np.ndarray, repeats: int = 5) -> float:
+    """Bytes per second numpy sums a large array at (the best of ``repeats``): the memory
+    bandwidth one core gets, the floor of any scan of that many bytes."""
+    words = matrix.reshape(-1).view(np.int64)
+    best = math.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        words.sum()
+        best = min(best, time.perf_counter() - t)
+    return matrix.nbytes / best
 
 
 def float64_top(col: Columns, query: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -414,6 +451,12 @@ class Result:
     topk_ms: float = 0.0
     topk_busy_ms: float = math.nan
     matvec_ms: float = 0.0
+    matvec_busy_ms: float = math.nan
+    steps: dict[str, float] = field(default_factory=dict)  # the exact top k's, see STEPS
+    steps_busy: dict[str, float] = field(default_factory=dict)
+    bandwidth: float = math.nan  # bytes/s numpy reads the int8 codes at
+    scan_bytes: int = 0
+    matvec_bytes: int = 0
     exact: bool | None = None
     python_ms: float = math.nan
     python_note: str = ""
@@ -436,18 +479,29 @@ def run_size(n: int, args: argparse.Namespace) -> Result:
     res.exact = same_as_float64(col, qvec[: args.exact_queries])
     log(f"[{n}] timing the scoring step")
     q32 = [q.astype(np.float32) for q in qvec]
+    parts: dict[str, list[float]] = {}
     ms = median_ms({
         "matvec": lambda i: data.vectors @ q32[i],
         "scoring": lambda i: scoring_step(col, qvec[i], "hours"),
-        "topk": lambda i: scoring_step(col, qvec[i], "hours", "int8"),
+        "topk": lambda i: scoring_step(col, qvec[i], "hours", "int8", parts),
     }, len(qvec), args.repeats)
     res.matvec_ms, res.scoring_ms, res.topk_ms = ms["matvec"], ms["scoring"], ms["topk"]
+    res.steps = {name: 1e3 * statistics.median(ts) for name, ts in parts.items()}
+    res.bandwidth = read_bandwidth(col.codes)  # type: ignore[arg-type]
+    res.scan_bytes = col.codes.nbytes  # type: ignore[union-attr]
+    res.matvec_bytes = data.vectors.nbytes
     if args.busy_core:
         with busy_core() as pid:
             log(f"[{n}] timing the exact top-k with one core busy (pid {pid})")
-            res.topk_busy_ms = median_ms({
-                "topk": lambda i: scoring_step(col, qvec[i], "hours", "int8"),
-            }, len(qvec), args.repeats)["topk"]
+            time.sleep(0.5)
+            busy_parts: dict[str, list[float]] = {}
+            busy = median_ms({  # BLAS on one thread: two would wait for the busy core
+                "matvec": lambda i: one_thread_matvec(data.vectors, q32[i]),
+                "topk": lambda i: scoring_step(col, qvec[i], "hours", "int8", busy_parts),
+            }, len(qvec), args.repeats)
+            res.topk_busy_ms, res.matvec_busy_ms = busy["topk"], busy["matvec"]
+            res.steps_busy = {name: 1e3 * statistics.median(ts)
+                              for name, ts in busy_parts.items()}
     if n <= args.stream_max:
         run_stream(data, col, res, args)
     return res
@@ -523,6 +577,29 @@ def run_stream(data: Data, col: Columns, res: Result, args: argparse.Namespace) 
 # ---------------------------------------------------------------- report
 
 
+def cpu_model() -> str:
+    """The CPU's model name and the vector extensions the scan can use (Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info = f.read()
+    except OSError:
+        return platform.processor() or "unknown"
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                  if line.startswith("model name")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
+                  if line.startswith("flags")), [])
+    wanted = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni")
+    return f"{model} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
+
+
+def simsimd_kernels() -> str:
+    try:
+        import simsimd
+    except ImportError:
+        return "simsimd not installed"
+    return ", ".join(k for k, on in simsimd.get_capabilities().items() if on) or "none"
+
+
 def machine() -> list[str]:
     try:
         from threadpoolctl import threadpool_info
@@ -536,8 +613,9 @@ def machine() -> list[str]:
                                       "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
            if k in os.environ}
     return [
+        f"CPU: {cpu_model()}",
         f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
-        f"{platform.machine()}",
+        f"{platform.machine()}, simsimd kernels: {simsimd_kernels()}",
         f"BLAS: {blas}",
         f"environment: {env or 'no OPENBLAS_/OMP_ variables set'}",
     ]
@@ -585,6 +663,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
                  fmt(r.recall_own), yes_no(r.agree))
         print("| " + " | ".join(cells) + " |")
     print()
+    print_steps(results, args)
+    print()
     print_targets(results, args)
     notes = [f"{r.n}: python {r.python_note}" for r in results if r.python_note]
     notes += [f"{r.n}: TimeWeighted skipped (--tw-max {args.tw_max})"
@@ -596,6 +676,33 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     print("targets at 100000: python/invoke >= 300x, scoring/V@q <= 2x")
     for note in notes:
         print(f"note {note}")
+
+
+def print_steps(results: list[Result], args: argparse.Namespace) -> None:
+    """The exact top k's steps (medians of each over the timed calls) beside the float32
+    mat-vec of the same vectors, timed interleaved with it, and the scan's bandwidth floor."""
+    head = ("memories", "load", *(f"{s} ms" for s in STEPS), "exact top 30 ms", "V@q ms",
+            "exact top 30 / float32 mat-vec (same run)")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in results:
+        rows = [("quiet", r.steps, r.topk_ms, r.matvec_ms)]
+        if args.busy_core:
+            rows.append(("one core busy (V@q on one BLAS thread)", r.steps_busy,
+                         r.topk_busy_ms, r.matvec_busy_ms))
+        for load, steps, topk, matvec in rows:
+            cells = (str(r.n), load, *(fmt(steps.get(s, math.nan)) for s in STEPS), fmt(topk),
+                     fmt(matvec), fmt(ratio(topk, matvec)) + "x")
+            print("| " + " | ".join(cells) + " |")
+    print()
+    for r in results:
+        if r.bandwidth > 0:
+            print(f"floor at {r.n}: numpy reads {r.bandwidth / 1e9:.1f} GB/s on one core; "
+                  f"the int8 scan's {r.scan_bytes / r.n:.0f} B/row x {r.n} = "
+                  f"{1e3 * r.scan_bytes / r.bandwidth:.1f} ms, the float32 mat-vec's "
+                  f"{r.matvec_bytes / r.n:.0f} B/row = "
+                  f"{1e3 * r.matvec_bytes / r.bandwidth:.1f} ms: scan floor / mat-vec floor "
+                  f"= {r.scan_bytes / r.matvec_bytes:.2f}x")
 
 
 def target_row(name: str, n: int, value: float, bound: float, unit: str = "x") -> str:
@@ -618,6 +725,11 @@ def print_targets(results: list[Result], args: argparse.Namespace) -> None:
             print(target_row("hybrid p50 / dense p50 (issue 14)", r.n,
                              ratio(r.invoke_hybrid_ms, r.invoke_ms), 2.0))
         print(target_row("exact top-30 p50 (int8 first pass)", r.n, r.topk_ms, 30.0, " ms"))
+        print(target_row("exact top-30 / float32 mat-vec (same run)", r.n,
+                         ratio(r.topk_ms, r.matvec_ms), 0.3))
+        if args.busy_core:
+            print(target_row("exact top-30 / float32 mat-vec (same run), one core busy", r.n,
+                             ratio(r.topk_busy_ms, r.matvec_busy_ms), 0.3))
         if args.busy_core:
             print(target_row("exact top-30 p50, one core busy", r.n, r.topk_busy_ms, 30.0,
                              " ms"))

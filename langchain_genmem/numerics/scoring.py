@@ -35,6 +35,7 @@ from langchain_genmem.core.modes import (
     RelevanceMode,
 )
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
+from langchain_genmem.numerics.buffers import scratch
 
 __all__ = [  # the modes are core.modes'; importable from here as before
     "RECENCY_MODES",
@@ -46,6 +47,10 @@ __all__ = [  # the modes are core.modes'; importable from here as before
 DEFAULT_GAINS = (0.5, 3.0, 2.0)
 # float64 rounding of a score, relative to the largest score
 SCORE_MARGIN = 1e-12
+# bound on float32 "hours" recency against float64's (approximate_recency); seen below 2**-22
+RECENCY_ERROR = 2.0**-18
+# rank recomputes every recency exactly when its error is this large against their spread
+_RECENCY_SHARE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -349,11 +354,8 @@ def recency(
     """
     n = len(c)
     if mode == "hours":
-        hours = np.subtract(now, c.last_accessed)  # one array, updated in place
-        if hours.size and hours.min() < 0:  # accesses after now count as now
-            np.maximum(hours, 0.0, out=hours)
-        hours *= np.log(decay) / 3600.0
-        return np.exp(hours, out=hours)  # decay ** hours, one vectorised exp
+        exponent = _hours_exponent(c.last_accessed, decay, now)
+        return np.exp(exponent, out=exponent)  # decay ** hours, one vectorised exp
     if mode == "reverie":
         order = tie_order(c) if order is None else order
     elif mode == "rank":
@@ -364,6 +366,64 @@ def recency(
     out = np.empty(n)
     out[order] = _powers(decay, n)
     return out
+
+
+def _hours_exponent(last_accessed: np.ndarray, decay: float, now: float) -> np.ndarray:
+    """``log(decay) * hours since last access`` (accesses after now count as now), a new array.
+
+    Elementwise, so a row's value is the same whichever rows are asked with it.
+    """
+    hours = np.subtract(now, last_accessed)  # one array, updated in place
+    if hours.size and hours.min() < 0:
+        np.maximum(hours, 0.0, out=hours)
+    hours *= np.log(decay) / 3600.0
+    return hours
+
+
+def approximate_recency(
+    c: Candidates,
+    mode: RecencyMode,
+    decay: float,
+    now: float,
+    order: np.ndarray | None = None,
+) -> tuple[np.ndarray, float, Callable[[np.ndarray], np.ndarray]]:
+    """Raw recency of every candidate to within a bound, and the exact values of any rows.
+
+    :func:`rank` needs exact recency only for the rows it scores exactly. ``"hours"`` with
+    ``0 < decay < 1`` is ``exp(x)`` with ``x <= 0``: float32's exp of ``x`` computed in
+    float32 is off from float64's by at most ``e^x (3 |x| 2^-24 + a few float32 ulps)``, below
+    ``2^-23 + 2^-20``, so :data:`RECENCY_ERROR` holds with a wide margin (float64's exp
+    of a million rows costs three times float32's on CPUs without AVX-512). Other modes are
+    exact (error 0).
+
+    Args:
+        c: the candidates.
+        mode: ``"hours"``, ``"rank"`` or ``"reverie"``.
+        decay: the decay factor.
+        now: the current time, epoch seconds.
+        order: as for :func:`recency`.
+
+    Returns:
+        ``(values, error, exact)``: approximations, a bound on each one's distance from
+        :func:`recency`'s value, and a function giving :func:`recency`'s values of the
+        given candidate indices.
+    """
+    if mode != "hours" or not 0.0 < decay < 1.0:
+        values = recency(c, mode, decay, now, order)
+        return values, 0.0, values.__getitem__
+    # hours in float64 (epoch seconds need it), stored and scaled in float32: x is off by at
+    # most three float32 roundings, e^x 3 |x| 2^-24 <= 2^-23 after the exp
+    approx = np.subtract(now, c.last_accessed, out=np.empty(len(c), np.float32),
+                         casting="same_kind")
+    if approx.size and approx.min() < 0:  # accesses after now count as now
+        np.maximum(approx, 0.0, out=approx)
+    approx *= np.float32(np.log(decay) / 3600.0)
+
+    def exact(idx: np.ndarray) -> np.ndarray:
+        exponent = _hours_exponent(c.last_accessed[idx], decay, now)
+        return np.exp(exponent, out=exponent)
+
+    return np.exp(approx, out=approx), RECENCY_ERROR, exact
 
 
 _POWERS: dict[float, np.ndarray] = {}
@@ -416,9 +476,9 @@ def combine(r: np.ndarray, v: np.ndarray, i: np.ndarray, w: Weights) -> np.ndarr
         The scores.
     """
     total = _term(r, w.recency_w, w.gains[0])
-    scratch = np.empty_like(total)  # one temporary for the other two terms
-    total += _term(v, w.relevance_w, w.gains[1], scratch)
-    total += _term(i, w.importance_w, w.gains[2], scratch)
+    with scratch(total.shape[0]) as temp:  # one temporary for the other two terms
+        total += _term(v, w.relevance_w, w.gains[1], temp)
+        total += _term(i, w.importance_w, w.gains[2], temp)
     return total
 
 
@@ -486,8 +546,11 @@ class Ranking:
 
     Attributes:
         best: candidate indices of the top k, best first.
-        scored: components and scores of every candidate (exact for ``best``);
-            ``scored.relevance`` is the fused relevance actually used.
+        scored: components and scores of every candidate, exact for ``best`` and for every
+            row that could hold the lowest score; ``scored.relevance`` is the fused relevance
+            actually used. From approximate cosines, the other rows' scores are
+            approximations and their recency, relevance and dense part are not computed
+            (0): a million rows are never normalised column by column.
         cosine: raw cosine of every candidate (exact for ``best``; all 0 when the mode
             needs no dense part and none was given).
         dense: the normalised dense part (exact for ``best``).
@@ -519,6 +582,8 @@ def rank(
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
     bm25: np.ndarray | None = None,
     bonus: np.ndarray | None = None,
+    recency_error: float = 0.0,
+    exact_recency: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
@@ -555,6 +620,10 @@ def rank(
         bm25: exact raw BM25 of every candidate (needed unless ``relevance="dense"``).
         bonus: exact amounts added to each candidate's score (a retrieval's preference for
             memories of the period its question names); None adds nothing.
+        recency_error: bound on each ``raw_recency`` value's error (0 when exact), as
+            :func:`approximate_recency` gives it; bounded like the cosines.
+        exact_recency: the exact raw recency of given candidate indices (needed with
+            ``recency_error``).
 
     Returns:
         The ranking.
@@ -568,57 +637,147 @@ def rank(
     lexical = None if relevance == "dense" else normalise_lexical(bm25)  # type: ignore[arg-type]
     cos = c.cosine if overwrite else c.cosine.copy()
     refined = np.zeros(cos.shape, dtype=bool)
-    needs_dense = relevance != "lexical"
-    if needs_dense and error > 0 and cos.size:
-        lo, hi = float(cos.min()), float(cos.max())
-        edges = np.flatnonzero((cos <= lo + 2 * error) | (cos >= hi - 2 * error))
-        _refine(cos, refined, edges, exact)
+    bounds = _exact_bounds(cos, refined, exact, error if relevance != "lexical" else 0.0)
     cands = replace(c, cosine=cos)
-    bounds = (float(cos.min()), float(cos.max())) if cos.size else (0.0, 0.0)
     lo, span = bounds[0], bounds[1] - bounds[0]
     share = lexical_share(relevance, lexical_weight, span == 0, _constant(lexical))
+    i = minmax(c.poignancy) if importance is None else importance
+    if error and share != 1.0 and span and k >= len(c):  # every row is in the top k
+        _refine(cos, refined, np.arange(cos.size), exact)
+        error = 0.0
+    if error and share != 1.0 and span:
+        return _rank_from_bounds(cands, raw_recency, i, w, k, exact, error, refined, bounds,
+                                 lexical, share, bm25, bonus,
+                                 (recency_error, exact_recency))  # type: ignore[arg-type]
+    if recency_error:
+        raw_recency = exact_recency(np.arange(len(c)))  # type: ignore[misc]
+    # every cosine that scores is exact: score every row as the original does
     r = minmax(raw_recency, out=raw_recency if overwrite else None)
     d = minmax(cos, bounds)
     v = mix(d, lexical, share)
-    i = minmax(c.poignancy) if importance is None else importance
     total = combine(r, v, i, w)
     if bonus is not None:
         total += bonus
-    scored = Scored(recency=r, relevance=v, importance=i, score=total)
-    best = top_k(scored.score, cands, k)
-
-    def done(best: np.ndarray) -> Ranking:
-        return Ranking(best, scored, cos, d, lexical, bm25, share)
-
-    if error == 0 or best.size == 0 or span == 0:
-        return done(best)
-
-    def exact_dense(idx: np.ndarray) -> np.ndarray:
-        """Make the cosines at ``idx`` exact, with their dense part; return the new rows."""
-        fresh = _refine(cos, refined, idx, exact)
+    best = top_k(total, cands, k)
+    if error and span:  # lexical relevance alone: only the reported cosines are refined
+        fresh = _refine(cos, refined, best, exact)
         d[fresh] = (cos[fresh] - lo) / span
-        return fresh
+    return Ranking(best, Scored(recency=r, relevance=v, importance=i, score=total), cos, d,
+                   lexical, bm25, share)
 
-    if share == 1.0:  # the dense part does not score: only the reported cosines are refined
-        exact_dense(best)
-        return done(best)
-    margin = SCORE_MARGIN * (1.0 + float(np.abs(scored.score[best]).max()))
-    slack = 2 * abs(w.relevance_w * w.gains[1]) * (1.0 - share) * error / span + margin
+
+def _rank_from_bounds(
+    c: Candidates,
+    raw_recency: np.ndarray,
+    i: np.ndarray,
+    w: Weights,
+    k: int,
+    exact: Callable[[np.ndarray], np.ndarray],
+    error: float,
+    refined: np.ndarray,
+    bounds: tuple[float, float],
+    lexical: np.ndarray | None,
+    share: float,
+    bm25: np.ndarray | None,
+    bonus: np.ndarray | None,
+    recency: tuple[float, Callable[[np.ndarray], np.ndarray]],
+) -> Ranking:
+    """:func:`rank` from approximate cosines whose extremes are exact (``span > 0``, ``k < n``).
+
+    Every score is first approximated in one fused pass per term (never normalising a
+    whole column); the rows whose approximation could reach the k-th best or the lowest
+    score are then scored exactly, term by term as the original does. The approximation of
+    a row is off by at most ``|relevance weight * gain * (1 - s) / span| * error`` (its
+    cosine) plus float64 rounding, so the bound of :func:`rank` holds unchanged. Approximate
+    recency (``recency``: its error and exact values) is bounded the same way: its extremes
+    made exact first, then ``|recency weight * gain / spread| * error`` more per row.
+    """
+    cos, n = c.cosine, len(c)
+    lo, span = bounds[0], bounds[1] - bounds[0]
+    recency_error, exact_recency = recency
+    if recency_error:
+        low, high = _extreme_rows(raw_recency, recency_error)
+        r_lo, r_hi = float(exact_recency(low).min()), float(exact_recency(high).max())
+    else:
+        r_lo, r_hi = float(raw_recency.min()), float(raw_recency.max())
+    r_span = r_hi - r_lo
+    if recency_error and recency_error > _RECENCY_SHARE * r_span:  # too coarse: all exact
+        raw_recency, recency_error = exact_recency(np.arange(n)), 0.0
+    gains = (w.recency_w * w.gains[0], w.relevance_w * w.gains[1], w.importance_w * w.gains[2])
+    dense_gain = gains[1] * (1.0 - share) / span
+    total = np.multiply(cos, dense_gain)
+    constant = -lo * dense_gain
+    with scratch(n) as temp:
+        if r_span:
+            total += np.multiply(raw_recency, gains[0] / r_span, out=temp, dtype=np.float64)
+            constant -= r_lo * gains[0] / r_span
+        else:
+            constant += 0.5 * gains[0]
+        total += np.multiply(i, gains[2], out=temp)
+        if share:
+            total += np.multiply(lexical, gains[1] * share, out=temp)  # type: ignore[call-overload]
+    if bonus is not None:
+        total += bonus
+    total += constant
+    # rounding of the fused sum against the original's: both within a few ulps of the largest
+    # term (a term and the constant can nearly cancel, so each counts at its own size)
+    size = (abs(dense_gain) * (max(abs(lo), abs(bounds[1])) + error + abs(lo))
+            + abs(gains[0]) * ((abs(r_lo) + abs(r_hi)) / r_span if r_span else 0.5)
+            + abs(gains[2]) + abs(gains[1] * share)  # importance and lexical are in [0, 1]
+            + (float(np.abs(bonus).max()) if bonus is not None else 0.0))
+    recency_slack = abs(gains[0]) * recency_error / r_span if recency_error else 0.0
+    slack = 2 * (abs(dense_gain) * error + recency_slack + SCORE_MARGIN * (1.0 + size))
+    r, d = np.zeros(n), np.zeros(n)  # pages of zeros cost nothing until written
+    v = d if share == 0 else np.zeros(n)
 
     def rescore(idx: np.ndarray) -> None:
-        fresh = exact_dense(idx)
+        """Score the rows ``idx`` exactly, as :func:`score` would with exact cosines."""
+        _refine(cos, refined, idx, exact)
+        raw = exact_recency(idx) if recency_error else raw_recency[idx]
+        r[idx] = minmax(raw, (r_lo, r_hi)) if r_span else 0.5
+        d[idx] = (cos[idx] - lo) / span
         if share:
-            v[fresh] = mix(d[fresh], lexical[fresh], share)  # type: ignore[index]
-        scored.score[fresh] = combine(
-            scored.recency[fresh], scored.relevance[fresh], scored.importance[fresh], w
-        ) + (0.0 if bonus is None else bonus[fresh])
+            v[idx] = mix(d[idx], lexical[idx], share)  # type: ignore[index]
+        total[idx] = combine(r[idx], v[idx], i[idx], w) + (0.0 if bonus is None else bonus[idx])
 
-    near = np.flatnonzero(scored.score >= scored.score[best[-1]] - slack)
-    rescore(near)
-    best = top_k(scored.score, cands, k, among=near)
+    best = np.zeros(0, dtype=np.int64)
+    if k > 0:
+        kth = float(total[_at_least_kth(total, k)].min())
+        near = np.flatnonzero(total >= kth - slack)
+        rescore(near)
+        best = top_k(total, c, k, among=near)
     # the lowest score is reported (min_score): rows that could hold it are made exact too
-    rescore(np.flatnonzero(scored.score <= scored.score.min() + slack))
-    return done(best)
+    rescore(np.flatnonzero(total <= total.min() + slack))
+    return Ranking(best, Scored(recency=r, relevance=v, importance=i, score=total), cos, d,
+                   lexical, bm25, share)
+
+
+def _exact_bounds(
+    cos: np.ndarray,
+    refined: np.ndarray,
+    exact: Callable[[np.ndarray], np.ndarray],
+    error: float,
+) -> tuple[float, float]:
+    """The exact minimum and maximum cosine, refining the rows that could hold them.
+
+    With ``a`` the approximations, the true minimum is at most ``min(a) + error``, and a row
+    with ``a > min(a) + 2 error`` is above it, so the minimum is among the rows refined here
+    and is the least of their exact values (likewise for the maximum): no second pass over
+    every row.
+    """
+    if cos.size == 0:
+        return 0.0, 0.0
+    if error <= 0:
+        return float(cos.min()), float(cos.max())
+    low, high = _extreme_rows(cos, error)
+    _refine(cos, refined, np.union1d(low, high), exact)
+    return float(cos[low].min()), float(cos[high].max())
+
+
+def _extreme_rows(values: np.ndarray, error: float) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that could hold the minimum and the maximum of values known to ``error``."""
+    lo, hi = float(values.min()), float(values.max())
+    return np.flatnonzero(values <= lo + 2 * error), np.flatnonzero(values >= hi - 2 * error)
 
 
 def _refine(

@@ -92,9 +92,9 @@ from langchain_genmem.numerics.scoring import (
     Candidates,
     Ranking,
     Weights,
+    approximate_recency,
     exact_cosine,
     rank,
-    recency,
 )
 from langchain_genmem.retrieval.database import retrieve_in_database
 from langchain_genmem.retrieval.documents import memory_document
@@ -427,10 +427,12 @@ class GenerativeAgentsRetriever(BaseRetriever):
             # the order of every memory, idle or not, chats too: one order kept for all
             everything = cache.access_order(cache.candidates(idle_filter=False, chats=True))
             order = _candidate_positions(everything, rows, cache.n)
-        raw_recency = recency(cands, self.recency_mode, decay, now, order)
+        raw_recency, recency_error, exact_recency = approximate_recency(
+            cands, self.recency_mode, decay, now, order)
         ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
                       overwrite=True,  # both arrays are this call's own
-                      relevance=mode, lexical_weight=share, bm25=bm25, bonus=bonus)
+                      relevance=mode, lexical_weight=share, bm25=bm25, bonus=bonus,
+                      recency_error=recency_error, exact_recency=exact_recency)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream._touch_rows(rows[best], now)
