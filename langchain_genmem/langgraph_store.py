@@ -107,6 +107,7 @@ from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.stream import Clock, MemoryStream
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.numerics.item_masks import ItemMasks, ValueTest
+from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 REGISTRY = "langgraph_store"
@@ -235,8 +236,10 @@ class GenerativeAgentsStore(BaseStore):
             that ranks searches (weights, ``recency_mode``, ``relevance``,
             ``lexical_weight``, ``score_in``...); what it leaves out is the persona's
             setting, except ``idle_filter``, which is off unless given (or scored in the
-            database). For conversation memories pass
-            :data:`~langchain_genmem.agent.CHAT_RETRIEVAL`, measured on conversations.
+            database). None (the default) is
+            :data:`~langchain_genmem.retrieval.presets.CHAT_RETRIEVAL`, measured best on
+            conversations; ``{}`` ranks by the persona's settings (the simulation's
+            weights unless changed).
 
     Raises:
         ValidationError: a bad argument, naming it.
@@ -273,7 +276,9 @@ class GenerativeAgentsStore(BaseStore):
         self.persona_for = persona_for
         self.text_field, self.type_field = text_field, type_field
         self.poignancy_field = poignancy_field
-        self.retriever_kwargs = dict(retriever_kwargs or {})
+        self.retriever_kwargs = dict(
+            CHAT_RETRIEVAL if retriever_kwargs is None else retriever_kwargs
+        )
         if self.retriever_kwargs.get("score_in") != "database":  # the database always filters
             # Items are what users said, never a simulation's idle markers: keep them all.
             self.retriever_kwargs.setdefault("idle_filter", False)

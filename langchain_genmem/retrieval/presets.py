@@ -1,13 +1,15 @@
 """Retriever options measured for a kind of memory.
 
 :data:`CHAT_RETRIEVAL` is how conversation memories are recalled: the chat agent
-(:mod:`langchain_genmem.agent`, which exports it too) and the LangGraph store use it by
-default. Smallville personas keep the simulation's own settings (the retriever's defaults).
+(:mod:`langchain_genmem.agent`, which exports it too), the LangGraph store and the MCP
+``recall`` tool use it by default, and the HTTP service's ``/retrieve`` with
+``preset="conversation"``. Smallville personas keep the simulation's own settings (the
+retriever's defaults, preset ``"simulation"``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 CHAT_RETRIEVAL: dict[str, Any] = {
     "relevance": "hybrid",
@@ -50,3 +52,33 @@ off (recall@10 of all: .756 with it, .753 without). Measured with
 ``python benchmarks/bench_quality.py --config 'NAME={...}'`` on 2 shared, busy cores (the
 quality figures are deterministic; only latencies vary).
 """
+
+
+Preset = Literal["simulation", "conversation"]
+"""A named set of retriever options: the simulation's settings, or :data:`CHAT_RETRIEVAL`."""
+
+PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
+
+PRESETS: dict[Preset, dict[str, Any]] = {"simulation": {}, "conversation": CHAT_RETRIEVAL}
+"""The retriever options of each preset; options given beside a preset replace its own."""
+
+
+def preset_options(
+    preset: Preset, given: dict[str, Any], *, in_database: bool = False
+) -> dict[str, Any]:
+    """A preset's retriever options with the ones given (not None) on top.
+
+    Args:
+        preset: the preset's name.
+        given: retriever options; None values leave the preset's.
+        in_database: the retrieval ranks in the database, which always leaves idle memories
+            out: a preset's ``idle_filter`` is dropped (one given is kept, and refused there).
+
+    Returns:
+        The options.
+    """
+    options = dict(PRESETS[preset])
+    if in_database:
+        options.pop("idle_filter", None)
+    options.update({name: value for name, value in given.items() if value is not None})
+    return options

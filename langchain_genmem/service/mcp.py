@@ -37,6 +37,7 @@ from langchain_genmem.core.modes import (
     describe,
 )
 from langchain_genmem.numerics.candidate_filter import when
+from langchain_genmem.retrieval.presets import Preset
 from langchain_genmem.service.operations import MemoryService
 from langchain_genmem.service.schemas import (
     MAX_FIELD_CHARS,
@@ -278,18 +279,25 @@ class _Tools:
             description="For hybrid: the share of the lexical signal, 0 to 1 "
             "(leave empty for the persona's setting)."
         )] = None,
-        idle_filter: Annotated[bool, Field(
-            description="Leave out memories marked idle, as the original simulation does; "
-            "false keeps them."
-        )] = True,
+        idle_filter: Annotated[bool | None, Field(
+            description="Leave out memories marked idle, as the original simulation does "
+            "(leave empty for the preset's: kept in conversation, left out in simulation)."
+        )] = None,
+        preset: Annotated[Preset, Field(
+            description="'conversation' (default): relevance alone, a time the query names "
+            "('last weekend', '上周') narrows the memories to it; 'simulation': the original's "
+            "recency, relevance and importance weights."
+        )] = "conversation",
     ) -> dict[str, Any]:
         """Recall the persona's memories that matter most for a question or situation.
 
-        Every memory is scored by recency, relevance to the query and importance; the best
-        k come back, best first, each with its score and the dense and lexical parts of its
-        relevance. Call it before answering anything that depends on what the persona has
-        experienced; give since/until to recall a period. status is no_candidates when the
-        persona has no memories yet (or none in the period).
+        By default memories are found by what they say (hybrid relevance), within the period
+        the query names if it names one; preset 'simulation' scores by recency, relevance and
+        importance as the original simulation does. The best k come back, best first, each
+        with its score and the dense and lexical parts of its relevance. Call it before
+        answering anything that depends on what the persona has experienced; give
+        since/until to recall a period. status is no_candidates when the persona has no
+        memories yet (or none in the period).
         """
         name = await self._persona(persona, ctx)
         try:  # name the tool's own arguments in errors, not the request's fields
@@ -298,7 +306,8 @@ class _Tools:
             raise ToolError(str(e)) from e
         request = _valid(RetrieveRequest, names=_RECALL_NAMES, fields={
             "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
-            "lexical_weight": lexical_weight, "idle_filter": idle_filter, **window})
+            "lexical_weight": lexical_weight, "idle_filter": idle_filter, "preset": preset,
+            **window})
         out = await self._call(self.service.retrieve, request, names=_RECALL_NAMES)
         return out.model_dump(mode="json")
 

@@ -96,7 +96,8 @@ class MemoryService:
 
     def _retrieve(self, stream: MemoryStream, request: RetrieveRequest) -> RetrieveResponse:
         retriever = GenerativeAgentsRetriever(
-            stream=stream, score_in=self.score_in, **request.scoring(), **request.filters()
+            stream=stream, score_in=self.score_in,
+            **request.scoring(in_database=self.score_in == "database"), **request.filters()
         )
         try:
             report = retriever.retrieve_with_report(request.focal_text)

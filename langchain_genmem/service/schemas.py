@@ -37,14 +37,17 @@ from langchain_genmem.core.modes import (
     POIGNANCY,
     RECENCY,
     RELEVANCE,
+    TIME_IN_QUERY,
     RecencyMode,
     RelevanceMode,
+    TimeInQuery,
     describe,
 )
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.validation import PERSONA_NAME_MAX
 from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.retrieval.presets import Preset, preset_options
 
 # ---------------------------------------------------------------------------- limits
 
@@ -88,6 +91,8 @@ as the same instant in UTC."""
 NodeKind = NodeType
 RecencyModeName = RecencyMode  # the modes are core.modes'; these names stay importable
 RelevanceName = RelevanceMode
+TimeInQueryName = TimeInQuery
+PresetName = Preset
 Status = Literal["ok", "no_candidates", "error"]
 
 _SPLIT = re.compile(r"[,，、;；\n]")
@@ -159,11 +164,22 @@ LexicalWeight = _optional(
     f"(lexical only) (default: the persona's setting, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
     **LEXICAL_WEIGHT.field(),
 )
-IdleFilter = Annotated[
-    bool,
-    Field(description="Leave out memories whose embedding key contains 'idle', as the original "
-          "simulation does; false keeps them (e.g. 'the idle reactor')."),
+IdleFilter = _optional(
+    "boolean", bool, "Leave out memories whose embedding key contains 'idle', as the original "
+    "simulation does; false keeps them (e.g. 'the idle reactor') (default: the preset's, true "
+    "for simulation, false for conversation).",
+)
+PresetField = Annotated[
+    PresetName,
+    Field(description="Defaults of the scoring fields left empty: 'simulation' (the original's "
+          "weights, or the persona's settings) or 'conversation' (measured best for chat "
+          "memories: hybrid relevance alone, the time a question names narrows the "
+          "candidates, idle memories kept)."),
 ]
+TimeInQueryField = _optional(
+    "string", TimeInQueryName, f"What a time the focal text names does: {describe(TIME_IN_QUERY)} "
+    "(default: the preset's).",
+)
 MinPoignancy = _optional(
     "number", float, "Only memories at least this important, 1..10 (default: no limit).",
     ge=0.0, le=MAX_WEIGHT,
@@ -225,7 +241,9 @@ class RetrieveRequest(_Request):
     ] = DEFAULT_RECENCY_MODE
     relevance: Relevance = None
     lexical_weight: LexicalWeight = None
-    idle_filter: IdleFilter = True
+    idle_filter: IdleFilter = None
+    time_in_query: TimeInQueryField = None
+    preset: PresetField = "simulation"
     created_after: Since = None
     created_before: Until = None
     types: Kinds = None
@@ -242,14 +260,19 @@ class RetrieveRequest(_Request):
         make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
         return value
 
-    def scoring(self) -> dict[str, Any]:
-        """How the request scores, as retriever arguments (None: the persona's own).
+    def scoring(self, *, in_database: bool = False) -> dict[str, Any]:
+        """How the request scores, as retriever arguments: its preset's, then the fields given.
+
+        Args:
+            in_database: the retrieval ranks in the database (see
+                :func:`~langchain_genmem.retrieval.presets.preset_options`).
 
         Returns:
-            ``k``, the recency mode, weights and decay, and the relevance signal, its
-            lexical weight and the idle filter.
+            ``k``, the recency mode, weights and decay, the relevance signal, its lexical
+            weight, the idle filter and ``time_in_query``; what neither sets is the
+            persona's own.
         """
-        return {
+        return preset_options(self.preset, {
             "k": self.top_k,
             "recency_mode": self.recency_mode,
             "recency_decay": self.recency_decay,
@@ -259,7 +282,8 @@ class RetrieveRequest(_Request):
             "relevance": self.relevance,
             "lexical_weight": self.lexical_weight,
             "idle_filter": self.idle_filter,
-        }
+            "time_in_query": self.time_in_query,
+        }, in_database=in_database)
 
     def filters(self) -> dict[str, Any]:
         """The candidate filter of the request, as retriever arguments.

@@ -23,6 +23,7 @@ from langchain_genmem import (
     SimulationClock,
     ValidationError,
 )
+from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
 from tests.support.fixtures import Store, open_store
 
 T0 = datetime(2023, 2, 13, 8, 0)
@@ -171,8 +172,11 @@ def test_ttl_is_refused_by_both_without_ttl_support(any_store):
 # ------------------------------------------------------------ where GenerativeAgentsStore differs
 
 
-def test_search_ranks_exactly_as_the_retriever_and_updates_access(genmem, clock):
-    """InMemoryStore ranks by cosine alone; this store by recency, relevance and importance."""
+def test_search_ranks_exactly_as_the_retriever_and_updates_access(backend, clock):
+    """InMemoryStore ranks by cosine alone; this store, given the simulation's weights, by
+    recency, relevance and importance."""
+    genmem = GenerativeAgentsStore(embeddings=emb(), clock=clock, retriever_kwargs={},
+                                   **backend.kwargs())
     for i, text in enumerate(
         [
             "我喜欢饺子 dumplings",
@@ -369,7 +373,8 @@ def test_search_scores_as_the_persona_is_set_unless_configured(backend, clock):
     """Relevance follows the persona's settings; retriever_kwargs fix it for every persona."""
     texts = ["the idle reactor hums in the physics lab", "我喜欢饺子 dumplings",
              "Klaus likes jazz", "克劳斯喜欢爵士乐"]
-    store = GenerativeAgentsStore(embeddings=emb(), clock=clock, **backend.kwargs())
+    store = GenerativeAgentsStore(embeddings=emb(), clock=clock, retriever_kwargs={},
+                                  **backend.kwargs())
     for i, text in enumerate(texts):
         store.put(NS, f"k{i}", {"content": text, "poignancy": 1 + i})
         clock.advance(hours=2)
@@ -406,4 +411,26 @@ def test_search_scores_as_the_persona_is_set_unless_configured(backend, clock):
     assert got(fixed, "爵士乐 jazz") == [(t, pytest.approx(x, abs=1e-9)) for t, x in want]
     assert "the idle reactor hums in the physics lab" not in [t for t, _ in got(fixed, "reactor")]
     fixed.close()
+    store.close()
+
+
+def test_search_ranks_as_chat_retrieval_by_default(backend, clock):
+    """Without retriever_kwargs a store ranks conversation memories as the chat agent does."""
+    store = GenerativeAgentsStore(embeddings=emb(), clock=clock, **backend.kwargs())
+    texts = ["我们上周去爬山了 hiking", "the idle reactor hums", "Klaus likes jazz", "我喜欢饺子"]
+    for i, text in enumerate(texts):
+        store.put(NS, f"k{i}", {"content": text, "poignancy": 9 - 2 * i})
+        clock.advance(hours=5)
+    stream = store.stream("memories/u1")
+    peek = GenerativeAgentsRetriever(stream=stream, update_access=False, k=10, **CHAT_RETRIEVAL)
+    simulation = GenerativeAgentsRetriever(stream=stream, update_access=False, k=10,
+                                           idle_filter=False)
+    query = "what did we do last week? 爬山"
+    want = [(stream.get(d.id).description, d.metadata["score"]) for d in peek.invoke(query)]
+    other = [(stream.get(d.id).description, d.metadata["score"])
+             for d in simulation.invoke(query)]
+    got = [(i.value["content"], i.score) for i in store.search(NS, query=query, limit=10)]
+    assert [t for t, _ in got] == [t for t, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-9)
+    assert [s for _, s in got] != pytest.approx([s for _, s in other], abs=1e-9)
     store.close()

@@ -77,6 +77,7 @@ def test_the_schema_follows_difys_importer_rules():
         "recency_w": "number", "relevance_w": "number", "importance_w": "number",
         "recency_decay": "number", "recency_mode": "string",
         "relevance": "string", "lexical_weight": "number", "idle_filter": "boolean",
+        "time_in_query": "string", "preset": "string",
         "created_after": "string", "created_before": "string", "types": "string",
         "min_poignancy": "number",
     }
@@ -504,3 +505,25 @@ def test_every_status_the_service_answers_is_declared(client):
     assert {"409", "502"} <= declared[("/reflect", "post")]
     # and the answers really are among them
     assert client.get("/personas/nobody", headers=bearer(ADMIN)).status_code == 404
+
+
+def test_the_conversation_preset_ranks_as_the_chat_agent_and_fields_given_win(client):
+    add(client, PERSONA, "伊莎贝拉上周日去爬山了", 2, created="2023-02-12 10:00:00")
+    add(client, PERSONA, "伊莎贝拉在霍布斯咖啡馆煮咖啡", 9, created="2023-02-13 11:00:00")
+    add(client, PERSONA, "the idle hiking boots 闲置的登山鞋", 3, created="2023-02-13 12:00:00")
+
+    def nodes(**change) -> list[dict]:
+        r = client.post("/retrieve", headers=bearer(ADMIN), json={
+            "persona_name": PERSONA, "focal_text": "爬山 hiking", **change})
+        assert r.status_code == 200, r.text
+        return r.json()["retrieved_nodes"]
+
+    chat = nodes(preset="conversation")
+    assert len(chat) == 3  # idle memories kept
+    assert all(n["score"] == pytest.approx(n["relevance"] * chat[0]["score"]
+                                           / chat[0]["relevance"]) for n in chat)  # relevance only
+    assert len(nodes()) == 2  # the simulation preset keeps the original's idle filter
+    assert len(nodes(preset="conversation", idle_filter=True)) == 2  # a field given wins
+    bad = client.post("/retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "focal_text": "x", "preset": "chat"})
+    assert bad.status_code == 422 and "preset" in bad.text
