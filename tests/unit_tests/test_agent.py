@@ -60,7 +60,8 @@ def model() -> FakeListChatModel:
 def test_the_agents_retriever_is_configured_as_documented(stream):
     retriever = chat_retriever(stream)
     assert CHAT_RETRIEVAL == {"relevance": "hybrid", "lexical_weight": 0.25, "recency_w": 0.0,
-                              "importance_w": 0.0, "idle_filter": False}
+                              "importance_w": 0.0, "idle_filter": False,
+                              "time_in_query": "narrow"}
     assert retriever.k == 5
     assert {name: getattr(retriever, name) for name in CHAT_RETRIEVAL} == CHAT_RETRIEVAL
     assert retriever.effective_weights().gains == (0.5, 3.0, 2.0)
