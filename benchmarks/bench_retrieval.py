@@ -722,7 +722,7 @@ def print_targets(results: list[Result], args: argparse.Namespace) -> None:
             print(target_row("reverie p50 / hours p50", r.n,
                              ratio(r.invoke_reverie_ms, r.invoke_ms), 1.25))
         if not math.isnan(r.invoke_hybrid_ms):
-            print(target_row("hybrid p50 / dense p50 (issue 14)", r.n,
+            print(target_row("hybrid p50 / dense p50", r.n,
                              ratio(r.invoke_hybrid_ms, r.invoke_ms), 2.0))
         print(target_row("exact top-30 p50 (int8 first pass)", r.n, r.topk_ms, 30.0, " ms"))
         print(target_row("exact top-30 / float32 mat-vec (same run)", r.n,

@@ -41,8 +41,10 @@ def test_bench_retrieval_prints_its_tables() -> None:
     rows = [line for line in lines[targets + 2:] if line.startswith("| ")]
     names = {line.split("|")[1].strip() for line in rows}
     assert names == {"invoke p50, one core busy / quiet", "reverie p50 / hours p50",
-                     "hybrid p50 / dense p50 (issue 14)",
+                     "hybrid p50 / dense p50",
                      "exact top-30 p50 (int8 first pass)", "exact top-30 p50, one core busy",
+                     "exact top-30 / float32 mat-vec (same run)",
+                     "exact top-30 / float32 mat-vec (same run), one core busy",
                      "top-30 identical to float64 (ids, order, scores to 1e-9)"}
     assert all(line.split("|")[-2].strip() in {"pass", "FAIL"} for line in rows)
     exact = [line for line in rows if line.startswith("| top-30 identical")]

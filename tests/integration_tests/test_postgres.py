@@ -313,7 +313,7 @@ def test_the_schema_is_idempotent_and_versioned(dsn):
 def test_a_version_1_database_migrates_and_its_personas_get_the_default_relevance(dsn):
     from langchain_genmem.backends.postgres_schema import MIGRATION_1, VERSION_TABLE
 
-    with psycopg.connect(dsn) as conn:  # what the release before issue 14 left behind
+    with psycopg.connect(dsn) as conn:  # what the release before hybrid relevance left behind
         conn.execute(VERSION_TABLE)
         conn.execute(MIGRATION_1)
         conn.execute("INSERT INTO genmem_schema_version (version) VALUES (1)")

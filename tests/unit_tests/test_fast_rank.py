@@ -1,4 +1,4 @@
-"""The fewer-pass ranking (issue 13) stays float64 brute force's, to the bit.
+"""The fewer-pass ranking stays float64 brute force's, to the bit.
 
 ``rank`` now normalises in place when the caller hands over its arrays (``overwrite``),
 reuses the extremes it found for the relevance, and ``top_k`` bounds the k-th best score by

@@ -1,4 +1,4 @@
-"""Lexical and hybrid relevance (issue 14): one fusion formula, exact top k in every mode.
+"""Lexical and hybrid relevance: one fusion formula, exact top k in every mode.
 
 ``rank`` with ``relevance="lexical"`` or ``"hybrid"`` is checked against a Python-float brute
 force of the fused formula (``(1 - s) * dense + s * lexical`` over min-max normalised parts)
