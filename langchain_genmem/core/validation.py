@@ -133,6 +133,27 @@ def lexical_weight(value: Any, field: str = "lexical_weight") -> float:
     return number
 
 
+def one_of(value: Any, choices: Iterable[str], field: str) -> str:
+    """One of a fixed set of names (a mode, a metric...).
+
+    Args:
+        value: the value given.
+        choices: the names accepted.
+        field: its name, for the error.
+
+    Returns:
+        The name.
+
+    Raises:
+        ValidationError: not one of the names.
+    """
+    names = tuple(choices)
+    if not isinstance(value, str) or value not in names:
+        msg = f"{field}: expected one of {', '.join(names)}, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return value
+
+
 def relevance_mode(value: Any, field: str = "relevance_mode") -> str:
     """A relevance signal: one of :data:`~langchain_genmem.core.modes.RELEVANCE_MODES`.
 
@@ -146,10 +167,7 @@ def relevance_mode(value: Any, field: str = "relevance_mode") -> str:
     Raises:
         ValidationError: not one of the modes.
     """
-    if not isinstance(value, str) or value not in RELEVANCE_MODES:
-        msg = f"{field}: expected one of {', '.join(RELEVANCE_MODES)}, got {value!r}"
-        raise ValidationError(msg, field=field)
-    return value
+    return one_of(value, RELEVANCE_MODES, field)
 
 
 def top_k(value: Any, field: str = "k") -> int:

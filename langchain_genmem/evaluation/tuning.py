@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.modes import DEFAULT_RELEVANCE_MODE, RelevanceMode
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
@@ -372,9 +373,7 @@ def fit_weights(
 
 
 def _check_options(metric: Any, k: Any, relevance: Any, samples: Any) -> tuple[Metric, int]:
-    if metric not in METRICS:
-        msg = f"metric: expected one of {', '.join(METRICS)}, got {metric!r}"
-        raise ValidationError(msg, field="metric")
+    validation.one_of(metric, METRICS, "metric")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValidationError(f"k: expected a whole number >= 1, got {k!r}", field="k")
     if relevance not in ("dense", "hybrid"):

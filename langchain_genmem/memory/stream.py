@@ -463,9 +463,8 @@ class MemoryStream:
         Returns:
             The nodes.
         """
-        if type is not None and type not in NODE_TYPES:
-            msg = f"type: expected one of {NODE_TYPES}, got {type!r}"
-            raise ValidationError(msg, field="type")
+        if type is not None:
+            validation.one_of(type, NODE_TYPES, "type")
         found = self._cache.nodes[::-1]
         return found if type is None else [n for n in found if n.type == type]
 

@@ -69,7 +69,6 @@ from langchain_genmem.core.modes import (
     DATABASE_RELEVANCE_MODES,
     DEFAULT_RECENCY_MODE,
     DEFAULT_TIME_IN_QUERY,
-    RECENCY_MODES,
     TIME_BOOST,
     TIME_IN_QUERY_MODES,
     RecencyMode,
@@ -256,14 +255,6 @@ class GenerativeAgentsRetriever(BaseRetriever):
     @classmethod
     def _lexical_weight(cls, value: Any) -> float | None:
         return None if value is None else validation.lexical_weight(value, "lexical_weight")
-
-    @field_validator("recency_mode")
-    @classmethod
-    def _mode(cls, value: str) -> str:
-        if value not in RECENCY_MODES:
-            msg = f"recency_mode: expected one of {RECENCY_MODES}, got {value!r}"
-            raise ValueError(msg)
-        return value
 
     @field_validator("created_after", "created_before", mode="before")
     @classmethod
@@ -497,10 +488,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     @field_validator("time_in_query", mode="before")
     @classmethod
     def _time_in_query(cls, value: Any) -> str:
-        if value not in TIME_IN_QUERY_MODES:
-            msg = f"time_in_query: expected one of {TIME_IN_QUERY_MODES}, got {value!r}"
-            raise ValueError(msg)
-        return value
+        return validation.one_of(value, TIME_IN_QUERY_MODES, "time_in_query")
 
     def effective_relevance(self) -> tuple[RelevanceMode, float]:
         """The relevance mode and lexical weight this retriever scores with.

@@ -191,3 +191,16 @@ def test_the_service_refuses_a_bad_persona_name_on_a_read_too(tmp_path, name):
         r = client.post("/retrieve", json={"persona_name": name, "focal_text": "派对"})
     assert r.status_code == 422, r.text
     assert "control character" in r.json()["message"]
+
+
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda s: s.nodes(type="闲聊"), "type"),
+    (lambda s: GenerativeAgentsRetriever(stream=s, recency_mode="最近"), "recency_mode"),
+    (lambda s: GenerativeAgentsRetriever(stream=s, time_in_query="上周"), "time_in_query"),
+])
+def test_a_name_outside_its_set_is_refused_naming_the_field_and_the_choices(stream, call, field):
+    said = f"{field}: (expected one of .+, got|Input should be) '"
+    with pytest.raises((ValidationError, ValueError), match=said):
+        call(stream)
+    with pytest.raises(ValidationError, match="mode: expected one of a, b, got 'c'"):
+        validation.one_of("c", ("a", "b"), "mode")
