@@ -9,7 +9,7 @@ retriever's defaults, preset ``"simulation"``).
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 CHAT_RETRIEVAL: dict[str, Any] = {
     "relevance": "hybrid",
@@ -50,8 +50,6 @@ slightly and a figure may move in its third decimal.
 
 Preset = Literal["simulation", "conversation"]
 """A named set of retriever options: the simulation's settings, or :data:`CHAT_RETRIEVAL`."""
-
-PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
 
 PRESETS: dict[Preset, dict[str, Any]] = {"simulation": {}, "conversation": CHAT_RETRIEVAL}
 """The retriever options of each preset; options given beside a preset replace its own."""
