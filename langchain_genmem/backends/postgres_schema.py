@@ -105,8 +105,16 @@ ALTER TABLE memory_nodes
     ADD COLUMN IF NOT EXISTS speaker text;
 """
 
+# One type for persona_name in every table, so a distributed PostgreSQL can colocate them by
+# it (varchar to text rewrites neither the table nor its index).
+MIGRATION_4 = """\
+ALTER TABLE kw_strength ALTER COLUMN persona_name TYPE text;
+"""
+
 # Append only: (version, SQL). Never edit a released migration.
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3))
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 # name -> condition; the name is what PostgreSQL gave the CHECKs migration 2 wrote inline.

@@ -311,3 +311,29 @@ def test_the_citus_page_distributes_every_table_by_persona_name():
     page = (Path(__file__).resolve().parents[2] / "docs" / "citus.md").read_text("utf-8")
     for table in TABLES:
         assert f"create_distributed_table('{table}', 'persona_name'" in page
+
+
+def persona_name_types(conn) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT table_name, data_type FROM information_schema.columns "
+        "WHERE column_name = 'persona_name' AND table_name = ANY(%s)", (list(TABLES),)
+    ).fetchall()
+    return dict(rows)
+
+
+def test_persona_name_has_one_type_in_every_table_so_they_colocate(dsn):
+    from langchain_genmem.backends.postgres_schema import MIGRATIONS, VERSION_TABLE
+
+    with psycopg.connect(dsn) as conn:  # a database a release of schema version 3 left
+        conn.execute(VERSION_TABLE)
+        for version, sql in MIGRATIONS[:3]:
+            conn.execute(sql)
+            conn.execute("INSERT INTO genmem_schema_version (version) VALUES (%s)", (version,))
+        conn.execute("INSERT INTO kw_strength VALUES ('玛丽亚', '咖啡', 'event', 3)")
+        conn.commit()
+        assert persona_name_types(conn)["kw_strength"] == "character varying"
+    PostgresBackend(dsn).close()  # migrates
+    with psycopg.connect(dsn) as conn:
+        assert set(persona_name_types(conn).values()) == {"text"}
+        assert conn.execute("SELECT * FROM kw_strength").fetchall() == [
+            ("玛丽亚", "咖啡", "event", 3)]
