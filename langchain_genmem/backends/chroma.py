@@ -108,10 +108,14 @@ PACKED_FIELDS = ("node_id", "type_count", "type", "depth", "created", "subject",
 TURN_FIELDS = ("conversation", "speaker")
 
 
-# Per place (as thread_lock keys it): the backend of this process that made the persona's
-# last write, and the hold of the folder it wrote under. While both still hold, no other
-# writer can have changed the persona, so that backend skips reading its head back.
+# Per place (as thread_lock keys it): the backend of this process whose view of the persona is
+# current (it made the last write, or read the head back since and found what it knows),
+# and the hold of the folder it saw it under. While both still hold, no other writer can
+# have changed the persona, so that backend skips reading its head back. WRITING marks a
+# write begun and not completed (interrupted, perhaps): every look reads back.
+WRITING = (0, None)
 _LAST_WRITER: dict[tuple[str, ...], tuple[int, int | None]] = {}
+_LAST_WRITER_LOCK = threading.Lock()
 
 
 class ChromaBackend:
@@ -236,7 +240,9 @@ class ChromaBackend:
 
         The state record and the run of single-memory commits above it are read back,
         unless this backend made the last write, it completed, and nobody else can have
-        written since (:meth:`_own_record`): then nothing is read. A crashed write's
+        written since (:meth:`_own_record`), or it read them back since and found the state
+        it knows (:meth:`_saw_current`), so that a server holding its folder reads nothing
+        for the retrievals between writes: then nothing is read. A crashed write's
         leftover cannot sit above that head: a write drops this knowledge before it stores
         anything and takes it back only once it completed, so a write that failed or was
         interrupted (even by ``KeyboardInterrupt``) makes the next look read the records
@@ -246,6 +252,7 @@ class ChromaBackend:
         known = self._known.get(persona)
         if own is not None and known is not None:  # the run above it is this backend's too
             return self._own_head(persona, known)
+        seen = _LAST_WRITER.get(self._place(persona))
         if own is None:
             with self._reading(persona):
                 got = self.states.get(ids=[_state_id(persona)], include=["metadatas"])
@@ -259,6 +266,8 @@ class ChromaBackend:
         if chain:
             head = Head(rev=int(chain[-1]["rev"]), node_count=int(chain[-1]["node_count"]))
         self._above[persona] = (head.node_count, above)
+        if not above:
+            self._saw_current(persona, head, seen)
         return head
 
     def _own_head(self, persona: str, known: StreamState) -> Head:
@@ -287,16 +296,39 @@ class ChromaBackend:
 
     def _wrote(self, persona: str) -> None:
         """Note that this backend made the persona's last write (a commit or a state)."""
-        if self.kind != "server":
-            _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
+        with _LAST_WRITER_LOCK:
+            if self.kind != "server":
+                _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
+            else:
+                _LAST_WRITER.pop(self._place(persona), None)
+
+    def _saw_current(self, persona: str, head: Head, seen: tuple[int, int | None] | None) -> None:
+        """Take the head just read back as current where nobody else can write it.
+
+        Where the head is the state this backend knows, the next looks read nothing, as after
+        this backend's own write. Only while no write of this process began or ended during
+        the read (``seen`` is what the place held before it), and none is unfinished.
+        """
+        known = self._known.get(persona)
+        if known is None or (known.rev, known.node_count) != (head.rev, head.node_count):
+            return
+        hold = self._folder_hold()
+        if self.kind == "server" or (self.kind == "folder" and hold is None):
+            return
+        place = self._place(persona)
+        with _LAST_WRITER_LOCK:
+            if seen != WRITING and _LAST_WRITER.get(place) == seen:
+                _LAST_WRITER[place] = (id(self), hold)
 
     def _writing(self, persona: str) -> None:
         """Until this write completes, the next look reads the persona back (it may fail)."""
-        _LAST_WRITER.pop(self._place(persona), None)
+        with _LAST_WRITER_LOCK:
+            _LAST_WRITER[self._place(persona)] = WRITING
 
     def _forget(self, persona: str) -> None:
         """Read the persona back at the next look: a write failed or went elsewhere."""
-        _LAST_WRITER.pop(self._place(persona), None)
+        with _LAST_WRITER_LOCK:
+            _LAST_WRITER.pop(self._place(persona), None)
         self._record.pop(persona, None)
 
     def read_state(self, persona: str) -> StreamState | None:

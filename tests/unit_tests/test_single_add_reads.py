@@ -179,3 +179,70 @@ def test_strengths_an_import_gives_stay_the_callers(tmp_path):
     assert stream.state.kw_strength["event"]["读书"] == 5
     add(stream, 1)
     assert stream.state.kw_strength["event"]["读书"] == 5 == stream.kw_strength["event"]["读书"]
+
+
+def written_folder(tmp_path) -> str:
+    writer = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
+    add(writer, 0)
+    add(writer, 1)
+    writer.close()  # released: any process may take the folder now
+    return str(tmp_path)
+
+
+@pytest.fixture
+def held(tmp_path):
+    """The folder, held by this process as `genmem serve` holds its own."""
+    from langchain_genmem.backends.locks import FolderLock
+
+    folder = written_folder(tmp_path)
+    lock = FolderLock(folder, 5.0)
+    lock.acquire(command="genmem serve")
+    yield folder
+    lock.release()
+
+
+def test_a_process_holding_its_folder_reads_the_head_once_between_writes(held):
+    reader = MemoryStream(PERSONA, path=held, embeddings=EMB, clock=lambda: T0)
+    nodes, states = counted(reader)
+    for _ in range(5):  # the first look reads back; the state it finds is the one it knows
+        assert reader.refresh() is False
+    assert states.gets == 1
+    other = MemoryStream(PERSONA, path=held, embeddings=EMB, clock=lambda: T0)
+    add(other, 2)  # another writer of this process: the reader's view is not current
+    assert reader.refresh() is True and states.gets >= 2
+    reader.refresh()  # finds the head it caught up with: current again
+    seen = states.gets
+    for _ in range(3):
+        assert reader.refresh() is False
+    assert states.gets == seen
+    assert [n.description for n in reader.nodes()][0] == "玛丽亚 读书 2"
+
+
+def test_a_folder_not_held_is_read_back_at_every_look(tmp_path):
+    reader = MemoryStream(PERSONA, path=written_folder(tmp_path), embeddings=EMB)
+    nodes, states = counted(reader)
+    for _ in range(3):  # another process may take the folder and write between looks
+        reader.refresh()
+    assert states.gets == 3
+
+
+def test_after_an_interrupted_write_every_look_reads_back_until_a_write_completes(held):
+    stream = MemoryStream(PERSONA, path=held, embeddings=EMB, clock=lambda: T0)
+    stream.refresh()
+    nodes = stream.backend.nodes
+    stream.backend.nodes = Interrupted(nodes)
+    with pytest.raises(KeyboardInterrupt):  # node_3 stored with its commit
+        add(stream, 2)
+    stream.backend.nodes = nodes
+    counting, states = counted(stream)
+    looks = []
+    for _ in range(3):  # nothing is taken as current while the write is unfinished
+        before = states.gets
+        stream.refresh()
+        looks.append(states.gets - before)
+    assert min(looks) >= 1
+    add(stream, 3)
+    assert [n.description for n in stream.nodes()][:2] == ["玛丽亚 读书 3", "玛丽亚 读书 2"]
+    seen = states.gets
+    stream.refresh()
+    assert states.gets == seen
