@@ -276,7 +276,7 @@ def compare(args: argparse.Namespace) -> None:
                   else {"GENMEM_QUERY_CACHE_SIZE": "0"})
     servers = [("echo (bare FastAPI)", None), ("before: " + (
         "that checkout" if args.before_pythonpath else "no query cache"), before_env),
-        ("after: query cache", {})]
+        ("after: this checkout" if args.before_pythonpath else "after: query cache", {})]
     try:
         store = folder / "store"
         log(f"building {args.memories} memories ...")
