@@ -296,11 +296,9 @@ class ChromaBackend:
 
     def _wrote(self, persona: str) -> None:
         """Note that this backend made the persona's last write (a commit or a state)."""
-        with _LAST_WRITER_LOCK:
-            if self.kind != "server":
+        if self.kind != "server":  # a server's head is always read back: nothing to note
+            with _LAST_WRITER_LOCK:
                 _LAST_WRITER[self._place(persona)] = (id(self), self._folder_hold())
-            else:
-                _LAST_WRITER.pop(self._place(persona), None)
 
     def _saw_current(self, persona: str, head: Head, seen: tuple[int, int | None] | None) -> None:
         """Take the head just read back as current where nobody else can write it.
@@ -322,8 +320,9 @@ class ChromaBackend:
 
     def _writing(self, persona: str) -> None:
         """Until this write completes, the next look reads the persona back (it may fail)."""
-        with _LAST_WRITER_LOCK:
-            _LAST_WRITER[self._place(persona)] = WRITING
+        if self.kind != "server":  # a server's head is always read back
+            with _LAST_WRITER_LOCK:
+                _LAST_WRITER[self._place(persona)] = WRITING
 
     def _forget(self, persona: str) -> None:
         """Read the persona back at the next look: a write failed or went elsewhere."""
