@@ -113,7 +113,7 @@ def approximation_error(dim: int) -> float:
 
 # likely_rows: how many rows past the k best and above the lowest it guesses (rows within
 # the approximation's slack of the k-th best are few: reading 38 rather than 60 past the
-# extremes saves a tenth of a ranking at 10k memories, and a miss costs one more read)
+# extremes saves up to a millisecond a ranking, and a miss costs one more read)
 GUESS_BEYOND_K = 8
 GUESS_LOWEST = 8
 
