@@ -9,6 +9,8 @@ its leftovers.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import chromadb
@@ -73,16 +75,25 @@ class Interrupted(Counting):
         raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def interrupted(stream: MemoryStream) -> Iterator[None]:
+    """The block's write stores a page of records, then is interrupted (Ctrl-C)."""
+    nodes = stream.backend.nodes
+    stream.backend.nodes = Interrupted(nodes)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        stream.backend.nodes = nodes
+
+
 def test_an_interrupted_batch_leaves_records_the_next_add_reads_and_removes(tmp_path):
     stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
     add(stream, 0)
     add(stream, 1)
-    nodes = stream.backend.nodes
-    stream.backend.nodes = Interrupted(nodes)
-    with pytest.raises(KeyboardInterrupt):  # node_3 and node_4 stored, never committed
+    with interrupted(stream):  # node_3 and node_4 stored, never committed
         stream.add_many([{"type": "event", "description": f"中断 {i}", "poignancy": 3,
                           "embedding": np.ones(8, dtype=np.float32)} for i in range(2)])
-    stream.backend.nodes = nodes
     assert len(stream) == 2
     add(stream, 2)
     assert stream.orphans_removed == 2
@@ -97,11 +108,8 @@ def test_an_interrupted_single_add_is_whole_and_seen_at_the_next_add(tmp_path):
     stream = MemoryStream(PERSONA, path=str(tmp_path), embeddings=EMB, clock=lambda: T0)
     add(stream, 0)
     add(stream, 1)
-    nodes = stream.backend.nodes
-    stream.backend.nodes = Interrupted(nodes)
-    with pytest.raises(KeyboardInterrupt):  # node_3 stored with its commit: it counts
+    with interrupted(stream):  # node_3 stored with its commit: it counts
         add(stream, 2)
-    stream.backend.nodes = nodes
     add(stream, 3)
     assert stream.orphans_removed == 0
     assert [n.description for n in stream.nodes()] == [f"玛丽亚 读书 {i}" for i in (3, 2, 1, 0)]
@@ -203,7 +211,7 @@ def held(tmp_path):
 
 def test_a_process_holding_its_folder_reads_the_head_once_between_writes(held):
     reader = MemoryStream(PERSONA, path=held, embeddings=EMB, clock=lambda: T0)
-    nodes, states = counted(reader)
+    _, states = counted(reader)
     for _ in range(5):  # the first look reads back; the state it finds is the one it knows
         assert reader.refresh() is False
     assert states.gets == 1
@@ -220,7 +228,7 @@ def test_a_process_holding_its_folder_reads_the_head_once_between_writes(held):
 
 def test_a_folder_not_held_is_read_back_at_every_look(tmp_path):
     reader = MemoryStream(PERSONA, path=written_folder(tmp_path), embeddings=EMB)
-    nodes, states = counted(reader)
+    _, states = counted(reader)
     for _ in range(3):  # another process may take the folder and write between looks
         reader.refresh()
     assert states.gets == 3
@@ -229,12 +237,9 @@ def test_a_folder_not_held_is_read_back_at_every_look(tmp_path):
 def test_after_an_interrupted_write_every_look_reads_back_until_a_write_completes(held):
     stream = MemoryStream(PERSONA, path=held, embeddings=EMB, clock=lambda: T0)
     stream.refresh()
-    nodes = stream.backend.nodes
-    stream.backend.nodes = Interrupted(nodes)
-    with pytest.raises(KeyboardInterrupt):  # node_3 stored with its commit
+    with interrupted(stream):  # node_3 stored with its commit
         add(stream, 2)
-    stream.backend.nodes = nodes
-    counting, states = counted(stream)
+    _, states = counted(stream)
     looks = []
     for _ in range(3):  # nothing is taken as current while the write is unfinished
         before = states.gets
