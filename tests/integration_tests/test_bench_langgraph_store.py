@@ -5,24 +5,15 @@ Only the shape of the output is checked, never a timing.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from tests.support.benchmarks import run_benchmark
 from tests.support.processes import pid_is_running
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "bench_langgraph_store.py"
 
 
 @pytest.mark.slow
 def test_bench_langgraph_store_prints_its_tables_and_targets() -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--busy-core"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_langgraph_store.py", "--smoke", "--busy-core")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = lines.index("| items | put s | add_many s | InMemoryStore put s | invoke ms | "

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.benchmarks import run_benchmark
 
 
 def test_bench_lexical_prints_its_table() -> None:
-    out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_lexical.py"), "--sizes", "300",
-         "--queries", "5"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_lexical.py", "--sizes", "300", "--queries", "5")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert "## 300 memories" in lines

@@ -5,14 +5,9 @@ Only the shape of the output is checked, never a timing or a quality figure.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "bench_quality.py"
+from tests.support.benchmarks import run_benchmark
 
 
 def cells(line: str) -> list[str]:
@@ -21,11 +16,8 @@ def cells(line: str) -> list[str]:
 
 @pytest.mark.slow
 def test_bench_quality_smoke_prints_both_tables() -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--set", "smallville",
-         "--config", 'no importance={"importance_w": 0}'],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_quality.py", "--smoke", "--set", "smallville", "--config",
+                        'no importance={"importance_w": 0}')
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = lines.index("| configuration | set | questions | R@5 | R@10 | R@30 | nDCG@10 | "
@@ -65,12 +57,10 @@ NAMES = ["library defaults (simulation weights)", *FAMILY, "中文 hybrid .3"]
 
 @pytest.mark.slow
 def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--set", "conversations", "--per-kind",
-         "--config", '中文 hybrid .3={"relevance": "hybrid", "lexical_weight": 0.3}',
-         *(f"--only={name}" for name in NAMES), "--time-in-query", "narrow"],
-        capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_quality.py", "--smoke", "--set", "conversations", "--per-kind",
+                        "--config", '中文 hybrid .3={"relevance": "hybrid", "lexical_weight": 0.3}',
+                        *(f"--only={name}" for name in NAMES), "--time-in-query", "narrow",
+                        timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert "## Recall, nDCG and latency per question set" not in out.stdout  # Smallville off
@@ -137,10 +127,7 @@ def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None
     ('x={"update_access": true}', "'update_access' is set by the benchmark"),
 ])
 def test_bench_quality_refuses_a_bad_config(config: str, message: str) -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--config", config, "--smoke"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_quality.py", "--config", config, "--smoke", timeout=120)
     assert out.returncode != 0
     assert message in out.stderr
 
@@ -155,9 +142,7 @@ def test_bench_quality_refuses_a_bad_config(config: str, message: str) -> None:
 def test_bench_quality_refuses_a_bad_conversation_option(
     option: str, value: str, message: str
 ) -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--set", "conversations", "--smoke", option, value],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_quality.py", "--set", "conversations", "--smoke", option, value,
+                        timeout=120)
     assert out.returncode != 0
     assert message in out.stderr

@@ -5,25 +5,18 @@ Only the shape of the output is checked, never a timing.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.benchmarks import run_benchmark
 from tests.support.processes import pid_is_running
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "bench_retrieval.py"
 
 
 @pytest.mark.slow
 def test_bench_retrieval_prints_its_tables() -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sizes", "2000,5000", "--queries", "3", "--repeats", "1",
-         "--stream-max", "2000", "--busy-core"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_retrieval.py", "--sizes", "2000,5000", "--queries", "3",
+                        "--repeats", "1", "--stream-max", "2000", "--busy-core")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert any(line.startswith("# BLAS: ") for line in lines)
@@ -59,11 +52,8 @@ def test_bench_retrieval_prints_its_tables() -> None:
 
 @pytest.mark.slow
 def test_bench_store_prints_its_targets() -> None:
-    out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_store.py"), "--sizes", "500",
-         "--dim", "16", "--adds", "4", "--busy-core"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_store.py", "--sizes", "500", "--dim", "16", "--adds", "4",
+                        "--busy-core")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| memories | ingest s"))
@@ -84,11 +74,8 @@ def test_bench_store_prints_its_targets() -> None:
 @pytest.mark.slow
 def test_bench_store_reopen_only_reuses_its_folder(tmp_path: Path) -> None:
     def run() -> list[str]:
-        out = subprocess.run(
-            [sys.executable, str(REPO / "benchmarks" / "bench_store.py"), "--sizes", "300",
-             "--dim", "16", "--reopen-only", "--folder", str(tmp_path)],
-            capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-        )
+        out = run_benchmark("bench_store.py", "--sizes", "300", "--dim", "16", "--reopen-only",
+                            "--folder", str(tmp_path))
         assert out.returncode == 0, out.stderr[-3000:]
         return out.stdout.splitlines()
 
@@ -105,12 +92,8 @@ def test_bench_store_reopen_only_reuses_its_folder(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_service_prints_its_tables() -> None:
-    script = REPO / "benchmarks" / "bench_service.py"
-    out = subprocess.run(
-        [sys.executable, str(script), "--memories", "300", "--topics", "20", "--clients", "2",
-         "--requests", "10", "--samples", "3"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_service.py", "--memories", "300", "--topics", "20", "--clients",
+                        "2", "--requests", "10", "--samples", "3")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| memories | clients |"))
@@ -123,11 +106,7 @@ def test_bench_service_prints_its_tables() -> None:
 
 @pytest.mark.slow
 def test_bench_open_prints_its_table() -> None:
-    out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_open.py"), "--size", "300",
-         "--dim", "16", "--repeats", "1"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_open.py", "--size", "300", "--dim", "16", "--repeats", "1")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert lines[0].startswith("# 300 memories, dim 16")
@@ -137,12 +116,8 @@ def test_bench_open_prints_its_table() -> None:
 
 @pytest.mark.slow
 def test_bench_postgres_prints_its_tables_and_leaves_no_server() -> None:
-    script = REPO / "benchmarks" / "bench_postgres.py"
-    out = subprocess.run(
-        [sys.executable, str(script), "--sizes", "300", "--queries", "2", "--adds", "2",
-         "--writes", "5"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_postgres.py", "--sizes", "300", "--queries", "2", "--adds", "2",
+                        "--writes", "5")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = lines.index("| memories | backend | import s | reopen s | add ms | process ms "
@@ -160,11 +135,7 @@ def test_bench_postgres_prints_its_tables_and_leaves_no_server() -> None:
 
 @pytest.mark.slow
 def test_bench_tuning_prints_start_and_tuned_and_the_real_retriever_agrees() -> None:
-    out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_tuning.py"), "--smoke", "--samples",
-         "10"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_tuning.py", "--smoke", "--samples", "10")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| persona |"))
@@ -179,12 +150,8 @@ def test_bench_tuning_prints_start_and_tuned_and_the_real_retriever_agrees() -> 
 
 @pytest.mark.slow
 def test_bench_service_compares_before_after_and_the_echo() -> None:
-    script = REPO / "benchmarks" / "bench_service.py"
-    out = subprocess.run(
-        [sys.executable, str(script), "--compare", "--memories", "300", "--topics", "20",
-         "--clients", "2", "--requests", "8"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_service.py", "--compare", "--memories", "300", "--topics", "20",
+                        "--clients", "2", "--requests", "8")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("| server | focal points"))
@@ -201,11 +168,7 @@ def test_bench_service_compares_before_after_and_the_echo() -> None:
 
 @pytest.mark.slow
 def test_bench_long_query_prints_its_table() -> None:
-    out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_long_query.py"), "--chars", "900",
-         "--repeats", "1"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
-    )
+    out = run_benchmark("bench_long_query.py", "--chars", "900", "--repeats", "1")
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith(("| Chinese", "| English"))]
     assert len(rows) == 2 and all(r.split("|")[2].strip() == "900" for r in rows)

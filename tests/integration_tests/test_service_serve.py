@@ -4,8 +4,6 @@ test, and reflection through ChatOpenAI against the scripted OpenAI server."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import httpx
 import pytest
 
 from langchain_genmem.cli import Store
+from tests.support.benchmarks import run_benchmark
 from tests.support.dify_schema import dify_problems, dify_tools
 from tests.support.genmem_server import GenmemServer
 from tests.support.processes import pid_is_running
@@ -203,12 +202,8 @@ def test_reflect_and_rating_through_chatopenai(tmp_path, scripted_openai, monkey
 
 @pytest.mark.slow
 def test_bench_personas_mode_stays_within_the_open_limit():
-    repo = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, str(repo / "benchmarks" / "bench_service.py"), "--personas", "30",
-         "--max-open", "5", "--every", "10"],
-        capture_output=True, text=True, timeout=900, cwd=repo, check=False,
-    )
+    out = run_benchmark("bench_service.py", "--personas", "30", "--max-open", "5", "--every", "10",
+                        timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     table = lines.index("| personas | RSS MB | s per hundred | open |")
