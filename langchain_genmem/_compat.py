@@ -2,8 +2,10 @@
 
 ``import langchain_genmem.store`` gives the module that now lives at
 ``langchain_genmem.memory.stream``: the same module object, so ``isinstance`` checks,
-monkeypatching and pickled classes agree whichever path a caller used. New code imports the
-new paths; ``docs/architecture.md`` says where each module went and why.
+monkeypatching and pickled classes agree whichever path a caller used. Importing an old path
+warns once per interpreter with a :class:`DeprecationWarning` that names the new path,
+pointed at the line that imported it; ``CHANGELOG.md`` lists every move and
+``docs/architecture.md`` says where each module went and why.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -57,11 +60,40 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        """The module at the new path (imported now if it was not yet)."""
+        """The module at the new path (imported now if it was not yet), with a warning."""
+        _warn_moved(spec.name)
         return importlib.import_module(MOVED[spec.name])
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing: the module ran when it was imported at its new path."""
+
+
+def moved_message(old: str) -> str:
+    """The deprecation message for an old module path.
+
+    Args:
+        old: the old path, a key of :data:`MOVED`.
+
+    Returns:
+        One sentence naming the new path.
+    """
+    return (f"{old} has moved to {MOVED[old]}: import it from there "
+            f"({old} will be removed in a future release)")
+
+
+def _warn_moved(old: str) -> None:
+    """Warn that ``old`` moved, attributed to the code that imported it, not to importlib."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
+                                 or frame.f_code.co_filename == __file__
+                                 or frame.f_globals.get("__name__") == "importlib"):
+        frame = frame.f_back
+    if frame is None:
+        warnings.warn(moved_message(old), DeprecationWarning, stacklevel=2)
+        return
+    warnings.warn_explicit(moved_message(old), DeprecationWarning, frame.f_code.co_filename,
+                           frame.f_lineno, module=frame.f_globals.get("__name__"),
+                           registry=frame.f_globals.setdefault("__warningregistry__", {}))
 
 
 def install() -> None:
