@@ -50,6 +50,7 @@ from langchain_genmem.core.errors import (
     ValidationError,
 )
 from langchain_genmem.core.extras import require_extra
+from langchain_genmem.service.docs_page import docs_page
 from langchain_genmem.service.operations import MemoryService, ReflectionBusyError
 from langchain_genmem.service.schemas import (
     LIMITS,
@@ -69,7 +70,6 @@ from langchain_genmem.service.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
-from langchain_genmem.service.docs_page import docs_page
 from langchain_genmem.service.security import ApiKey, KeyRing
 
 require_extra("fastapi", "service", "genmem serve")
