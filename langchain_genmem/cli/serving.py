@@ -49,7 +49,7 @@ ApiKeys = Annotated[
     typer.Option(
         "--api-key",
         envvar=KEY_VARIABLE,
-        help="An API key reaching every persona. Prefer the GENMEM_API_KEY variable: a key on "
+        help=f"An API key reaching every persona. Prefer the {KEY_VARIABLE} variable: a key on "
         "the command line is shown to every user of the machine (ps). With no key, the server "
         "answers anyone on this machine and listens only on 127.0.0.1.",
     ),
@@ -124,8 +124,9 @@ def serve(
         str | None,
         typer.Option(
             "--public-url",
-            help="URL clients (Dify) reach this server at, for the schema's servers[0].url "
-            "(default: http://HOST:PORT).",
+            help="URL clients (Dify) reach this server at: the schema's servers[0].url and the "
+            "URL a process refused the folder is sent to (default: http://HOST:PORT, a "
+            "wildcard HOST such as 0.0.0.0 shown as 127.0.0.1).",
         ),
     ] = None,
     model: Model = None,
@@ -157,7 +158,8 @@ def openapi(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port.")] = 8000,
     public_url: Annotated[
         str | None,
-        typer.Option("--public-url", help="servers[0].url (default: http://HOST:PORT)."),
+        typer.Option("--public-url", help="servers[0].url (default: http://HOST:PORT, a "
+                     "wildcard HOST such as 0.0.0.0 shown as 127.0.0.1)."),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
