@@ -371,7 +371,7 @@ def start_persona_server(path: Path, port: int, log_path: Path, max_open: int | 
                 str(max_open or 64)]
     else:
         argv = [sys.executable, "-m", "langchain_genmem.cli", "--path", str(path), "serve",
-                "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
+                "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY, "--create"]
         if max_open is not None:
             argv += ["--max-open-personas", str(max_open)]
     return start_server(path, port, log_path, argv=argv)

@@ -55,7 +55,7 @@ NodeKind = Enum("NodeKind", [(t, t) for t in NODE_TYPES], type=str, module=__nam
 NodeKind.__doc__ = "The kinds of memory ``genmem add`` writes: those of ``NODE_TYPES``."
 
 
-K = Annotated[int, typer.Option("-k", min=0, help="How many memories to show.")]
+K = Annotated[int, typer.Option("-k", min=validation.K_MIN, help="How many memories to show.")]
 Mode = Annotated[
     RecencyMode,
     typer.Option(

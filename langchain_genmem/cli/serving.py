@@ -1,13 +1,17 @@
 """The ``genmem`` commands that serve the memory: ``serve`` (HTTP), ``mcp`` and ``openapi``.
 
 They serve whatever store the global options name (``--path``, ``--chroma-host``...), every
-persona in it. The chat model for reflection (and for rating memories added without
-poignancy) comes from the ``OPENAI_*`` variables, or ``--model``/``--base-url``; without
-``OPENAI_API_KEY`` the server runs without one. The service needs the ``service`` extra.
+persona in it. Like every command but ``import`` and ``add``, they refuse a store that does
+not exist, in one line saying how to make one, unless ``--create`` lets them start a new,
+empty one that their clients fill. The chat model for reflection (and for rating memories
+added without poignancy) comes from the ``OPENAI_*`` variables, or ``--model``/``--base-url``;
+without ``OPENAI_API_KEY`` the server runs without one. The service needs the ``service``
+extra.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -19,8 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from langchain_genmem.cli.app import app
-from langchain_genmem.cli.store import store_of
-from langchain_genmem.core.errors import ConfigurationError
+from langchain_genmem.cli.store import CHROMA_FILE, Store, store_of
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.extras import require_extra
 from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
 from langchain_genmem.service import (
@@ -30,6 +34,7 @@ from langchain_genmem.service import (
     check_listen,
     create_service,
 )
+from langchain_genmem.service.security import KEY_VARIABLE
 from langchain_genmem.service.streams import DEFAULT_MAX_OPEN
 
 if TYPE_CHECKING:
@@ -43,9 +48,10 @@ ApiKeys = Annotated[
     list[str] | None,
     typer.Option(
         "--api-key",
-        envvar="GENMEM_API_KEY",
-        help="An API key reaching every persona (repeat; or GENMEM_API_KEY). With none, the "
-        "server answers anyone on this machine and listens only on 127.0.0.1.",
+        envvar=KEY_VARIABLE,
+        help=f"An API key reaching every persona. Prefer the {KEY_VARIABLE} variable: a key on "
+        "the command line is shown to every user of the machine (ps). With no key, the server "
+        "answers anyone on this machine and listens only on 127.0.0.1.",
     ),
 ]
 KeysFile = Annotated[
@@ -70,6 +76,17 @@ BaseUrl = Annotated[
     str | None,
     typer.Option("--base-url", help="OpenAI-compatible server (default: OPENAI_BASE_URL)."),
 ]
+Create = Annotated[
+    bool,
+    typer.Option(
+        "--create",
+        help="Start on a store that does not exist yet: create it, empty, for the clients to "
+        "fill. Without it, a store that does not exist (a mistyped --path) is refused.",
+    ),
+]
+WILDCARD_SHOWN_AS = {4: "127.0.0.1", 6: "::1"}
+"""What a client on this machine reaches a server listening on every address (``0.0.0.0``,
+``::``) at: that is the URL messages give, never the wildcard itself."""
 
 
 class ScoreIn(str, Enum):
@@ -107,26 +124,30 @@ def serve(
         str | None,
         typer.Option(
             "--public-url",
-            help="URL clients (Dify) reach this server at, for the schema's servers[0].url "
-            "(default: http://HOST:PORT).",
+            help="URL clients (Dify) reach this server at: the schema's servers[0].url and the "
+            "URL a process refused the folder is sent to (default: http://HOST:PORT, a "
+            "wildcard HOST such as 0.0.0.0 shown as 127.0.0.1).",
         ),
     ] = None,
     model: Model = None,
     base_url: BaseUrl = None,
     score_in: ScoreInOption = ScoreIn.process,
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
+    create: Create = False,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
     service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
-    store_of(ctx).claim(command="genmem serve", url=_url(host, port))  # owned until it stops
-    app_ = _http_app(service, keys, public_url or _url(host, port))
+    url = client_url(host, port, public_url)
+    where = _open_store(store_of(ctx), "genmem serve", url, create=create)
+    app_ = _http_app(service, keys, url)
     uvicorn = _uvicorn()
     _log_service("genmem serve")
-    typer.echo(f"genmem serve: {store_of(ctx).where()} on {_url(host, port)} "
-               f"({len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
+    _say_without_model(service, "/reflect")
+    typer.echo(f"genmem serve: {where} at {url} (docs: {url}/docs; listening on "
+               f"{_url(host, port)}; {len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
@@ -137,7 +158,8 @@ def openapi(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port.")] = 8000,
     public_url: Annotated[
         str | None,
-        typer.Option("--public-url", help="servers[0].url (default: http://HOST:PORT)."),
+        typer.Option("--public-url", help="servers[0].url (default: http://HOST:PORT, a "
+                     "wildcard HOST such as 0.0.0.0 shown as 127.0.0.1)."),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
@@ -148,7 +170,7 @@ def openapi(
         raise ConfigurationError("the schema needs no store")
 
     service = MemoryService(StreamPool(unused, unused))
-    schema = _http_app(service, KeyRing(), public_url or _url(host, port)).openapi()
+    schema = _http_app(service, KeyRing(), client_url(host, port, public_url)).openapi()
     text = json.dumps(schema, ensure_ascii=False, indent=2)
     if output is None:
         typer.echo(text)
@@ -173,6 +195,7 @@ def mcp_(
     base_url: BaseUrl = None,
     score_in: ScoreInOption = ScoreIn.process,
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
+    create: Create = False,
 ) -> None:
     """Serve the memory as MCP tools: remember, recall, recall_keywords, reflect, persona_stats."""
     keys = _keys(api_key, keys_file)
@@ -180,19 +203,21 @@ def mcp_(
 
     if transport is Transport.http:
         check_listen(host, keys)
-    http = transport is Transport.http  # the folder is owned until the server stops
+    http = transport is Transport.http
     service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
-    store_of(ctx).claim(command="genmem mcp", url=f"{_url(host, port)}/mcp" if http else None)
+    url = f"{client_url(host, port)}/mcp" if http else None
+    where = _open_store(store_of(ctx), "genmem mcp", url, create=create)
     server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
                                host=host, port=port)
     _log_service("genmem mcp")
+    _say_without_model(service, "the reflect tool")
     from langchain_genmem.service.mcp import mcp_http_app, run_stdio  # lazy: optional extra
 
     if transport is Transport.stdio:
         run_stdio(server)
         return
 
-    typer.echo(f"genmem mcp: {store_of(ctx).where()} on {_url(host, port)}/mcp", err=True)
+    typer.echo(f"genmem mcp: {where} at {url} (listening on {_url(host, port)})", err=True)
     _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
 
 
@@ -218,6 +243,50 @@ def _service(
                           score_in=score_in.value, max_open_personas=max_open)
 
 
+def _open_store(store: Store, command: str, url: str | None, *, create: bool) -> str:
+    """Take the store for a server until it stops; the store in words for its start line.
+
+    Args:
+        store: the store of the global options.
+        command: the server (``"genmem serve"``), named to the processes it refuses.
+        url: where its clients reach it (None over stdio), named to them too.
+        create: a store that does not exist is created (empty) instead of refused.
+
+    Returns:
+        E.g. ``"the store at store"``, or ``"the store at store (new, empty)"``.
+
+    Raises:
+        ValidationError: the store does not exist and ``create`` is False.
+    """
+    exists = _store_exists(store)
+    if not exists and not create:
+        option, missing = "--path", store.where()
+        if store.host:
+            option, missing = "--collection", f"collection {store.collection!r} on {missing}"
+        msg = (f"{option}: {missing} does not exist; check {option}, or start "
+               f"`{command} --create` to serve a new, empty store for its clients to fill "
+               "(`genmem import FOLDER` and `genmem add ...` create one too)")
+        raise ValidationError(msg, field="path")
+    store.claim(command=command, url=url)  # an embedded folder is owned until it stops
+    if exists:
+        return store.where()
+    store.backend(create=True)  # made now, so a restart without --create finds it
+    return f"{store.where()} (new, empty)"
+
+
+def _store_exists(store: Store) -> bool:
+    """Whether the store exists, read without opening an embedded folder before its claim."""
+    if store.dsn:
+        return True  # a database: its tables are made on first use, as for every command
+    if not store.host:
+        return (Path(store.path or ".") / CHROMA_FILE).is_file()
+    try:
+        store.backend(create=False)  # a Chroma server: its collection
+    except ValidationError:
+        return False
+    return True
+
+
 def _chat_model(model: str | None, base_url: str | None) -> Any:
     """The chat model of the OPENAI_* variables and flags, or None without a key or server."""
     env = dict(os.environ)
@@ -229,10 +298,20 @@ def _chat_model(model: str | None, base_url: str | None) -> Any:
         if model:
             raise ConfigurationError("--model: set OPENAI_API_KEY too, or give the server's "
                                      "--base-url")
-        print("no chat model (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): /reflect is "
-              "unavailable and memories need a poignancy", file=sys.stderr)
         return None
     return chat_model_from_env(env)
+
+
+def _say_without_model(service: MemoryService, reflect: str) -> None:
+    """Tell, as the server starts, what a server without a chat model cannot do.
+
+    Args:
+        service: the service.
+        reflect: what reflects, in the server's words (``/reflect``, ``the reflect tool``).
+    """
+    if service.model is None:
+        print(f"no chat model (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): {reflect} is "
+              "unavailable and memories need a poignancy", file=sys.stderr)
 
 
 def _http_app(service: MemoryService, keys: KeyRing, public_url: str) -> Any:
@@ -246,6 +325,29 @@ def _uvicorn() -> Any:
     return require_extra("uvicorn", "service", "genmem serve")
 
 
+def client_url(host: str, port: int, public_url: str | None = None) -> str:
+    """The URL clients should use: the public URL when given, else the listening address.
+
+    A wildcard address (``0.0.0.0``, ``::``) is never shown: a server listening on it is
+    reached from this machine at the loopback address of its family.
+
+    Args:
+        host: the address the server listens on.
+        port: its port.
+        public_url: ``--public-url``, or None.
+
+    Returns:
+        E.g. ``http://genmem:8000`` or ``http://127.0.0.1:8000``.
+    """
+    if public_url:
+        return public_url.rstrip("/")
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return _url(host, port)
+    return _url(WILDCARD_SHOWN_AS[address.version] if address.is_unspecified else host, port)
+
+
 def _url(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host else host
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
     return f"http://{shown}:{port}"

@@ -44,6 +44,9 @@ PERSONA_NAME_MAX = 200
 any real one, and keeps a name (at most 800 bytes in UTF-8) far inside what every store
 keys and indexes on (PostgreSQL's index entries, Chroma's metadata) and short enough to
 quote in prompts, messages, URLs and tool calls."""
+K_MIN = 0
+"""The fewest memories a retrieval may ask for (``k``, the service's ``top_k``): 0 asks for
+none and gets none. The command line's ``-k``, the service and the MCP tools take the same."""
 
 
 def finite_number(value: Any, field: str) -> float:
@@ -186,8 +189,8 @@ def top_k(value: Any, field: str = "k") -> int:
     whole = isinstance(value, numbers.Integral) or (
         isinstance(value, float) and value.is_integer()
     )
-    if isinstance(value, bool) or not whole or value < 0:
-        msg = f"{field}: expected an integer >= 0, got {value!r}"
+    if isinstance(value, bool) or not whole or value < K_MIN:
+        msg = f"{field}: expected an integer >= {K_MIN}, got {value!r}"
         raise ValidationError(msg, field=field)
     return int(value)
 

@@ -11,6 +11,9 @@
 ``GET /personas``           ``list_personas``     the personas the key may see
 ``GET /personas/{name}``    ``get_persona``       counts, reflection trigger and settings
 ``GET /healthz``            ``health``            liveness and the input limits (no key needed)
+``GET /docs``               (not in the schema)   Swagger UI, with a plain listing of these
+                                                  endpoints for a browser offline (no key)
+``GET /openapi.json``       (the schema)          what Dify imports (no key needed)
 ==========================  ====================  ===========================================
 
 Every error is ``{"status": "error", "message": ..., "field": ...}``: 401 without a valid
@@ -47,6 +50,7 @@ from langchain_genmem.core.errors import (
     ValidationError,
 )
 from langchain_genmem.core.extras import require_extra
+from langchain_genmem.service.docs_page import docs_page
 from langchain_genmem.service.operations import MemoryService, ReflectionBusyError
 from langchain_genmem.service.schemas import (
     LIMITS,
@@ -73,7 +77,7 @@ require_extra("fastapi", "service", "genmem serve")
 import anyio  # noqa: E402 - after the check that says which extra to install
 from fastapi import Depends, FastAPI, HTTPException, Path, Request, Security  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from starlette.types import ASGIApp, Message, Receive, Scope, Send  # noqa: E402
@@ -151,7 +155,7 @@ def create_app(
         version=_version(),
         servers=[{"url": public_url.rstrip("/")}],
         lifespan=lifespan,
-        docs_url=None,
+        docs_url=None,  # served by _add_docs: Swagger UI with a listing that needs no CDN
         redoc_url=None,
     )
     app.state.service = service
@@ -159,6 +163,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _add_error_handlers(app)
     _add_routes(app, service)
+    _add_docs(app)
     return app
 
 
@@ -218,7 +223,8 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         """Add several memories to one persona in one all-or-nothing write.
 
         memories is a JSON array of objects with the fields of add_memory (without
-        persona_name), oldest first; a thought's evidence may cite a memory of the same batch.
+        persona_name), oldest first, or that array's JSON text; a thought's evidence may cite
+        a memory of the same batch.
         """
         _allow(key, body.persona_name)
         return service.add(body.persona_name, body.memories)
@@ -267,6 +273,15 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         return Health(status="ok", version=app.version, limits=LIMITS,
                       open_personas=service.streams.open_count,
                       max_open_personas=service.streams.max_open)
+
+
+def _add_docs(app: FastAPI) -> None:
+    @app.get("/docs", include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        """Swagger UI over the schema; its plain listing of the endpoints needs no internet."""
+        root = str(request.scope.get("root_path", "")).rstrip("/")
+        return docs_page(app.openapi(), openapi_url=f"{root}{app.openapi_url}",
+                         title=f"{app.title} - docs")
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -36,6 +36,7 @@ from langchain_genmem.core.modes import (
     RelevanceMode,
     describe,
 )
+from langchain_genmem.core.validation import K_MIN
 from langchain_genmem.numerics.candidate_filter import when
 from langchain_genmem.retrieval.presets import Preset
 from langchain_genmem.service.operations import MemoryService
@@ -262,7 +263,7 @@ class _Tools:
         ],
         ctx: Context,
         persona: Persona = None,
-        k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="How many memories.")] = 10,
+        k: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K, description="How many memories.")] = 10,
         since: Annotated[str | None, Field(
             max_length=64, description="Only memories created at or after this ISO time, "
             "e.g. '2023-02-13' (for 'what happened last week')."
@@ -321,7 +322,7 @@ class _Tools:
         object: Annotated[str, Field(max_length=MAX_FIELD_CHARS,  # noqa: A002
                                      description="Its object.")] = "",
         persona: Persona = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_TOP_K,
+        limit: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K,
                                     description="Most memories per type.")] = 10,
     ) -> dict[str, Any]:
         """Find events and thoughts filed under a subject, predicate or object (exact keywords).

@@ -6,7 +6,9 @@ resolves ``$ref`` one level only and reads ``anyOf`` as a string) turns each int
 input. An optional number is declared as a plain ``number`` in the schema and accepts an
 explicit ``null`` (Dify sends ``null`` for an input left empty). Lists a caller may give in
 one field (keywords, evidence) are comma-separated text; only ``/memories/batch`` takes an
-array (Dify passes an array input as JSON text and the service reads it as such).
+array. Dify's importer makes that array a text input and its runner parses the text as JSON
+before it sends the request; a client that sends the JSON text itself (a tool that passes
+only strings) is read the same way.
 
 Replies follow the Dify workflow's retrieval contract: ``retrieved_nodes`` (each with ``score`` and
 the normalised ``recency``, ``relevance`` and ``importance``, and the parts of the relevance:
@@ -16,6 +18,7 @@ normalised ``dense`` and ``lexical``, raw ``cosine`` and ``bm25``), ``accessed_i
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -23,6 +26,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     WithJsonSchema,
@@ -45,7 +49,7 @@ from langchain_genmem.core.modes import (
 )
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
-from langchain_genmem.core.validation import PERSONA_NAME_MAX
+from langchain_genmem.core.validation import K_MIN, PERSONA_NAME_MAX
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.retrieval.presets import Preset, preset_options
 
@@ -227,7 +231,7 @@ class RetrieveRequest(_Request):
         ),
     ]
     top_k: Annotated[
-        int, Field(ge=1, le=MAX_TOP_K, description="How many memories to return.")
+        int, Field(ge=K_MIN, le=MAX_TOP_K, description="How many memories to return.")
     ] = 30
     recency_w: Weight = None
     relevance_w: Weight = None
@@ -423,13 +427,27 @@ class MemoryRequest(MemoryItem):
     persona_name: PersonaName
 
 
+def _json_text(value: Any) -> Any:
+    """An array given as its JSON text (what a tool that passes only strings sends), parsed."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as e:
+        msg = f"expected a JSON array of memories, or its JSON text ({e})"
+        raise ValueError(msg) from e
+
+
 class MemoryBatchRequest(_Request):
     """Several memories for one persona, written all or nothing."""
 
     persona_name: PersonaName
     memories: Annotated[
         list[MemoryItem],
-        Field(min_length=1, max_length=MAX_BATCH, description="The memories, oldest first."),
+        BeforeValidator(_json_text),
+        Field(min_length=1, max_length=MAX_BATCH, description="The memories, oldest first: a "
+              "JSON array of objects with the fields of add_memory (without persona_name), "
+              "or that array's JSON text."),
     ]
 
 
@@ -474,7 +492,8 @@ class KeywordRequest(_Request):
     ] = ""
     object: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="Event object.")] = ""
     limit: Annotated[
-        int, Field(ge=1, le=MAX_TOP_K, description="Most memories listed per type, newest first.")
+        int, Field(ge=K_MIN, le=MAX_TOP_K,
+                   description="Most memories listed per type, newest first.")
     ] = 30
 
 

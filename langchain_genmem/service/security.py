@@ -25,6 +25,10 @@ from langchain_genmem.core.errors import ConfigurationError, ValidationError
 
 MIN_KEY_CHARS = 16
 """Shortest accepted key: a guessable key is a configuration mistake."""
+KEY_VARIABLE = "GENMEM_API_KEY"
+"""The environment variable holding the key (never the command line, which ``ps`` shows)."""
+NEW_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+"""A command that prints a new key."""
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -73,7 +77,7 @@ class KeyRing:
             if len(k.key) < MIN_KEY_CHARS or any(c.isspace() for c in k.key):
                 msg = (
                     f"API key {_masked(k.key)!r}: use at least {MIN_KEY_CHARS} characters "
-                    "without spaces (python -c 'import secrets; print(secrets.token_urlsafe())')"
+                    f"without spaces ({NEW_KEY})"
                 )
                 raise ConfigurationError(msg)
             if k.key in seen:
@@ -191,8 +195,9 @@ def check_listen(host: str, keys: KeyRing) -> None:
     """
     if not keys.enabled and not is_loopback(host):
         msg = (
-            f"--host {host}: refusing to listen beyond 127.0.0.1 without an API key; give "
-            "--api-key KEY (or --keys-file FILE), or listen on 127.0.0.1"
+            f"--host {host}: refusing to listen beyond 127.0.0.1 without an API key; set one "
+            f"in the environment (export {KEY_VARIABLE}=\"$({NEW_KEY})\") or give --keys-file "
+            "FILE, or listen on 127.0.0.1"
         )
         raise ConfigurationError(msg)
 

@@ -93,6 +93,20 @@ def test_a_cli_add_beside_genmem_serve_is_refused_and_the_server_keeps_answering
     assert done.returncode == 0 and "Added node_4" in done.stdout, done.stderr
 
 
+def test_the_refusal_names_the_public_url_clients_use(tmp_path):
+    store = seeded(tmp_path)
+    public = "https://memory.example.org"
+    with GenmemServer(store, "--public-url", f"{public}/") as srv, \
+            httpx.Client(base_url=srv.url, timeout=120) as http:
+        assert http.get("/openapi.json").json()["servers"] == [{"url": public}]
+        done = add(store, "伊莎贝拉给花浇水")
+        assert done.returncode == 2, done.stderr
+        line = done.stderr.strip()
+        assert f"pid {srv.pid}" in line and f"send it to {public}," in line, line
+        assert srv.url not in line and "0.0.0.0" not in line
+        assert retrieve(http)["debug"]["total_candidates"] == 2
+
+
 # A library process beside the owner: it reads (works or is refused clearly), then tries to
 # write. Prints what it saw as JSON.
 LIBRARY = textwrap.dedent(

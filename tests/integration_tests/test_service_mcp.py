@@ -48,7 +48,7 @@ async def test_remember_then_recall_over_stdio(tmp_path):
     client = MultiServerMCPClient({"genmem": {
         "transport": "stdio", "command": sys.executable,
         "args": ["-m", "langchain_genmem.cli", "--path", str(store), "--persona", PERSONA,
-                 "mcp"],
+                 "mcp", "--create"],
     }})
     async with client.session("genmem") as session:
         tools = await tools_of(session)
@@ -109,7 +109,8 @@ async def test_streamable_http_checks_keys_and_scopes(tmp_path):
                                          {"key": KLAUS_KEY, "personas": ["Klaus Mueller"]}]}),
                     encoding="utf-8")
     store = tmp_path / "store"
-    with GenmemServer(store, "--keys-file", str(keys), global_args=["--persona", PERSONA],
+    with GenmemServer(store, "--keys-file", str(keys), "--create",
+                      global_args=["--persona", PERSONA],
                       command=("mcp", "--transport", "http")) as srv:
         url = f"{srv.url}/mcp"
 
@@ -165,7 +166,7 @@ async def test_sessions_come_and_go_quietly_and_the_streams_close_once(tmp_path)
     from mcp.client.streamable_http import streamable_http_client
 
     store = tmp_path / "store"
-    with GenmemServer(store, "--api-key", ADMIN, global_args=["--persona", PERSONA],
+    with GenmemServer(store, "--api-key", ADMIN, "--create", global_args=["--persona", PERSONA],
                       command=("mcp", "--transport", "http")) as srv:
         url = f"{srv.url}/mcp"
         headers = {"Authorization": f"Bearer {ADMIN}"}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
-from langchain_genmem.cli import Store
+from langchain_genmem.cli import Store, app
 from tests.support.benchmarks import run_benchmark
 from tests.support.dify_schema import dify_problems, dify_tools
 from tests.support.genmem_server import GenmemServer
@@ -43,7 +44,7 @@ def keys_file(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_genmem_serve_end_to_end(tmp_path):
     store = tmp_path / "store"
-    with GenmemServer(store, "--keys-file", str(keys_file(tmp_path)),
+    with GenmemServer(store, "--keys-file", str(keys_file(tmp_path)), "--create",
                       global_args=["--now", NOW]) as srv, httpx.Client(base_url=srv.url,
                                                                       timeout=60) as http:
         schema = http.get("/openapi.json").json()
@@ -110,7 +111,7 @@ def test_many_clients_interleaving_writes_and_retrievals(tmp_path):
     """8 clients at once, each writing 6 memories and retrieving after each: bounded counts."""
     clients, writes = 8, 6
     store = tmp_path / "store"
-    with GenmemServer(store, "--api-key", ADMIN) as srv:
+    with GenmemServer(store, "--api-key", ADMIN, "--create") as srv:
 
         def client(c: int) -> list[str]:
             ids = []
@@ -144,7 +145,12 @@ def test_serve_over_a_chroma_server(tmp_path, chroma_server):
     """The store options of every genmem command choose the backend: here `chroma run`."""
     options = ["--chroma-host", chroma_server.host, "--chroma-port", str(chroma_server.port),
                "--collection", f"serve-{tmp_path.name}"[:60]]
-    with GenmemServer(tmp_path / "unused", "--api-key", ADMIN, global_args=options) as srv, \
+    refused = CliRunner().invoke(app, [*options, "serve", "--api-key", ADMIN])
+    assert refused.exit_code == 2 and refused.output.startswith(
+        f"error: --collection: collection {options[-1]!r} on the Chroma server at "), refused.output
+    assert "--create" in refused.output
+    with GenmemServer(tmp_path / "unused", "--api-key", ADMIN, "--create",
+                      global_args=options) as srv, \
             httpx.Client(base_url=srv.url, headers=auth(ADMIN), timeout=60) as http:
         r = http.post("/memories", json={"persona_name": KLAUS, "poignancy": 6,
                                           "description": "Klaus Mueller 在写关于城市化的论文"})
@@ -176,7 +182,7 @@ def test_reflect_and_rating_through_chatopenai(tmp_path, scripted_openai, monkey
     for name, value in openai.env().items():
         monkeypatch.setenv(name, value)  # the child inherits them
     store = tmp_path / "store"
-    with GenmemServer(store, "--api-key", ADMIN, global_args=["--now", NOW]) as srv, \
+    with GenmemServer(store, "--api-key", ADMIN, "--create", global_args=["--now", NOW]) as srv, \
             httpx.Client(base_url=srv.url, headers=auth(ADMIN), timeout=120) as http:
         rated = http.post("/memories", json={"persona_name": ISABELLA,
                                              "description": "伊莎贝拉决定办情人节派对"})

@@ -4,6 +4,7 @@ seed 001's retrieval contract, writes, shutdown."""
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -12,9 +13,11 @@ from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
-from langchain_genmem.cli import Store, app
+from langchain_genmem.cli import Store, app, options
+from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.service import (
@@ -100,6 +103,23 @@ def test_the_checker_catches_what_dify_cannot_read():
     problems = "\n".join(dify_problems(schema))
     assert "servers[0].url" in problems and "'recency_w' uses anyOf" in problems
     assert "not short" in problems and "'Authorization' looks like auth" in problems
+
+
+def test_docs_page_lists_every_endpoint_without_a_key_or_the_internet(client):
+    r = client.get("/docs")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    page = r.text
+    assert "SwaggerUIBundle" in page and "url: '/openapi.json'" in page  # the interactive page
+    schema = client.get("/openapi.json").json()
+    listing = page.split('<div id="swagger-ui">', 1)[1].split("</div>", 1)[0]
+    for path, item in schema["paths"].items():  # and the plain listing, no script needed
+        for method, op in item.items():
+            assert f"<code>{method.upper()} {path}</code> ({op['operationId']}, " in listing
+    assert "(retrieve, needs a key)" in listing and "(health, no key needed)" in listing
+    for field in ("persona_name", "focal_text", "top_k", "preset", "time_in_query"):
+        assert f"<code>{field}</code>" in listing
+    assert "/docs" not in schema["paths"]
+    assert client.get("/redoc").status_code == 404
 
 
 def test_without_public_url_the_schema_names_host_and_port():
@@ -296,7 +316,7 @@ def test_an_unknown_or_empty_persona_is_no_candidates(client):
 
 
 @pytest.mark.parametrize(("change", "field"), [
-    ({"top_k": 0}, "top_k"),
+    ({"top_k": -1}, "top_k"),
     ({"top_k": MAX_TOP_K + 1}, "top_k"),
     ({"top_k": "many"}, "top_k"),
     ({"focal_text": ""}, "focal_text"),
@@ -344,6 +364,50 @@ def test_a_body_over_the_limit_is_413(store):
 
 
 # ---------------------------------------------------------------------------- writes
+
+
+def test_a_batch_given_as_json_text_is_read_as_its_array(client):
+    memories = [{"description": "伊莎贝拉在霍布斯咖啡馆煮咖啡", "poignancy": 3,
+                 "keywords": "咖啡，咖啡馆"},
+                {"type": "thought", "description": "伊莎贝拉喜欢她的咖啡馆", "poignancy": 6,
+                 "evidence": "node_1"}]
+    as_text = json.dumps(memories, ensure_ascii=False)  # what a tool passing strings sends
+    r = client.post("/memories/batch", headers=bearer(ADMIN),
+                    json={"persona_name": PERSONA, "memories": as_text})
+    assert r.status_code == 200, r.text
+    stored = r.json()["memories"]
+    assert [m["description"] for m in stored] == [m["description"] for m in memories]
+    assert stored[0]["keywords"] == ["咖啡", "咖啡馆"] and stored[1]["evidence"] == ["node_1"]
+    for bad in ('[{"description": "伊莎贝拉"', "伊莎贝拉", '{"description": "伊莎贝拉"}', "[]"):
+        r = client.post("/memories/batch", headers=bearer(ADMIN),
+                        json={"persona_name": PERSONA, "memories": bad})
+        assert r.status_code == 422 and r.json()["field"] == "memories", (bad, r.text)
+    r = client.post("/memories/batch", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "memories": json.dumps([{"description": "x", "poignancy": 11}])})
+    assert r.status_code == 422 and r.json()["field"] == "memories.0.poignancy"
+    assert client.get(f"/personas/{PERSONA}", headers=bearer(ADMIN)).json()["memories"] == 2
+
+
+def test_k_has_one_rule_everywhere(client):
+    add(client, PERSONA, "伊莎贝拉在霍布斯咖啡馆煮咖啡", 3)
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert schema["RetrieveRequest"]["properties"]["top_k"]["minimum"] == validation.K_MIN
+    assert schema["KeywordRequest"]["properties"]["limit"]["minimum"] == validation.K_MIN
+    assert validation.top_k(validation.K_MIN) == 0  # the library's rule: k >= 0
+    out = client.post("/retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "focal_text": "咖啡", "top_k": 0}).json()
+    assert out["status"] == "ok" and out["retrieved_nodes"] == [] and out["accessed_ids"] == []
+    out = client.post("/keyword-retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "subject": "伊莎贝拉", "limit": 0}).json()
+    assert out["status"] == "ok" and out["events"] == []
+    r = client.post("/retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "focal_text": "咖啡", "top_k": -1})
+    assert r.status_code == 422 and r.json()["field"] == "top_k"
+    assert typing.get_args(options.K)[1].min == validation.K_MIN  # the command line's -k
+    from langchain_genmem.service import mcp
+
+    hints = typing.get_type_hints(mcp._Tools.recall, include_extras=True)
+    assert TypeAdapter(hints["k"]).json_schema()["minimum"] == validation.K_MIN
 
 
 def test_a_batch_is_written_all_or_nothing(client):
