@@ -11,6 +11,7 @@ from langchain_genmem.backends.base import (
     DatabaseRanking,
     Head,
     MemoryBackend,
+    ReadViews,
     ScoredRow,
     SnapshotStore,
     StoredNode,
@@ -18,6 +19,7 @@ from langchain_genmem.backends.base import (
     access_log_of,
     contract_problems,
     ranking_of,
+    read_view,
     snapshots_of,
 )
 
@@ -28,6 +30,7 @@ __all__ = [
     "DatabaseRanking",
     "Head",
     "MemoryBackend",
+    "ReadViews",
     "ScoredRow",
     "SnapshotStore",
     "StoreRanking",
@@ -35,5 +38,6 @@ __all__ = [
     "access_log_of",
     "contract_problems",
     "ranking_of",
+    "read_view",
     "snapshots_of",
 ]

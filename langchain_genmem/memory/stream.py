@@ -60,6 +60,7 @@ from langchain_genmem.backends.base import (
     MemoryBackend,
     StoredNode,
     access_log_of,
+    read_view,
     snapshots_of,
 )
 from langchain_genmem.backends.opener import open_backend
@@ -221,7 +222,7 @@ class MemoryStream:
 
     def _load_everything(self) -> None:
         """Leave lazy mode: load every committed node, as a stream opened normally does."""
-        with self._lock:
+        with self._lock, read_view(self.backend, self.persona):
             if not self._lazy:
                 return
             head = self.backend.read_head(self.persona)  # first: later access times are read
@@ -234,6 +235,11 @@ class MemoryStream:
         return self._state.node_count if self._lazy else self._node_cache.n
 
     def _load(self) -> None:
+        """Open: the committed state and nodes (or a snapshot of them), read as of one moment."""
+        with read_view(self.backend, self.persona):
+            self._open()
+
+    def _open(self) -> None:
         head = self.backend.read_head(self.persona)
         self._access_rev = 0 if head is None else head.access_rev
         snaps = snapshots_of(self.backend)
@@ -285,6 +291,10 @@ class MemoryStream:
 
     def _catch_up(self) -> bool:
         """Load what other writers committed since this stream last looked (under _lock)."""
+        with read_view(self.backend, self.persona):  # taken after _lock, as a flush does
+            return self._load_newer()
+
+    def _load_newer(self) -> bool:
         head: Head | None = self.backend.read_head(self.persona)
         if head is None or head.rev == self._state.rev:
             return False
