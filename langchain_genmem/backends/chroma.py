@@ -43,7 +43,11 @@ Chroma server (``HttpClient``) writers in many processes are serialised by a lea
 is written by one process at a time, the others are refused
 (:class:`~langchain_genmem.backends.locks.FolderLock`): a process that opened the folder
 before another one wrote it is refused as well (its Chroma index misses that write), and a
-running ``genmem serve`` or ``genmem mcp`` owns its folder from its start.
+running ``genmem serve`` or ``genmem mcp`` owns its folder from its start. Other processes'
+reads of a folder wait for the write in flight, and a stream's open or catch-up reads one
+moment (:class:`~langchain_genmem.backends.gate.FolderGate`, the ``"views"`` capability); a
+read that needs what another process wrote after this process first read the folder gets
+:class:`~langchain_genmem.core.errors.ConcurrentWriterError` naming it.
 
 Chroma caps ``add`` batches (about 5,461 records) and ``get`` pages (32,766 ids); both are
 paged here (reads in pages of :data:`GET_PAGE`). Chroma returns float64 vectors of the
@@ -270,6 +274,11 @@ class ChromaBackend:
         known = self._known.get(persona)
         if own is not None and known is not None:  # the run above it is this backend's too
             return self._own_head(persona, known)
+        with self.read_view(persona):  # the state and the run above it: one shared hold
+            return self._read_head_back(persona, own)
+
+    def _read_head_back(self, persona: str, own: tuple[int, int] | None) -> Head | None:
+        """:meth:`read_head` from the records (the state record too, unless ``own``)."""
         seen = _LAST_WRITER.get(self._place(persona))
         if own is None:
             with self._reading(persona):

@@ -15,7 +15,10 @@ instead of meeting it. A stream opens or catches up under one shared hold
 index was filled with are of one moment. The holder of the folder reads without it (nobody
 else writes).
 
-Waits are bounded: a reader waits up to the folder's ``lock_timeout`` for a write, then gets
+Waiting readers and writers first queue on ``genmem-io-turn.lock`` (one at a time), so a
+process that writes without pause cannot starve a reader: the reader holding the turn gets
+the folder as soon as the write in flight ends. Waits are bounded: a reader waits up to the
+folder's ``lock_timeout`` for a write, then gets
 :class:`~langchain_genmem.core.errors.ConcurrentWriterError` naming the writer; a write waits
 up to :data:`READERS_WAIT` for reads in flight (an open of a large stream from Chroma takes
 seconds).
@@ -37,6 +40,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 IO_FILE = "genmem-io.lock"
+TURN_FILE = "genmem-io-turn.lock"  # where waiting readers and writers queue for IO_FILE
 POLL_SECONDS = 0.005  # a write holds the file for milliseconds: poll often
 READERS_WAIT = 60.0  # seconds a write waits for other processes' reads in flight
 READERS = "a process reading the folder"  # who holds a shared lock: readers are not named
@@ -57,6 +61,7 @@ class FolderGate:
     def __init__(self, lock: FolderLock) -> None:
         self.lock = lock
         self.path = str(lock.folder / IO_FILE)
+        self.turn = str(lock.folder / TURN_FILE)
 
     def writing(self, persona: str) -> AbstractContextManager[None]:
         """Hold the folder exclusively for one write (threads of this process share it).
@@ -99,18 +104,19 @@ class FolderGate:
                     os.close(hold[0])  # closing the descriptor drops its flock
 
     def _take(self, mode: int, wait: float, refusal: Refusal) -> int:
+        """The descriptor of the io file locked in ``mode``, taken in turn.
+
+        Waiting readers and writers queue on the turn file first, so a process writing
+        without pause cannot starve a reader (nor readers a writer): whoever holds the
+        turn gets the io file as soon as the hold in its way ends.
+        """
         self.lock.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise refusal() from None
-                time.sleep(POLL_SECONDS)
+        turn = _locked(self.turn, fcntl.LOCK_EX, deadline, refusal)
+        try:
+            return _locked(self.path, mode, deadline, refusal)
+        finally:
+            os.close(turn)  # closing the descriptor drops its flock
 
     def _writer(self, persona: str) -> ConcurrentWriterError:
         holder = describe_holder(self.lock.current_record())
@@ -130,3 +136,17 @@ class FolderGate:
         )
         return ConcurrentWriterError(msg, persona=persona, holder=READERS)
 
+
+
+def _locked(path: str, mode: int, deadline: float, refusal: Refusal) -> int:
+    """A descriptor of ``path`` holding a flock in ``mode``, waiting until ``deadline``."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise refusal() from None
+            time.sleep(POLL_SECONDS)
