@@ -19,8 +19,8 @@ from langchain_genmem.backends.base import (
     access_log_of,
     contract_problems,
     ranking_of,
-    read_view,
     snapshots_of,
+    views_of,
 )
 
 __all__ = [
@@ -38,6 +38,6 @@ __all__ = [
     "access_log_of",
     "contract_problems",
     "ranking_of",
-    "read_view",
     "snapshots_of",
+    "views_of",
 ]

@@ -26,7 +26,7 @@ times other processes stored are read back by revision), :class:`StoreRanking`
 (``"ranking"``: the store ranks every candidate itself, ``score_in="database"``) and
 :class:`ReadViews` (``"views"``: the reads of one open or catch-up see one moment of the
 store). Callers ask :func:`snapshots_of`, :func:`access_log_of`, :func:`ranking_of` and
-:func:`read_view`, never the class.
+:func:`views_of`, never the class.
 
 Backends today: Chroma (:mod:`~langchain_genmem.backends.chroma`; ``"snapshots"`` and
 ``"views"`` on an embedded folder) and PostgreSQL (:mod:`~langchain_genmem.backends.postgres`;
@@ -37,7 +37,7 @@ opens either from a folder, a Chroma server or client, or a DSN.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, cast, runtime_checkable
@@ -323,11 +323,9 @@ def ranking_of(backend: MemoryBackend) -> StoreRanking | None:
     return cast(StoreRanking, backend) if "ranking" in backend.capabilities else None
 
 
-def read_view(backend: MemoryBackend, persona: str) -> AbstractContextManager[None]:
-    """One moment of the store for the reads of a ``with`` block (nothing to hold: no-op)."""
-    if "views" not in backend.capabilities:
-        return nullcontext()
-    return cast(ReadViews, backend).read_view(persona)
+def views_of(backend: MemoryBackend) -> ReadViews | None:
+    """The backend as a :class:`ReadViews`, or None when its reads need no view."""
+    return cast(ReadViews, backend) if "views" in backend.capabilities else None
 
 
 def contract_problems(backend: object) -> list[str]:

@@ -48,6 +48,7 @@ import atexit
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,8 +61,8 @@ from langchain_genmem.backends.base import (
     MemoryBackend,
     StoredNode,
     access_log_of,
-    read_view,
     snapshots_of,
+    views_of,
 )
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
@@ -222,7 +223,7 @@ class MemoryStream:
 
     def _load_everything(self) -> None:
         """Leave lazy mode: load every committed node, as a stream opened normally does."""
-        with self._lock, read_view(self.backend, self.persona):
+        with self._lock, self._view():
             if not self._lazy:
                 return
             head = self.backend.read_head(self.persona)  # first: later access times are read
@@ -234,9 +235,19 @@ class MemoryStream:
         """How many committed nodes this stream knows of."""
         return self._state.node_count if self._lazy else self._node_cache.n
 
+    def _view(self) -> AbstractContextManager[None]:
+        """One moment of the store for the reads of an open or a catch-up (if it needs one).
+
+        An embedded folder another process writes: its writes wait meanwhile, so the state
+        read and the vectors this process can read are of one moment
+        (:mod:`~langchain_genmem.backends.gate`).
+        """
+        views = views_of(self.backend)
+        return nullcontext() if views is None else views.read_view(self.persona)
+
     def _load(self) -> None:
         """Open: the committed state and nodes (or a snapshot of them), read as of one moment."""
-        with read_view(self.backend, self.persona):
+        with self._view():
             self._open()
 
     def _open(self) -> None:
@@ -291,7 +302,7 @@ class MemoryStream:
 
     def _catch_up(self) -> bool:
         """Load what other writers committed since this stream last looked (under _lock)."""
-        with read_view(self.backend, self.persona):  # taken after _lock, as a flush does
+        with self._view():  # taken after _lock, as a flush takes a write
             return self._load_newer()
 
     def _load_newer(self) -> bool:
