@@ -92,27 +92,37 @@ class FolderGate:
         with guard:
             hold = _HOLDS.get(key)
             if hold is None:
-                hold = _HOLDS[key] = [self._take(mode, wait, refusal), 0]
-            hold[1] += 1
+                fd = self._take(mode, wait, refusal)
+                if fd is not None:  # None: nobody can write a folder whose files cannot be made
+                    hold = _HOLDS[key] = [fd, 0]
+            if hold is not None:
+                hold[1] += 1
         try:
             yield
         finally:
-            with guard:
-                hold[1] -= 1
-                if hold[1] == 0:
-                    del _HOLDS[key]
-                    os.close(hold[0])  # closing the descriptor drops its flock
+            if hold is not None:
+                with guard:
+                    hold[1] -= 1
+                    if hold[1] == 0:
+                        del _HOLDS[key]
+                        os.close(hold[0])  # closing the descriptor drops its flock
 
-    def _take(self, mode: int, wait: float, refusal: Refusal) -> int:
+    def _take(self, mode: int, wait: float, refusal: Refusal) -> int | None:
         """The descriptor of the io file locked in ``mode``, taken in turn.
 
         Waiting readers and writers queue on the turn file first, so a process writing
         without pause cannot starve a reader (nor readers a writer): whoever holds the
         turn gets the io file as soon as the hold in its way ends.
+
+        Returns:
+            The descriptor, or None when the lock files cannot be made or opened (a
+            read-only folder, which no process can write either).
         """
-        self.lock.folder.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + wait
-        turn = _locked(self.turn, fcntl.LOCK_EX, deadline, refusal)
+        try:
+            turn = _locked(self.turn, fcntl.LOCK_EX, deadline, refusal)
+        except PermissionError:
+            return None
         try:
             return _locked(self.path, mode, deadline, refusal)
         finally:
