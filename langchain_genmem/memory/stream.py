@@ -38,7 +38,10 @@ the owner is ``genmem serve`` or ``genmem mcp``, with its URL); use a server or 
 for many processes. A crashed write leaves nothing visible, and its
 leftover records are removed at the next write (counted in
 :attr:`MemoryStream.orphans_removed`). Other processes see new memories at their next
-retrieval.
+retrieval; on an embedded folder a process that does not hold it waits for a write in
+flight, opens and catches up as of one moment, and is told who wrote
+(:class:`~langchain_genmem.core.errors.ConcurrentWriterError`) when what another process
+added later cannot be read from its own Chroma index.
 """
 
 from __future__ import annotations

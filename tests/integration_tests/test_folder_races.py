@@ -61,7 +61,7 @@ RACER = textwrap.dedent(
                 s.add_event(f"W 事件 {done}", poignancy=2)
             done += 1
             Path(o["first"]).touch()
-            time.sleep(0.01)  # a core left for the racers to start on
+            time.sleep(0.05)  # a core left to the racers; a store small enough to open fast
         print(json.dumps({"pid": os.getpid(), "done": done, "len": len(s)}))
         sys.exit(0)
 
@@ -106,7 +106,7 @@ def test_processes_opening_and_reading_while_another_writes_wait_or_name_it(
                                         "first": str(first), "stop": str(stop)}), log_path=wlog)
     wait_files(first)
     racer = json.dumps({"folder": str(folder), "role": "racer", "first": str(first),
-                        "lock_timeout": 1.0})
+                        "lock_timeout": 1.5})
     results = []
     for race in range(5):  # two racers at a time, each a fresh process opening mid-write
         logs = [tmp_path / f"racer-{race}-{i}.log" for i in range(2)]
