@@ -11,6 +11,7 @@ from langchain_genmem.backends.base import (
     DatabaseRanking,
     Head,
     MemoryBackend,
+    ReadViews,
     ScoredRow,
     SnapshotStore,
     StoredNode,
@@ -19,6 +20,7 @@ from langchain_genmem.backends.base import (
     contract_problems,
     ranking_of,
     snapshots_of,
+    views_of,
 )
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "DatabaseRanking",
     "Head",
     "MemoryBackend",
+    "ReadViews",
     "ScoredRow",
     "SnapshotStore",
     "StoreRanking",
@@ -36,4 +39,5 @@ __all__ = [
     "contract_problems",
     "ranking_of",
     "snapshots_of",
+    "views_of",
 ]

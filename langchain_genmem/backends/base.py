@@ -22,12 +22,14 @@ Required and optional: every backend provides the methods of :class:`MemoryBacke
 for the memory, ``close`` to release what it holds) and says in ``capabilities`` which
 optional ones it adds, each a protocol here: :class:`SnapshotStore` (``"snapshots"``: the
 stream opens from a saved copy of its cache), :class:`AccessLog` (``"access_log"``: access
-times other processes stored are read back by revision) and :class:`StoreRanking`
-(``"ranking"``: the store ranks every candidate itself, ``score_in="database"``). Callers
-ask :func:`snapshots_of`, :func:`access_log_of` and :func:`ranking_of`, never the class.
+times other processes stored are read back by revision), :class:`StoreRanking`
+(``"ranking"``: the store ranks every candidate itself, ``score_in="database"``) and
+:class:`ReadViews` (``"views"``: the reads of one open or catch-up see one moment of the
+store). Callers ask :func:`snapshots_of`, :func:`access_log_of`, :func:`ranking_of` and
+:func:`views_of`, never the class.
 
-Backends today: Chroma (:mod:`~langchain_genmem.backends.chroma`; ``"snapshots"`` on an
-embedded folder) and PostgreSQL (:mod:`~langchain_genmem.backends.postgres`;
+Backends today: Chroma (:mod:`~langchain_genmem.backends.chroma`; ``"snapshots"`` and
+``"views"`` on an embedded folder) and PostgreSQL (:mod:`~langchain_genmem.backends.postgres`;
 ``"access_log"`` and ``"ranking"``). :func:`~langchain_genmem.backends.opener.open_backend`
 opens either from a folder, a Chroma server or client, or a DSN.
 """
@@ -48,8 +50,8 @@ from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.numerics.scoring import Weights
 
-Capability = Literal["snapshots", "access_log", "ranking"]
-CAPABILITIES: tuple[Capability, ...] = ("snapshots", "access_log", "ranking")
+Capability = Literal["snapshots", "access_log", "ranking", "views"]
+CAPABILITIES: tuple[Capability, ...] = ("snapshots", "access_log", "ranking", "views")
 
 
 @dataclass(frozen=True)
@@ -284,10 +286,25 @@ class StoreRanking(Protocol):
         """The top ``k`` with their components, as the in-process ranking would give them."""
 
 
+@runtime_checkable
+class ReadViews(Protocol):
+    """``"views"``: the reads a stream makes to open or catch up see one moment of the store.
+
+    For a store whose reads can meet another process's write, or read a state newer than
+    what the reading process can load (an embedded Chroma folder: see
+    :mod:`~langchain_genmem.backends.gate`). While the view is held no other process
+    writes; a write in flight is waited for first.
+    """
+
+    def read_view(self, persona: str) -> AbstractContextManager[None]:
+        """A context manager holding the view for the reads of its ``with`` block."""
+
+
 PROTOCOLS: dict[Capability, type] = {
     "snapshots": SnapshotStore,
     "access_log": AccessLog,
     "ranking": StoreRanking,
+    "views": ReadViews,
 }
 
 
@@ -304,6 +321,11 @@ def access_log_of(backend: MemoryBackend) -> AccessLog | None:
 def ranking_of(backend: MemoryBackend) -> StoreRanking | None:
     """The backend as a :class:`StoreRanking`, or None when it cannot rank in the store."""
     return cast(StoreRanking, backend) if "ranking" in backend.capabilities else None
+
+
+def views_of(backend: MemoryBackend) -> ReadViews | None:
+    """The backend as a :class:`ReadViews`, or None when its reads need no view."""
+    return cast(ReadViews, backend) if "views" in backend.capabilities else None
 
 
 def contract_problems(backend: object) -> list[str]:

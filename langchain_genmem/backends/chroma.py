@@ -43,7 +43,11 @@ Chroma server (``HttpClient``) writers in many processes are serialised by a lea
 is written by one process at a time, the others are refused
 (:class:`~langchain_genmem.backends.locks.FolderLock`): a process that opened the folder
 before another one wrote it is refused as well (its Chroma index misses that write), and a
-running ``genmem serve`` or ``genmem mcp`` owns its folder from its start.
+running ``genmem serve`` or ``genmem mcp`` owns its folder from its start. Other processes'
+reads of a folder wait for the write in flight, and a stream's open or catch-up reads one
+moment (:class:`~langchain_genmem.backends.gate.FolderGate`, the ``"views"`` capability); a
+read that needs what another process wrote after this process first read the folder gets
+:class:`~langchain_genmem.core.errors.ConcurrentWriterError` naming it.
 
 Chroma caps ``add`` batches (about 5,461 records) and ``get`` pages (32,766 ids); both are
 paged here (reads in pages of :data:`GET_PAGE`). Chroma returns float64 vectors of the
@@ -57,7 +61,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +69,10 @@ import numpy as np
 
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import Capability, Head, StoredNode
+from langchain_genmem.backends.gate import FolderGate
 from langchain_genmem.backends.locks import (
     FolderLock,
     Lease,
-    describe_holder,
     fence_id,
     lease_id,
     thread_lock,
@@ -149,6 +153,7 @@ class ChromaBackend:
         self.lock_timeout = lock_timeout
         self.lease_ttl = lease_ttl
         self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
+        self._gate = None if self._folder is None else FolderGate(self._folder)
         self._leases: Any = None
         self._held = threading.local()  # the lease this thread holds, on a server
         # per persona: the committed state last read or written, and its run of node commits
@@ -179,8 +184,20 @@ class ChromaBackend:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Snapshots on an embedded folder (:mod:`~langchain_genmem.backends.snapshot`)."""
-        return frozenset({"snapshots"}) if self.kind == "folder" else frozenset()
+        """Snapshots and read views (:mod:`~langchain_genmem.backends.gate`) on a folder."""
+        return frozenset({"snapshots", "views"}) if self.kind == "folder" else frozenset()
+
+    def read_view(self, persona: str) -> AbstractContextManager[None]:
+        """Hold one moment of an embedded folder for the reads of a ``with`` block.
+
+        In a process that does not hold the folder, no other process writes it meanwhile
+        (a write in flight is waited for first), so a state read in the block and the
+        vectors this process's Chroma index holds are of one moment. Elsewhere: nothing.
+
+        Raises:
+            ConcurrentWriterError: another process kept writing longer than ``lock_timeout``.
+        """
+        return nullcontext() if self._gate is None else self._gate.reading(persona)
 
     # the write right
 
@@ -207,7 +224,8 @@ class ChromaBackend:
             if self._folder is not None:
                 self._folder.acquire(persona)
             if self.kind != "server":
-                yield
+                with self._exclusive(persona):
+                    yield
                 return
             lease = Lease(self._lease_collection(), persona, timeout=self.lock_timeout,
                           ttl=self.lease_ttl)
@@ -224,6 +242,10 @@ class ChromaBackend:
         """Give back this process's right to write an embedded folder (reads go on)."""
         if self._folder is not None:
             self._folder.release()
+
+    def _exclusive(self, persona: str) -> AbstractContextManager[None]:
+        """Keep other processes' reads of an embedded folder out while a write runs."""
+        return nullcontext() if self._gate is None else self._gate.writing(persona)
 
     def _lease_collection(self) -> Any:
         if self._leases is None:
@@ -252,6 +274,11 @@ class ChromaBackend:
         known = self._known.get(persona)
         if own is not None and known is not None:  # the run above it is this backend's too
             return self._own_head(persona, known)
+        with self.read_view(persona):  # the state and the run above it: one shared hold
+            return self._read_head_back(persona, own)
+
+    def _read_head_back(self, persona: str, own: tuple[int, int] | None) -> Head | None:
+        """:meth:`read_head` from the records (the state record too, unless ``own``)."""
         seen = _LAST_WRITER.get(self._place(persona))
         if own is None:
             with self._reading(persona):
@@ -423,24 +450,25 @@ class ChromaBackend:
 
     @contextmanager
     def _reading(self, persona: str) -> Iterator[None]:
-        """Turn a failed Chroma read into a StorageError that says what to do."""
+        """One Chroma read (waiting for another process's write in flight), errors said plainly.
+
+        Raises:
+            ConcurrentWriterError: the read failed in a process whose view of an embedded
+                folder misses another process's write (it is named), or that process kept
+                writing longer than ``lock_timeout``.
+            StorageError: Chroma failed otherwise.
+        """
         try:
-            yield
+            with self.read_view(persona):
+                yield
         except GenMemError:
             raise
         except Exception as e:
-            hint = ""
-            if self.kind == "folder":
-                other = self._folder.last_writer() if self._folder is not None else None
-                who = f" (the last was {describe_holder(other)})" if other else ""
-                hint = (
-                    f"; if another process{who} wrote this folder, this process cannot see "
-                    "its changes: embedded Chroma keeps one index per process. Run a Chroma "
-                    "server (`chroma run --path FOLDER`) and connect every process with "
-                    "client=chromadb.HttpClient(...), or restart this process once the "
-                    "writer is done"
-                )
-            msg = f"could not read the memories of {persona!r} from Chroma: {e}{hint}"
+            if self._folder is not None:
+                moved, record = self._folder.written_since_view()
+                if moved:
+                    raise self._folder.stale(persona, record, reading=True) from e
+            msg = f"could not read the memories of {persona!r} from Chroma: {e}"
             raise StorageError(msg) from e
 
     # writing
@@ -616,8 +644,15 @@ class ChromaBackend:
             ConcurrentWriterError: another process holds the embedded folder.
         """
         items = list(times.items())
-        if self._folder is not None and items:
+        if not items:
+            return
+        if self._folder is not None:
             self._folder.acquire(persona)  # access times are a write of the folder too
+        with self._exclusive(persona):
+            self._store_access(persona, items)
+
+    def _store_access(self, persona: str, items: Sequence[tuple[str, float]]) -> None:
+        """Store the times later than the stored ones, then a new access stamp (a folder)."""
         for chunk in _chunks(items, self.batch):
             ids = [_node_id(persona, node_id) for node_id, _ in chunk]
             later = self._later_than_stored(ids, [float(t) for _, t in chunk])
@@ -625,7 +660,7 @@ class ChromaBackend:
                 self.nodes.update(
                     ids=list(later), metadatas=[{"last_accessed": t} for t in later.values()]
                 )
-        if self.kind == "folder" and items:
+        if self.kind == "folder":
             stamp = uuid.uuid4().hex
             self.states.update(ids=[_state_id(persona)], metadatas=[{"access_stamp": stamp}])
             if self._stamps.get(persona) is not None:
@@ -724,9 +759,12 @@ class ChromaBackend:
         return True
 
     def drop(self, persona: str) -> None:
-        """Delete every node and the state of a persona."""
-        self.nodes.delete(where={"persona": persona})
-        self.states.delete(ids=[_state_id(persona)])
+        """Delete every node and the state of a persona (a write: takes an embedded folder)."""
+        if self._folder is not None:
+            self._folder.acquire(persona)
+        with self._exclusive(persona):
+            self.nodes.delete(where={"persona": persona})
+            self.states.delete(ids=[_state_id(persona)])
         self._forget(persona)
         self._known.pop(persona, None)
         self._chain.pop(persona, None)

@@ -183,6 +183,28 @@ class FolderLock:
                 return
             self._VIEWS[key] = self._peek()[0]
 
+    def held_here(self) -> bool:
+        """Whether this process holds the folder (through this object or another backend)."""
+        return (self.path, os.getpid()) in self._HELD
+
+    def current_record(self) -> dict[str, Any] | None:
+        """The record of the process that holds the folder, or of the last one that held it."""
+        return self._peek()[1]
+
+    def written_since_view(self) -> tuple[bool, dict[str, Any] | None]:
+        """Whether another process may have written the folder since this process's view of it.
+
+        Returns:
+            (True when another process holds the folder now, held it when this process
+            opened it, or took it since; the record of that process, as the lock file has it).
+        """
+        if self.held_here():
+            return False, None
+        seen = self._VIEWS.get((self.path, os.getpid()))
+        generation, record = self._peek()
+        moved = seen is None or self.BUSY in (seen, generation) or generation != seen
+        return moved, record
+
     def owner(self) -> dict[str, Any] | None:
         """The long-running owner (a server) holding the folder in another process, or None."""
         if (self.path, os.getpid()) in self._HELD:
@@ -269,7 +291,7 @@ class FolderLock:
         generation = _generation(self.previous)
         if seen is not None and seen != generation:
             os.close(fd)
-            raise self._stale(persona, self.previous)
+            raise self.stale(persona, self.previous)
         _write_record(fd, {**holder_record(**owner), "generation": generation + 1})
         self._VIEWS[key] = generation + 1
         return fd
@@ -306,13 +328,26 @@ class FolderLock:
             )
         return ConcurrentWriterError(msg, persona=persona or "", holder=holder)
 
-    def _stale(self, persona: str | None, record: dict[str, Any] | None) -> ConcurrentWriterError:
+    def stale(
+        self, persona: str | None, record: dict[str, Any] | None, *, reading: bool = False
+    ) -> ConcurrentWriterError:
+        """The error for a process whose view of the folder misses another process's write.
+
+        Args:
+            persona: the persona to write or read, or None (the folder).
+            record: the other process's record from the lock file.
+            reading: True when a read failed (else a write is refused).
+
+        Returns:
+            A :class:`ConcurrentWriterError` naming that process and what to do.
+        """
         holder = describe_holder(record)
         start = f"persona {persona!r}: " if persona is not None else ""
+        done = "cannot read it" if reading else "writes nothing"
         msg = (
             f"{start}another process ({holder}) wrote the Chroma folder {str(self.folder)!r} "
             "after this process opened it, and embedded Chroma keeps one index per process: "
-            "this process cannot see that write, so it writes nothing. Open the folder again "
+            f"this process cannot see that write, so it {done}. Open the folder again "
             "in a new process, or share the memories through a Chroma server or PostgreSQL"
         )
         return ConcurrentWriterError(msg, persona=persona or "", holder=holder)

@@ -422,8 +422,8 @@ class PostgresBackend:
             row = conn.execute(
                 f"SELECT {', '.join(STATE_COLUMNS)}, (SELECT coalesce(json_agg(json_build_array("
                 "k.memory_type, k.keyword, k.strength)), '[]') FROM kw_strength k "
-                "WHERE k.persona_name = p.persona_name) "
-                "FROM genmem_personas p WHERE persona_name = %s", (persona,),
+                "WHERE k.persona_name = %(persona)s) "  # named in each table: one shard (Citus)
+                "FROM genmem_personas p WHERE p.persona_name = %(persona)s", {"persona": persona},
             ).fetchone()
         if row is None:
             return None

@@ -38,7 +38,10 @@ the owner is ``genmem serve`` or ``genmem mcp``, with its URL); use a server or 
 for many processes. A crashed write leaves nothing visible, and its
 leftover records are removed at the next write (counted in
 :attr:`MemoryStream.orphans_removed`). Other processes see new memories at their next
-retrieval.
+retrieval; on an embedded folder a process that does not hold it waits for a write in
+flight, opens and catches up as of one moment, and is told who wrote
+(:class:`~langchain_genmem.core.errors.ConcurrentWriterError`) when what another process
+added later cannot be read from its own Chroma index.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import atexit
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,6 +65,7 @@ from langchain_genmem.backends.base import (
     StoredNode,
     access_log_of,
     snapshots_of,
+    views_of,
 )
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
@@ -221,7 +226,7 @@ class MemoryStream:
 
     def _load_everything(self) -> None:
         """Leave lazy mode: load every committed node, as a stream opened normally does."""
-        with self._lock:
+        with self._lock, self._view():
             if not self._lazy:
                 return
             head = self.backend.read_head(self.persona)  # first: later access times are read
@@ -233,7 +238,22 @@ class MemoryStream:
         """How many committed nodes this stream knows of."""
         return self._state.node_count if self._lazy else self._node_cache.n
 
+    def _view(self) -> AbstractContextManager[None]:
+        """One moment of the store for the reads of an open or a catch-up (if it needs one).
+
+        An embedded folder another process writes: its writes wait meanwhile, so the state
+        read and the vectors this process can read are of one moment
+        (:mod:`~langchain_genmem.backends.gate`).
+        """
+        views = views_of(self.backend)
+        return nullcontext() if views is None else views.read_view(self.persona)
+
     def _load(self) -> None:
+        """Open: the committed state and nodes (or a snapshot of them), read as of one moment."""
+        with self._view():
+            self._open()
+
+    def _open(self) -> None:
         head = self.backend.read_head(self.persona)
         self._access_rev = 0 if head is None else head.access_rev
         snaps = snapshots_of(self.backend)
@@ -285,6 +305,10 @@ class MemoryStream:
 
     def _catch_up(self) -> bool:
         """Load what other writers committed since this stream last looked (under _lock)."""
+        with self._view():  # taken after _lock, as a flush takes a write
+            return self._load_newer()
+
+    def _load_newer(self) -> bool:
         head: Head | None = self.backend.read_head(self.persona)
         if head is None or head.rev == self._state.rev:
             return False

@@ -33,7 +33,8 @@ def test_each_backend_provides_the_required_and_the_declared_methods(store):
 
 def test_what_each_backend_declares(store, tmp_path):
     backend = store.open("p", embeddings=EMB).backend
-    expected = {"chroma": {"snapshots"}, "postgres": {"access_log", "ranking"}}[store.backend]
+    expected = {"chroma": {"snapshots", "views"},
+                "postgres": {"access_log", "ranking"}}[store.backend]
     assert backend.capabilities == expected
     assert (snapshots_of(backend) is not None) == ("snapshots" in expected)
     assert (access_log_of(backend) is not None) == ("access_log" in expected)
@@ -49,7 +50,8 @@ class Plain:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("begin_load", "read_snapshot", "write_snapshot", "read_access", "rank"):
+        if name in ("begin_load", "read_snapshot", "write_snapshot", "read_access", "rank",
+                    "read_view"):
             raise AssertionError(f"{name} called on a backend that does not declare it")
         return getattr(self._inner, name)
 
