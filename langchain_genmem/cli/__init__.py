@@ -34,7 +34,6 @@ from langchain_genmem.cli import (
 )
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main
 from langchain_genmem.cli.chart import save_explain_png
-from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
 from langchain_genmem.cli.options import (
     NodeKind,
@@ -62,7 +61,6 @@ __all__ = [
     "COMPONENTS",
     "DEFAULT_FIXTURE",
     "DEFAULT_PATH",
-    "DEFAULT_PNG",
     "NodeKind",
     "RecencyMode",
     "RetrievalOptions",

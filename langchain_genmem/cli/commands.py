@@ -31,6 +31,7 @@ from langchain_genmem.cli.render import (
     echo_json,
     formula,
     left_out_lines,
+    memories,
     print_keyword_report,
     print_stats,
     print_tune_report,
@@ -38,8 +39,10 @@ from langchain_genmem.cli.render import (
     score_table,
     show,
     stdout_console,
+    weighted_table,
 )
 from langchain_genmem.cli.reports import (
+    effective_gains,
     keyword_report,
     persona_examples,
     retrieval_counts,
@@ -49,7 +52,7 @@ from langchain_genmem.cli.reports import (
     tune_report,
 )
 from langchain_genmem.cli.store import Store, store_of
-from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
 from langchain_genmem.evaluation.metrics import load_examples
 from langchain_genmem.evaluation.tuning import fit_weights
@@ -60,12 +63,11 @@ from langchain_genmem.interop.generative_agents import (
     load_associative_memory,
     persona_of,
 )
-from langchain_genmem.llm.chat import chat_model_from_env
+from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
 from langchain_genmem.memory.inputs import validate_items
+from langchain_genmem.memory.stats import trigger_text
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import create_reflection_graph
-
-DEFAULT_PNG = Path("genmem-explain.png")
 
 
 @app.command("import")
@@ -206,8 +208,7 @@ def search(
 ) -> None:
     """Weighted retrieval (recency, relevance, importance), with each memory's components.
 
-    With --relevance lexical or hybrid (or a persona set so) the table also shows the dense
-    and lexical parts of each relevance; --json always carries them.
+    Lexical or hybrid relevance adds the dense and lexical parts to the table (--json has them).
     """
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=not peek)
@@ -235,7 +236,7 @@ def keywords(
     subject: Annotated[str, typer.Argument(help="Subject of the perceived event.")],
     predicate: Annotated[str, typer.Argument(help="Predicate of the perceived event.")],
     object_: Annotated[
-        str, typer.Argument(metavar="OBJECT", help="Object of the perceived event.")
+        str, typer.Argument(metavar="object", help="Object of the perceived event.")
     ],
     limit: Annotated[int, typer.Option("--limit", min=0, help="Memories shown per type.")] = 10,
     as_json: AsJson = False,
@@ -264,22 +265,33 @@ def explain(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="The focal point to explain.")],
     output: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--output", "-o", help="The chart to write: .png, .jpg, .svg or .pdf (by suffix)."
+            "--output", "-o", help="Also save the components as a chart (plot extra): .png, "
+            ".jpg, .svg or .pdf (by suffix).",
         ),
-    ] = DEFAULT_PNG,
+    ] = None,
     k: K = 10,
     *,
     weights: RetrievalOptions,
 ) -> None:
-    """Save a chart of the weighted score components of the top memories (needs matplotlib)."""
-    checked_output(output)  # an unknown suffix or missing folder is refused before any work
+    """Show the weighted score components of the top memories; -o saves them as a chart."""
+    if output is not None:  # a bad suffix, missing folder or missing extra: before any work
+        checked_output(output)
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=False)
     rows = retrieve_rows(retriever, query, k, None)
-    save_explain_png(rows, retriever, f"{stream.persona}: {query}", output)
-    typer.echo(f"Saved {output}: score components of the top {len(rows)} memories for {query!r}")
+    title = f"{stream.persona}: {query}"
+    if output is None:
+        console = stdout_console()
+        console.print(weighted_table(rows, effective_gains(retriever), title=title))
+        console.print(formula(retriever), highlight=False)
+        if relevance := relevance_formula(retriever, rows):
+            console.print(relevance, highlight=False)
+    else:
+        save_explain_png(rows, retriever, title, output)
+        typer.echo(f"Saved {output}: score components of the top "
+                   f"{memories(len(rows))} for {query!r}")
     if window := time_window_line(retriever, query, rows):
         typer.echo(window)
     if not rows:
@@ -350,6 +362,10 @@ def tune(
     show(tune_report(stream.persona, result, saved=save), print_tune_report, as_json)
 
 
+# How to reflect when the trigger is not due, on the command line.
+FORCE_OPTION_HINT = "`genmem reflect --force` reflects now"
+
+
 @app.command()
 def reflect(
     ctx: typer.Context,
@@ -357,13 +373,21 @@ def reflect(
         bool, typer.Option("--force", help="Reflect even if the importance trigger has not fired.")
     ] = False,
 ) -> None:
-    """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
+    """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables).
+
+    The trigger is checked first: when it is not due, this says why, and no model is needed.
+    """
     stream = store_of(ctx).open()
-    model = chat_model_from_env()
+    try:
+        model = chat_model_from_env()
+    except ConfigurationError as e:  # no model or no extra: said only if the run needs one
+        model = UnconfiguredChatModel(hint=" ".join(str(e).split()))
     out = create_reflection_graph(model, stream, force=force).invoke({})  # model errors: one line
     typer.echo(f"status: {out['status']}")
     if out["status"] == "not_due":
-        typer.echo(f"trigger: {out['trigger']['explanation']}")
+        trigger = out["trigger"]
+        typer.echo("trigger: " + trigger_text(trigger["value"], trigger["threshold"],
+                                              due=False, hint=FORCE_OPTION_HINT))
     for node_id in out.get("written", []):
         node = stream.get(node_id)
         typer.echo(f"{node_id}: {node.description}")

@@ -300,9 +300,13 @@ def test_keywords_text_and_json(store: Path) -> None:
 def test_stats_text_and_json(store: Path) -> None:
     out = run(store, "stats").output
     assert "Isabella Rodriguez: 14 memories (8 events, 6 thoughts, 0 chats)" in out
-    assert "reflection trigger: 142 of 150 left after 8 events (not due)" in out
+    assert ("reflection trigger: importance since the last reflection 8 of 150: not due until "
+            "it reaches 150 (8 events)") in out
     data = json.loads(run(store, "stats", "--json", "--top", "2").output)
     assert data["types"] == {"event": 8, "thought": 6, "chat": 0}
+    assert data["trigger"]["importance_gathered"] == 8
+    assert data["trigger"]["explanation"] == (
+        "importance since the last reflection 8 of 150: not due until it reaches 150")
     assert data["depths"] == {"0": 8, "1": 6}
     assert data["settings"]["recency_decay"] == 0.995
     assert data["settings"]["relevance_mode"] == "dense"
