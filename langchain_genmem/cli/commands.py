@@ -17,6 +17,7 @@ import typer
 from langchain_genmem.cli.app import app
 from langchain_genmem.cli.chart import checked_output, save_explain_png
 from langchain_genmem.cli.demo import bundled_fixture, run_demo
+from langchain_genmem.cli.importing import import_folder
 from langchain_genmem.cli.options import (
     AsJson,
     K,
@@ -57,11 +58,7 @@ from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
 from langchain_genmem.evaluation.metrics import load_examples
 from langchain_genmem.evaluation.tuning import fit_weights
 from langchain_genmem.interop.generative_agents import (
-    NODES_FILE,
     dump_associative_memory,
-    import_storage,
-    load_associative_memory,
-    persona_of,
 )
 from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
 from langchain_genmem.memory.inputs import validate_items
@@ -76,8 +73,9 @@ def import_(
     folder: Annotated[
         Path,
         typer.Argument(
-            help="An associative_memory folder (nodes.json...) or a simulation folder with "
-            "personas/<name>/bootstrap_memory/associative_memory inside."
+            help="A persona's folder (or its associative_memory folder, nodes.json...) or a "
+            "simulation folder with personas/<name>/bootstrap_memory/associative_memory inside; "
+            "--persona NAME picks a persona, or names the one imported."
         ),
     ],
     reembed: Annotated[
@@ -92,19 +90,13 @@ def import_(
         bool, typer.Option("--progress/--no-progress", help="Show progress bars while embedding.")
     ] = True,
 ) -> None:
-    """Import the original simulation's saved memories (one persona or a whole simulation)."""
+    """Import the original simulation's saved memories (one persona or a whole simulation).
+
+    --persona NAME imports one persona's folder under that name, also beside the same persona.
+    """
     store = store_of(ctx)
     started = time.perf_counter()
-    options = {"reembed": reembed, "progress": progress, **store.stream_kwargs()}
-    if (folder / NODES_FILE).exists():
-        name = store.persona or persona_of(folder)
-        if name is None:
-            msg = f"cannot tell the persona from {folder}; give --persona NAME"
-            raise ValidationError(msg, field="persona")
-        streams = {name: load_associative_memory(folder, persona=name, **options)}
-    else:
-        wanted = [store.persona] if store.persona else None
-        streams = import_storage(folder, personas=wanted, **options)
+    streams = import_folder(store, folder, reembed=reembed, progress=progress)
     seconds = time.perf_counter() - started
     for name, stream in streams.items():
         store.track(stream)
