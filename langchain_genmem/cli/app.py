@@ -149,8 +149,24 @@ def _main(
 ) -> None:
     """Generative Agents memory streams: import, search, explain and reflect."""
     when = parse_time(now, "--now") if now is not None else None
+    given = {name for name in ("path", "chroma_host", "chroma_port", "dsn")
+             if _given(ctx, name)}
+    if "chroma_port" in given and chroma_host is None:
+        msg = "--chroma-port: it needs --chroma-host (the Chroma server's host)"
+        raise ValidationError(msg, field="--chroma-port")
+    if "dsn" not in given and given & {"path", "chroma_host"}:
+        dsn = None  # an explicit store beats GENMEM_DSN from the environment
+    elif "dsn" in given and "path" in given:
+        msg = "--dsn: give either --path (a Chroma folder) or --dsn (PostgreSQL), not both"
+        raise ValidationError(msg, field="--dsn")
     ctx.obj = Store(path, chroma_host, chroma_port, collection, dsn=dsn, persona=persona, now=when)
     ctx.call_on_close(ctx.obj.close)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether an option was given on the command line (not a default nor a variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def main() -> None:

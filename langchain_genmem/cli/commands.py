@@ -23,6 +23,8 @@ from langchain_genmem.cli.options import (
     K,
     NodeKind,
     RetrievalOptions,
+    ScoreIn,
+    ScoreInOption,
     parse_time,
     renamed,
     weight_options,
@@ -196,14 +198,20 @@ def search(
     peek: Annotated[
         bool, typer.Option("--peek", help="Do not update last_accessed of what is returned.")
     ] = False,
+    score_in: ScoreInOption = ScoreIn.process,
     as_json: AsJson = False,
 ) -> None:
     """Weighted retrieval (recency, relevance, importance), with each memory's components.
 
     Lexical or hybrid relevance adds the dense and lexical parts to the table (--json has them).
     """
-    stream = store_of(ctx).open()
-    retriever = weights.retriever(stream, k, touch=not peek)
+    store = store_of(ctx)
+    if score_in is ScoreIn.database and not store.dsn:
+        msg = ("--score-in: database ranks in PostgreSQL: give --dsn (or GENMEM_DSN), or use "
+               "--score-in process")
+        raise ValidationError(msg, field="--score-in")
+    stream = store.open()
+    retriever = weights.retriever(stream, k, touch=not peek, score_in=score_in)
     rows = retrieve_rows(retriever, query, k, filter_)
     if as_json:
         echo_json(rows)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from langchain_genmem.cli.app import app
+from langchain_genmem.cli.options import ScoreIn, ScoreInOption
 from langchain_genmem.cli.store import store_of
 from langchain_genmem.core.errors import ConfigurationError
 from langchain_genmem.core.extras import require_extra
@@ -69,23 +70,6 @@ MaxOpen = Annotated[
 BaseUrl = Annotated[
     str | None,
     typer.Option("--base-url", help="OpenAI-compatible server (default: OPENAI_BASE_URL)."),
-]
-
-
-class ScoreIn(str, Enum):
-    """Where the service ranks memories."""
-
-    process = "process"
-    database = "database"
-
-
-ScoreInOption = Annotated[
-    ScoreIn,
-    typer.Option(
-        "--score-in",
-        help="process: load each persona and rank in this process; database: PostgreSQL "
-        "ranks and the server holds no persona (stateless replicas; needs --dsn).",
-    ),
 ]
 
 
