@@ -2,15 +2,14 @@
 
 A folder may be one persona's (its ``associative_memory`` folder, the persona's own folder
 or its ``bootstrap_memory``) or a whole simulation's. ``--persona NAME`` picks a persona of
-a simulation, or names the one persona imported: a persona's folder, or a simulation
-holding only one, is imported under that name, so a persona already in the store can be
-imported again beside it.
+a simulation, or names the persona whose folder is given: it is imported under that name,
+so a persona already in the store can be imported again beside it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.interop.generative_agents import (
@@ -41,9 +40,9 @@ def import_folder(store: Store, folder: Path, **options: Any) -> dict[str, Memor
         ``{persona name: stream}``.
 
     Raises:
-        ValidationError: the persona cannot be told, a simulation holds several personas
-            and none is the name given, or a persona already has memories in the store (the
-            message says how to import it beside them).
+        ValidationError: the persona cannot be told, a simulation does not hold the persona
+            named, or a persona already has memories in the store (the messages say how to
+            import a persona's folder under another name).
     """
     one = _persona_folder(folder)
     if one is None:
@@ -53,7 +52,7 @@ def import_folder(store: Store, folder: Path, **options: Any) -> dict[str, Memor
             _refuse_present(store, {n: found[n] for n in names})
             wanted = None if store.persona is None else names
             return import_storage(folder, personas=wanted, **options, **store.stream_kwargs())
-        one = _only_persona(found, store.persona, folder)
+        _refuse_missing(found, store.persona, folder)
     name = store.persona or persona_of(one)
     if name is None:
         msg = f"cannot tell the persona from {folder}; give --persona NAME"
@@ -71,10 +70,8 @@ def _persona_folder(folder: Path) -> Path | None:
     return None
 
 
-def _only_persona(found: dict[str, Path], name: str, folder: Path) -> Path:
-    """The simulation's only persona, to import under ``name``; several: say which to give."""
-    if len(found) == 1:
-        return next(iter(found.values()))
+def _refuse_missing(found: dict[str, Path], name: str, folder: Path) -> NoReturn:
+    """A persona the simulation does not hold: say how to import one of its own under it."""
     first = next(iter(found.values())).parent.parent
     msg = (
         f"--persona: no persona {name!r} in {folder} (it holds {', '.join(found)}); to import "
@@ -89,8 +86,9 @@ def _refuse_present(store: Store, personas: dict[str, Path]) -> None:
     for name, folder in personas.items():
         if name in present:
             own = folder.parent.parent if folder.parent.name == "bootstrap_memory" else folder
+            count = len(store.open(name))
             msg = (
-                f"persona {name!r} already has memories in {store.where()}; import into "
+                f"persona {name!r} already has {count} memories in {store.where()}; import into "
                 "another --path or --collection, or under another name: genmem --persona "
                 f"NAME import '{own}'"
             )
