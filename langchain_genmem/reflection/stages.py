@@ -288,7 +288,7 @@ class Stages:
             memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold
-            what = f"poignancy of the newest {len(memories)} memories"
+            what = f"the newest {len(memories)} memories' poignancy sums to"
         report = TriggerReport(
             policy=self.policy,
             due=due,
