@@ -156,9 +156,6 @@ def _main(
         raise ValidationError(msg, field="--chroma-port")
     if "dsn" not in given and given & {"path", "chroma_host"}:
         dsn = None  # an explicit store beats GENMEM_DSN from the environment
-    elif "dsn" in given and "path" in given:
-        msg = "--dsn: give either --path (a Chroma folder) or --dsn (PostgreSQL), not both"
-        raise ValidationError(msg, field="--dsn")
     ctx.obj = Store(path, chroma_host, chroma_port, collection, dsn=dsn, persona=persona, now=when)
     ctx.call_on_close(ctx.obj.close)
 

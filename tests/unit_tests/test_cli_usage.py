@@ -93,9 +93,6 @@ def test_an_explicit_path_beats_the_environments_database(store: Path) -> None:
 def test_options_that_need_another_say_so(store: Path) -> None:
     says = one_line_error(runner.invoke(app, ["--chroma-port", "8030", "stats"]))
     assert says == "error: --chroma-port: it needs --chroma-host (the Chroma server's host)"
-    says = one_line_error(runner.invoke(app, ["--path", str(store), "--dsn",
-                                              "postgresql://x@127.0.0.1:9/y", "stats"]))
-    assert says.startswith("error: --dsn: give either --path")
     says = one_line_error(run(store, "search", "派对", "--score-in", "database", code=2))
     assert says.startswith("error: --score-in: database ranks in PostgreSQL: give --dsn")
 
