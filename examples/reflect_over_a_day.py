@@ -28,6 +28,7 @@ from langchain_genmem import (
     create_reflection_graph,
 )
 from langchain_genmem.llm.chat import chat_model_from_env
+from langchain_genmem.memory.stats import importance_gathered, trigger_text
 
 PERSONA = "Isabella Rodriguez"
 DAY = [
@@ -74,9 +75,9 @@ def live_a_day(model, path: str) -> None:
             node = stream.add_event(description, subject=s, predicate=p, object=o)
             print(f"{at}  [{node.poignancy:>4.1f}] {description}")
         state = stream.state
-        print(f"\ntrigger: {state.importance_trigger_curr:g} left of "
-              f"{state.importance_trigger_max:g} after {state.importance_ele_n} events "
-              f"-> reflection {'due' if state.reflection_due else 'not due'}")
+        gathered = importance_gathered(state)
+        due = state.reflection_due
+        print(f"\ntrigger: {trigger_text(gathered, state.importance_trigger_max, due=due)}")
 
         clock.advance(hours=2)  # 23:00: the persona reflects on the day
         out = create_reflection_graph(model, stream, importance=scorer).invoke({})

@@ -36,16 +36,12 @@ from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langchain_genmem.core.errors import ConfigurationError, ValidationError
-
-try:
-    import pyparsing as pp
-except ImportError as e:  # pragma: no cover - installed with the pandas extra
-    _msg = "filters need pyparsing: pip install 'langchain-genmem[pandas]'"
-    raise ConfigurationError(_msg) from e
+from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.extras import require_extra
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyparsing as pp
 
 MAX_LENGTH = 2000
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -226,6 +222,7 @@ def parse_filter(text: str) -> Expr:
         msg = f"filter: longer than {MAX_LENGTH} characters"
         raise ValidationError(msg, field="filter")
     _check_tokens(text)
+    pp = _pyparsing()
     try:
         return _grammar().parse_string(text, parse_all=True)[0]
     except pp.ParseBaseException as e:
@@ -277,8 +274,14 @@ def apply_filter(df: pd.DataFrame, expr: str | Expr) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- grammar
 
 
+def _pyparsing() -> Any:
+    """pyparsing, imported when a filter is first parsed (it comes with the pandas extra)."""
+    return require_extra("pyparsing", "pandas", "a filter expression")
+
+
 @lru_cache(maxsize=1)
 def _grammar() -> pp.ParserElement:
+    pp = _pyparsing()
     and_, or_, not_, in_ = (pp.CaselessKeyword(w) for w in ("and", "or", "not", "in"))
     reserved = and_ | or_ | not_ | in_
     name = (~reserved + pp.Regex(_NAME)).set_name("column")
@@ -323,7 +326,7 @@ def _member(s: str, loc: int, t: pp.ParseResults) -> Member:
 def _compare(s: str, loc: int, t: pp.ParseResults) -> Compare:
     left, op, right = t
     if not (isinstance(left, Column) or isinstance(right, Column)):
-        raise pp.ParseFatalException(s, loc, "a comparison needs a column on one side")
+        raise _pyparsing().ParseFatalException(s, loc, "a comparison needs a column on one side")
     return Compare(left, op, right)
 
 
@@ -333,7 +336,7 @@ def _number(s: str, loc: int, text: str) -> int | float:
     if not math.isfinite(value):
         shown = text if len(text) <= 20 else f"{text[:20]}… ({len(text)} characters)"
         msg = f"the number {shown} is out of range (at most about 1.8e308)"
-        raise pp.ParseFatalException(s, loc, msg)
+        raise _pyparsing().ParseFatalException(s, loc, msg)
     return int(text) if text.lstrip("+-").isdigit() and abs(value) < 2**63 else value
 
 

@@ -5,10 +5,12 @@ default ``./.genmem``), on a Chroma server (``--chroma-host``/``--chroma-port``)
 PostgreSQL + pgvector database (``--dsn`` or ``GENMEM_DSN``; ``genmem db init --print``
 shows the schema). Errors of
 the library are printed as one line saying what to do, with exit code 2 for bad input or
-missing setup and 1 for anything else. ``genmem demo`` runs offline on the bundled fixture.
+missing setup and 1 for anything else; a usage error (an unknown option, a missing value)
+is one line too, exit code 2. ``genmem demo`` runs offline on the bundled fixture.
 
-The package holds ``app`` (the typer app, global options, errors as hints), ``options``
-(option aliases, :class:`RetrievalOptions`, times), ``store`` (:class:`Store`), ``commands``,
+The package holds ``app`` (the typer app, global options, errors as hints), ``usage``
+(click's usage errors as one line), ``options`` (option aliases, :class:`RetrievalOptions`,
+times), ``store`` (:class:`Store`), ``importing`` (what ``import`` reads), ``commands``,
 ``reports`` (results as data), ``render`` (results as text, JSON and tables), ``chart``
 (the ``explain`` chart) and ``demo`` (the offline tour). Option values follow the library's
 rules (:mod:`langchain_genmem.core.validation`); only ``import`` and ``add`` create a store or a
@@ -34,7 +36,6 @@ from langchain_genmem.cli import (
 )
 from langchain_genmem.cli.app import DEFAULT_PATH, app, main
 from langchain_genmem.cli.chart import save_explain_png
-from langchain_genmem.cli.commands import DEFAULT_PNG
 from langchain_genmem.cli.demo import DEFAULT_FIXTURE, run_demo
 from langchain_genmem.cli.options import (
     NodeKind,
@@ -62,7 +63,6 @@ __all__ = [
     "COMPONENTS",
     "DEFAULT_FIXTURE",
     "DEFAULT_PATH",
-    "DEFAULT_PNG",
     "NodeKind",
     "RecencyMode",
     "RetrievalOptions",

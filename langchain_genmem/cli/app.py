@@ -10,6 +10,7 @@ from typer.core import TyperGroup
 
 from langchain_genmem.cli.options import parse_time
 from langchain_genmem.cli.store import Store
+from langchain_genmem.cli.usage import UsageError, is_help, usage_line
 from langchain_genmem.core.errors import (
     ConcurrentWriterError,
     ConfigurationError,
@@ -45,7 +46,24 @@ def exit_code(error: GenMemError) -> int:
 
 
 class _HintingGroup(TyperGroup):
-    """Turns library errors into one-line hints and exit codes (:func:`exit_code`)."""
+    """Turns library and usage errors into one-line hints and exit codes (:func:`exit_code`).
+
+    Usage errors (an unknown option or command, a bad or missing value) are click's: raised
+    while the global options are read (:meth:`make_context`) or a command's (:meth:`invoke`),
+    each is one ``error:`` line (:func:`~langchain_genmem.cli.usage.usage_line`), exit 2.
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as e:
+            raise _usage_exit(e) from None
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _plain_flags(self, ctx)  # before --help is read: it prints the help
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -54,6 +72,25 @@ class _HintingGroup(TyperGroup):
             # one line, even when the message carries another library's multi-line text
             typer.echo(f"error: {' '.join(str(e).split())}", err=True)
             raise typer.Exit(exit_code(e)) from None
+        except UsageError as e:
+            raise _usage_exit(e) from None
+
+
+def _plain_flags(command: Any, ctx: Any) -> None:
+    """Show no value placeholder (typer's ``<bool>``) for a flag in help, here and below."""
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _plain_flags(sub, ctx)
+
+
+def _usage_exit(error: Any) -> Exception:
+    """Print a usage error as one line; what to raise then (exit 2, or click's help as it is)."""
+    if is_help(error):
+        return error
+    typer.echo(usage_line(error), err=True)
+    return typer.Exit(2)
 
 
 app = typer.Typer(
@@ -112,8 +149,21 @@ def _main(
 ) -> None:
     """Generative Agents memory streams: import, search, explain and reflect."""
     when = parse_time(now, "--now") if now is not None else None
+    given = {name for name in ("path", "chroma_host", "chroma_port", "dsn")
+             if _given(ctx, name)}
+    if "chroma_port" in given and chroma_host is None:
+        msg = "--chroma-port: it needs --chroma-host (the Chroma server's host)"
+        raise ValidationError(msg, field="--chroma-port")
+    if "dsn" not in given and given & {"path", "chroma_host"}:
+        dsn = None  # an explicit store beats GENMEM_DSN from the environment
     ctx.obj = Store(path, chroma_host, chroma_port, collection, dsn=dsn, persona=persona, now=when)
     ctx.call_on_close(ctx.obj.close)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether an option was given on the command line (not a default nor a variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def main() -> None:

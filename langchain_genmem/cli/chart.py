@@ -54,6 +54,15 @@ def chart_format(output: Path) -> str:
     return fmt
 
 
+def require_plotting() -> None:
+    """Refuse a chart when matplotlib is missing, naming the extra to install.
+
+    Raises:
+        ConfigurationError: matplotlib is not installed (the ``plot`` extra).
+    """
+    require_extra("matplotlib", "plot", "explain -o (a chart)")
+
+
 def checked_output(output: Path) -> str:
     """Refuse an output the chart cannot go to, before any work; nothing is created.
 
@@ -66,8 +75,10 @@ def checked_output(output: Path) -> str:
     Raises:
         ValidationError: an unknown suffix, or a folder that does not exist (a typo in
             it must not leave new folders behind).
+        ConfigurationError: matplotlib is not installed.
     """
     fmt = chart_format(output)
+    require_plotting()
     folder = output.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
@@ -117,7 +128,7 @@ def explain_figure(
     Raises:
         ConfigurationError: matplotlib is not installed.
     """
-    require_extra("matplotlib", "plot", "explain")
+    require_plotting()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

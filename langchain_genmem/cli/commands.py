@@ -17,11 +17,14 @@ import typer
 from langchain_genmem.cli.app import app
 from langchain_genmem.cli.chart import checked_output, save_explain_png
 from langchain_genmem.cli.demo import bundled_fixture, run_demo
+from langchain_genmem.cli.importing import import_folder
 from langchain_genmem.cli.options import (
     AsJson,
     K,
     NodeKind,
     RetrievalOptions,
+    ScoreIn,
+    ScoreInOption,
     parse_time,
     renamed,
     weight_options,
@@ -31,6 +34,7 @@ from langchain_genmem.cli.render import (
     echo_json,
     formula,
     left_out_lines,
+    memories,
     print_keyword_report,
     print_stats,
     print_tune_report,
@@ -38,8 +42,10 @@ from langchain_genmem.cli.render import (
     score_table,
     show,
     stdout_console,
+    weighted_table,
 )
 from langchain_genmem.cli.reports import (
+    effective_gains,
     keyword_report,
     persona_examples,
     retrieval_counts,
@@ -49,23 +55,18 @@ from langchain_genmem.cli.reports import (
     tune_report,
 )
 from langchain_genmem.cli.store import Store, store_of
-from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
 from langchain_genmem.evaluation.metrics import load_examples
 from langchain_genmem.evaluation.tuning import fit_weights
 from langchain_genmem.interop.generative_agents import (
-    NODES_FILE,
     dump_associative_memory,
-    import_storage,
-    load_associative_memory,
-    persona_of,
 )
-from langchain_genmem.llm.chat import chat_model_from_env
+from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
 from langchain_genmem.memory.inputs import validate_items
+from langchain_genmem.memory.stats import trigger_text
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import create_reflection_graph
-
-DEFAULT_PNG = Path("genmem-explain.png")
 
 
 @app.command("import")
@@ -74,8 +75,9 @@ def import_(
     folder: Annotated[
         Path,
         typer.Argument(
-            help="An associative_memory folder (nodes.json...) or a simulation folder with "
-            "personas/<name>/bootstrap_memory/associative_memory inside."
+            help="A persona's folder (or its associative_memory folder, nodes.json...) or a "
+            "simulation folder with personas/<name>/bootstrap_memory/associative_memory inside; "
+            "--persona NAME picks a persona, or names the one imported."
         ),
     ],
     reembed: Annotated[
@@ -90,19 +92,13 @@ def import_(
         bool, typer.Option("--progress/--no-progress", help="Show progress bars while embedding.")
     ] = True,
 ) -> None:
-    """Import the original simulation's saved memories (one persona or a whole simulation)."""
+    """Import the original simulation's saved memories (one persona or a whole simulation).
+
+    --persona NAME imports one persona's folder under that name, also beside the same persona.
+    """
     store = store_of(ctx)
     started = time.perf_counter()
-    options = {"reembed": reembed, "progress": progress, **store.stream_kwargs()}
-    if (folder / NODES_FILE).exists():
-        name = store.persona or persona_of(folder)
-        if name is None:
-            msg = f"cannot tell the persona from {folder}; give --persona NAME"
-            raise ValidationError(msg, field="persona")
-        streams = {name: load_associative_memory(folder, persona=name, **options)}
-    else:
-        wanted = [store.persona] if store.persona else None
-        streams = import_storage(folder, personas=wanted, **options)
+    streams = import_folder(store, folder, reembed=reembed, progress=progress)
     seconds = time.perf_counter() - started
     for name, stream in streams.items():
         store.track(stream)
@@ -202,15 +198,20 @@ def search(
     peek: Annotated[
         bool, typer.Option("--peek", help="Do not update last_accessed of what is returned.")
     ] = False,
+    score_in: ScoreInOption = ScoreIn.process,
     as_json: AsJson = False,
 ) -> None:
     """Weighted retrieval (recency, relevance, importance), with each memory's components.
 
-    With --relevance lexical or hybrid (or a persona set so) the table also shows the dense
-    and lexical parts of each relevance; --json always carries them.
+    Lexical or hybrid relevance adds the dense and lexical parts to the table (--json has them).
     """
-    stream = store_of(ctx).open()
-    retriever = weights.retriever(stream, k, touch=not peek)
+    store = store_of(ctx)
+    if score_in is ScoreIn.database and not store.dsn:
+        msg = ("--score-in: database ranks in PostgreSQL: give --dsn (or GENMEM_DSN), or use "
+               "--score-in process")
+        raise ValidationError(msg, field="--score-in")
+    stream = store.open()
+    retriever = weights.retriever(stream, k, touch=not peek, score_in=score_in)
     rows = retrieve_rows(retriever, query, k, filter_)
     if as_json:
         echo_json(rows)
@@ -235,7 +236,7 @@ def keywords(
     subject: Annotated[str, typer.Argument(help="Subject of the perceived event.")],
     predicate: Annotated[str, typer.Argument(help="Predicate of the perceived event.")],
     object_: Annotated[
-        str, typer.Argument(metavar="OBJECT", help="Object of the perceived event.")
+        str, typer.Argument(metavar="object", help="Object of the perceived event.")
     ],
     limit: Annotated[int, typer.Option("--limit", min=0, help="Memories shown per type.")] = 10,
     as_json: AsJson = False,
@@ -264,22 +265,33 @@ def explain(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="The focal point to explain.")],
     output: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--output", "-o", help="The chart to write: .png, .jpg, .svg or .pdf (by suffix)."
+            "--output", "-o", help="Also save the components as a chart (plot extra): .png, "
+            ".jpg, .svg or .pdf (by suffix).",
         ),
-    ] = DEFAULT_PNG,
+    ] = None,
     k: K = 10,
     *,
     weights: RetrievalOptions,
 ) -> None:
-    """Save a chart of the weighted score components of the top memories (needs matplotlib)."""
-    checked_output(output)  # an unknown suffix or missing folder is refused before any work
+    """Show the weighted score components of the top memories; -o saves them as a chart."""
+    if output is not None:  # a bad suffix, missing folder or missing extra: before any work
+        checked_output(output)
     stream = store_of(ctx).open()
     retriever = weights.retriever(stream, k, touch=False)
     rows = retrieve_rows(retriever, query, k, None)
-    save_explain_png(rows, retriever, f"{stream.persona}: {query}", output)
-    typer.echo(f"Saved {output}: score components of the top {len(rows)} memories for {query!r}")
+    title = f"{stream.persona}: {query}"
+    if output is None:
+        console = stdout_console()
+        console.print(weighted_table(rows, effective_gains(retriever), title=title))
+        console.print(formula(retriever), highlight=False)
+        if relevance := relevance_formula(retriever, rows):
+            console.print(relevance, highlight=False)
+    else:
+        save_explain_png(rows, retriever, title, output)
+        typer.echo(f"Saved {output}: score components of the top "
+                   f"{memories(len(rows))} for {query!r}")
     if window := time_window_line(retriever, query, rows):
         typer.echo(window)
     if not rows:
@@ -350,6 +362,10 @@ def tune(
     show(tune_report(stream.persona, result, saved=save), print_tune_report, as_json)
 
 
+# How to reflect when the trigger is not due, on the command line.
+FORCE_OPTION_HINT = "`genmem reflect --force` reflects now"
+
+
 @app.command()
 def reflect(
     ctx: typer.Context,
@@ -357,13 +373,21 @@ def reflect(
         bool, typer.Option("--force", help="Reflect even if the importance trigger has not fired.")
     ] = False,
 ) -> None:
-    """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables)."""
+    """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables).
+
+    The trigger is checked first: when it is not due, this says why, and no model is needed.
+    """
     stream = store_of(ctx).open()
-    model = chat_model_from_env()
+    try:
+        model = chat_model_from_env()
+    except ConfigurationError as e:  # no model or no extra: said only if the run needs one
+        model = UnconfiguredChatModel(hint=" ".join(str(e).split()))
     out = create_reflection_graph(model, stream, force=force).invoke({})  # model errors: one line
     typer.echo(f"status: {out['status']}")
     if out["status"] == "not_due":
-        typer.echo(f"trigger: {out['trigger']['explanation']}")
+        trigger = out["trigger"]
+        typer.echo("trigger: " + trigger_text(trigger["value"], trigger["threshold"],
+                                              due=False, hint=FORCE_OPTION_HINT))
     for node_id in out.get("written", []):
         node = stream.get(node_id)
         typer.echo(f"{node_id}: {node.description}")

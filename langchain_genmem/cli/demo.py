@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langchain_genmem.cli.options import TIME_FORMAT, RetrievalOptions
-from langchain_genmem.cli.render import formula, print_keyword_report, print_stats, score_table
+from langchain_genmem.cli.render import (
+    formula,
+    memories,
+    plural,
+    print_keyword_report,
+    print_stats,
+    score_table,
+)
 from langchain_genmem.cli.reports import keyword_report, retrieve_rows, stream_stats
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.timeutil import FixedClock
@@ -46,10 +53,10 @@ def run_demo(console: Console, folder: Path, *, k: int, progress: bool) -> None:
     imported = time.perf_counter() - started
     then = stream.clock()
     texts = len(stream.embeddings_by_key())
-    say("1. Import", f"{persona}: {len(stream)} memories re-embedded in {imported:.1f} s; "
+    say("1. Import", f"{persona}: {memories(len(stream))} re-embedded in {imported:.1f} s; "
         f"clock = saved curr_time {then:{TIME_FORMAT}}")
-    console.print(f"   {texts} distinct texts embedded: memories with the same embedding_key "
-                  "share one vector", highlight=False)
+    console.print(f"   {plural(texts, 'distinct text')} embedded: memories with the same "
+                  "embedding_key share one vector", highlight=False)
     focal = "breakfast and morning routine"
     sections = [
         ("2. Relevance", f"{focal!r}, weights 0/1/0: meaning alone ranks",

@@ -34,6 +34,7 @@ from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.core.timeutil import SCRATCH_TIME_FORMAT
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+from langchain_genmem.retrieval.time_window import find_time_window
 
 if TYPE_CHECKING:
     from langchain_genmem.memory.stream import MemoryStream
@@ -112,15 +113,16 @@ Since = Annotated[
     str | None,
     typer.Option(
         "--since",
-        help="Only memories created at or after this time (2023-02-13 = its midnight).",
+        help="Only memories created at or after this time (2023-02-13 = its midnight; "
+        "'yesterday', '3 days ago', '昨天' = that day's midnight by the store's clock).",
     ),
 ]
 Until = Annotated[
     str | None,
     typer.Option(
         "--until",
-        help="Only memories created before this time (--since 2023-02-13 --until 2023-02-14 "
-        "is that day).",
+        help="Only memories created before this time, read as --since is (--since 2023-02-13 "
+        "--until 2023-02-14 is that day; --since yesterday --until today is yesterday).",
     ),
 ]
 Types = Annotated[
@@ -133,6 +135,23 @@ Types = Annotated[
 ]
 MinPoignancy = Annotated[
     float | None, typer.Option("--min-poignancy", help="Only memories at least this poignant.")
+]
+
+
+class ScoreIn(str, Enum):
+    """Where memories are ranked (``score_in`` of the retriever and the service)."""
+
+    process = "process"
+    database = "database"
+
+
+ScoreInOption = Annotated[
+    ScoreIn,
+    typer.Option(
+        "--score-in",
+        help="process: load each persona and rank in this process; database: PostgreSQL "
+        "ranks and the server holds no persona (stateless replicas; needs --dsn).",
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -189,8 +208,12 @@ class RetrievalOptions:
             validation.lexical_weight(self.lexical_weight, "--lexical-weight")
         self.filters()
 
-    def filters(self) -> dict[str, Any]:
+    def filters(self, now: datetime | None = None) -> dict[str, Any]:
         """The candidate filter of these options, as retriever arguments.
+
+        Args:
+            now: the stream's clock, which relative times (``yesterday``, ``昨天``) are read
+                at; None only checks that they can be read (and leaves them out).
 
         Returns:
             ``created_after``, ``created_before``, ``types`` and ``min_poignancy``.
@@ -199,8 +222,8 @@ class RetrievalOptions:
             ValidationError: a bad value, naming the option.
         """
         given = {
-            "created_after": None if self.since is None else parse_time(self.since, "--since"),
-            "created_before": None if self.until is None else parse_time(self.until, "--until"),
+            "created_after": _when(self.since, "--since", now),
+            "created_before": _when(self.until, "--until", now),
             "types": self.types or None,
             "min_poignancy": self.min_poignancy,
         }
@@ -228,13 +251,16 @@ class RetrievalOptions:
         return " ".join(f"{option} {value:g}" if isinstance(value, float) else f"{option} {value}"
                         for option, value in given if value is not None)
 
-    def retriever(self, stream: MemoryStream, k: int, *, touch: bool) -> GenerativeAgentsRetriever:
+    def retriever(
+        self, stream: MemoryStream, k: int, *, touch: bool, score_in: ScoreIn = ScoreIn.process
+    ) -> GenerativeAgentsRetriever:
         """A retriever over the stream with these options.
 
         Args:
             stream: the stream.
             k: how many documents.
             touch: update ``last_accessed`` of what is returned.
+            score_in: where the memories are ranked (``--score-in``).
 
         Returns:
             The retriever.
@@ -251,7 +277,8 @@ class RetrievalOptions:
             lexical_weight=self.lexical_weight,
             idle_filter=not self.keep_idle,
             update_access=touch,
-            **self.filters(),
+            score_in=score_in.value,
+            **self.filters(stream.clock()),
             **({} if self.time_in_query is None else {"time_in_query": self.time_in_query.value}),
         )
 
@@ -329,6 +356,33 @@ def renamed(error: GenMemError, option: str) -> GenMemError:
     if type(error) is StorageError:
         return StorageError(text)
     return error
+
+
+def _when(text: str | None, option: str, now: datetime | None) -> datetime | None:
+    """A ``--since``/``--until`` time: a time (:func:`parse_time`) or a day relative to ``now``.
+
+    Args:
+        text: the option's value, or None.
+        option: the option, named in the error.
+        now: the clock relative days are read at; None checks the text only (and gives None
+            for a relative day).
+
+    Returns:
+        The time, or None.
+
+    Raises:
+        ValidationError: neither a time nor a day the time parser reads.
+    """
+    if text is None:
+        return None
+    try:
+        return parse_time(text, option)
+    except ValidationError as e:
+        window = find_time_window(text, now or datetime.now())
+        if window is None or window.phrase.casefold() != text.strip().casefold():
+            msg = f"{e}, nor a day like 'yesterday', '3 days ago' or '昨天'"
+            raise ValidationError(msg, field=option) from None
+        return None if now is None else window.start
 
 
 def parse_time(text: str, option: str) -> datetime:

@@ -20,6 +20,7 @@ from langchain_genmem.cli.reports import (
     effective_gains,
     number,
 )
+from langchain_genmem.memory.stats import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -76,8 +77,8 @@ def count_text(stream: MemoryStream) -> str:
         The words.
     """
     types = stream.state.type_count
-    parts = ", ".join(_plural(types.get(t, 0), t) for t in ("event", "thought", "chat"))
-    return f"{_plural(len(stream), 'memory', 'memories')} ({parts})"
+    parts = ", ".join(plural(types.get(t, 0), t) for t in ("event", "thought", "chat"))
+    return f"{memories(len(stream))} ({parts})"
 
 
 def formula(retriever: GenerativeAgentsRetriever) -> str:
@@ -166,12 +167,13 @@ def left_out_lines(
     if shown or (scored and expression is None):  # rows, or -k 0
         return lines
     if scored:
-        lines.append(f"nothing to show: --filter {expression!r} left out all {scored} "
-                     "memories scored")
+        every = "the" if scored == 1 else "all"
+        lines.append(f"nothing to show: --filter {expression!r} left out {every} "
+                     f"{memories(scored)} scored")
     elif filtered:
-        lines.append(f"nothing to show: {options} left out {filtered} memories")
-    elif counts["skipped_idle"]:
-        lines.append(f"nothing to score: {counts['skipped_idle']} memories are idle "
+        lines.append(f"nothing to show: {options} left out {memories(filtered)}")
+    elif idle := counts["skipped_idle"]:
+        lines.append(f"nothing to score: {plural(idle, 'memory is', 'memories are')} idle "
                      "(--keep-idle scores them)")
     elif not counts["skipped_expired"]:
         lines.append("nothing to score: no events or thoughts (--type chat scores the chats)")
@@ -228,6 +230,33 @@ def score_table(
     return table
 
 
+def weighted_table(
+    rows: Sequence[Mapping[str, Any]], gains: Mapping[str, float], *, title: str
+) -> Table:
+    """What the ``explain`` chart draws, as a table: each memory's weighted components.
+
+    Args:
+        rows: rows from :func:`~langchain_genmem.cli.reports.retrieve_rows`, best first.
+        gains: what each normalised component is multiplied by
+            (:func:`~langchain_genmem.cli.reports.effective_gains`).
+        title: the table's title.
+
+    Returns:
+        The table: rank, node, score, then ``gain × component`` for each component (they
+        add up to the score) and the description.
+    """
+    from rich.table import Table
+
+    table = Table(title=title, box=None, title_justify="left", pad_edge=False, header_style="bold")
+    for name in ("#", "node", "score", *(f"{number(g)}×{n}" for n, g in gains.items())):
+        table.add_column(name, justify="left" if name == "node" else "right", no_wrap=True)
+    table.add_column("description", overflow="fold")
+    for i, r in enumerate(rows, start=1):
+        table.add_row(str(i), r["node_id"], _cell(r["score"]),
+                      *(_cell(g * r[n]) for n, g in gains.items()), r["description"])
+    return table
+
+
 def print_keyword_report(console: Console, report: Mapping[str, Any]) -> None:
     """Print :func:`~langchain_genmem.cli.reports.keyword_report` as text.
 
@@ -254,16 +283,14 @@ def print_stats(console: Console, report: Mapping[str, Any]) -> None:
         console: where to print.
         report: the stats.
     """
-    types = ", ".join(_plural(n, t) for t, n in report["types"].items())
+    types = ", ".join(plural(n, t) for t, n in report["types"].items())
     depths = ", ".join(f"{d}: {n}" for d, n in report["depths"].items())
-    trig = report["trigger"]
-    due = "due" if trig["reflection_due"] else "not due"
     lines = [
-        f"{report['persona']}: {_plural(report['memories'], 'memory', 'memories')} ({types}); "
+        f"{report['persona']}: {memories(report['memories'])} ({types}); "
         f"{report['vector_size']}-d vectors; clock {report['clock']:{TIME_FORMAT}}",
         f"depth histogram: {depths}",
-        f"reflection trigger: {trig['importance_trigger_curr']} of "
-        f"{trig['importance_trigger_max']} left after {trig['importance_ele_n']} events ({due})",
+        f"reflection trigger: {report['trigger']['explanation']} "
+        f"({plural(report['trigger']['importance_ele_n'], 'event')})",
         "settings: " + ", ".join(f"{k} {v}" for k, v in report["settings"].items()),
     ]
     for kind, counts in report["keyword_strength"].items():
@@ -322,5 +349,6 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else many or one + 's'}"
+def memories(n: int) -> str:
+    """``1 memory``, ``2 memories``: :func:`plural` of the word every report counts."""
+    return plural(n, "memory", "memories")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.cli.options import TIME_FORMAT, renamed
 from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.extras import require_extra
 from langchain_genmem.dataframe import document_row, retrieve_memories
 from langchain_genmem.memory.stats import number
 from langchain_genmem.memory.stats import stream_stats as stream_stats  # importable here as before
@@ -40,10 +41,14 @@ def retrieve_rows(
     Returns:
         The rows; each also says how many memories were scored (``candidates``) and left
         out (``skipped_expired``, ``skipped_idle``).
+
+    Raises:
+        ConfigurationError: a filter without the ``pandas`` extra.
     """
     if filter_ is None:
         docs = retriever.retrieve_with_report(query, k=k).documents
         return [document_row(d) for d in docs]
+    require_extra("pandas", "pandas", "--filter")
     with warnings.catch_warnings():  # the commands say it themselves (skipped_expired)
         warnings.filterwarnings("ignore", message="no rows: ", category=UserWarning)
         try:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from langchain_genmem.cli.app import app
+from langchain_genmem.cli.options import ScoreIn, ScoreInOption
 from langchain_genmem.cli.store import CHROMA_FILE, Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.extras import require_extra
@@ -87,23 +88,6 @@ Create = Annotated[
 WILDCARD_SHOWN_AS = {4: "127.0.0.1", 6: "::1"}
 """What a client on this machine reaches a server listening on every address (``0.0.0.0``,
 ``::``) at: that is the URL messages give, never the wildcard itself."""
-
-
-class ScoreIn(str, Enum):
-    """Where the service ranks memories."""
-
-    process = "process"
-    database = "database"
-
-
-ScoreInOption = Annotated[
-    ScoreIn,
-    typer.Option(
-        "--score-in",
-        help="process: load each persona and rank in this process; database: PostgreSQL "
-        "ranks and the server holds no persona (stateless replicas; needs --dsn).",
-    ),
-]
 
 
 class Transport(str, Enum):

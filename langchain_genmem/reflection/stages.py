@@ -29,6 +29,7 @@ from langchain_genmem.llm.parsers import (
     parse_triples,
 )
 from langchain_genmem.llm.parsers import text_key as _text_key
+from langchain_genmem.memory.stats import GATHERED, importance_gathered, trigger_text
 from langchain_genmem.memory.stream import MemoryStream, thought_expiration
 from langchain_genmem.reflection.state import (
     Dropped,
@@ -57,7 +58,7 @@ __all__ = [
 FALLBACK_POIGNANCY = 4.0
 """The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
 
-FORCE_HINT = "force=True, or `genmem reflect --force`, reflects now"
+FORCE_HINT = "force=True reflects now"
 """How to reflect when the trigger is not due, in every trigger report."""
 
 DEFAULT_TOPIC = "reflection"
@@ -275,11 +276,11 @@ class Stages:
             # the original counts importance_trigger_curr down from its max and is due at 0;
             # reported as importance gathered vs the max, so both policies read value >= threshold
             threshold = state.importance_trigger_max
-            value = threshold - state.importance_trigger_curr
+            value = importance_gathered(state)
             due = state.importance_trigger_curr <= 0 and bool(found)
             recent = sorted(found, key=lambda n: n.last_accessed)
             memories = recent[-(int(state.importance_ele_n) or self.window) :]
-            gathered = f"{value:g} of {threshold:g} importance gathered since the last reflection"
+            what = GATHERED
         else:
             threshold = self.threshold
             if threshold is None:
@@ -287,18 +288,14 @@ class Stages:
             memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold
-            gathered = (
-                f"the newest {len(memories)} memories' poignancy sums to {value:g} "
-                f"of {threshold:g}"
-            )
-        verdict = "due" if due else f"not due until it reaches {threshold:g}; {FORCE_HINT}"
+            what = f"the newest {len(memories)} memories' poignancy sums to"
         report = TriggerReport(
             policy=self.policy,
             due=due,
             forced=False,
             value=float(value),
             threshold=float(threshold),
-            explanation=f"{gathered}: {verdict}",
+            explanation=trigger_text(value, threshold, due=due, hint=FORCE_HINT, what=what),
         )
         return report, memories
 

@@ -32,10 +32,25 @@ def test_not_due_says_what_the_trigger_means_and_how_to_force(store, scripted_op
     lines = done.output.splitlines()
     assert lines[0] == "status: not_due"
     assert lines[1] == (
-        "trigger: 8 of 150 importance gathered since the last reflection: not due until it "
-        "reaches 150; force=True, or `genmem reflect --force`, reflects now"
+        "trigger: importance since the last reflection 8 of 150: not due until it reaches 150; "
+        "`genmem reflect --force` reflects now"
     )
     assert srv.requests() == []
+
+
+def test_not_due_needs_no_model_and_a_due_run_says_what_to_set(store, monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    done = runner.invoke(app, ["--path", str(store), "reflect"])
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines()[:2] == [
+        "status: not_due",
+        "trigger: importance since the last reflection 8 of 150: not due until it reaches 150; "
+        "`genmem reflect --force` reflects now",
+    ]
+    forced = runner.invoke(app, ["--path", str(store), "reflect", "--force"])
+    assert forced.exit_code == 2 and forced.output.count("\n") == 1, forced.output
+    assert forced.output.startswith("error: no chat model") and "OPENAI_API_KEY" in forced.output
 
 
 def test_an_unreachable_model_server_is_one_line(store):

@@ -49,7 +49,8 @@ def test_demo_runs_offline_on_maria(tmp_path: Path) -> None:
     assert "115 distinct texts embedded: memories with the same embedding_key share" in out
     assert "events indexed under 'Klaus Mueller', 'take', 'break'" in out
     assert "267 memories (222 events, 42 thoughts, 3 chats)" in out
-    assert "reflection trigger: 19 of 150 left after 54 events" in out
+    assert ("reflection trigger: importance since the last reflection 131 of 150: not due until "
+            "it reaches 150 (54 events)") in out
     assert "Embedding Maria Lopez" in done.stderr and "115/115" in done.stderr
     assert "Traceback" not in done.stderr
     assert not any(tmp_path.iterdir())  # the store was temporary

@@ -126,7 +126,7 @@ def test_reflect_over_a_day(tmp_path, scripted_openai):
     out = done.stdout
     assert "10:00  [ 8.0] Isabella Rodriguez is planning a Valentine's Day party" in out
     assert "07:00  [ 3.0] Isabella Rodriguez is opening Hobbs Cafe" in out
-    assert "-> reflection due" in out
+    assert "\ntrigger: importance since the last reflection 31 of 20: due\n" in out
     assert "reflection: reflected" in out
     assert "Isabella Rodriguez is excited about the Valentine's Day party" in out
     assert "Isabella Rodriguez takes pride in running Hobbs Cafe" in out

@@ -231,8 +231,8 @@ def test_search_and_explain_time_and_kind_filters_at_day_boundaries(
     assert f"left out by --since 2023-02-14: {row['skipped_filtered']}" in text
     target = tmp_path / "day.png"
     out = run(store, "explain", "party", "-o", str(target), "--since", "2023-02-14").output
-    assert "top 1 memories" in out
-    for args, option in [(["--since", "yesterday"], "--since"),
+    assert "top 1 memory for" in out
+    for args, option in [(["--since", "some day"], "--since"),
                          (["--since", "2023-02-14", "--until", "2023-02-13"], "--until"),
                          (["--type", "dream"], "--type")]:
         result = run(store, "search", "party", *args, code=2)
@@ -300,9 +300,13 @@ def test_keywords_text_and_json(store: Path) -> None:
 def test_stats_text_and_json(store: Path) -> None:
     out = run(store, "stats").output
     assert "Isabella Rodriguez: 14 memories (8 events, 6 thoughts, 0 chats)" in out
-    assert "reflection trigger: 142 of 150 left after 8 events (not due)" in out
+    assert ("reflection trigger: importance since the last reflection 8 of 150: not due until "
+            "it reaches 150 (8 events)") in out
     data = json.loads(run(store, "stats", "--json", "--top", "2").output)
     assert data["types"] == {"event": 8, "thought": 6, "chat": 0}
+    assert data["trigger"]["importance_gathered"] == 8
+    assert data["trigger"]["explanation"] == (
+        "importance since the last reflection 8 of 150: not due until it reaches 150")
     assert data["depths"] == {"0": 8, "1": 6}
     assert data["settings"]["recency_decay"] == 0.995
     assert data["settings"]["relevance_mode"] == "dense"
@@ -428,7 +432,7 @@ def test_reflect_without_api_key_says_what_to_set(
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # a local server alone is a model
-    result = run(store, "reflect", code=2)
+    result = run(store, "reflect", "--force", code=2)  # not due: said without a model
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
         assert name in result.output
     assert result.output.count("\n") == 1

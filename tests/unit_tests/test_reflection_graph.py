@@ -241,8 +241,8 @@ def test_not_due_ends_at_check_trigger_without_calls(stream):
     # reported as importance gathered vs the max, as the window policy reads: value >= threshold
     assert out["trigger"] == {
         "policy": "counters", "due": False, "forced": False, "value": 145.0, "threshold": 150.0,
-        "explanation": "145 of 150 importance gathered since the last reflection: not due until "
-                       "it reaches 150; force=True, or `genmem reflect --force`, reflects now"}
+        "explanation": "importance since the last reflection 145 of 150: not due until it "
+                       "reaches 150; force=True reflects now"}
     assert model.calls == []
     assert stream.state.importance_trigger_curr == 5
 

@@ -189,6 +189,6 @@ def test_explain_prints_the_window_of_a_chinese_question(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert ("time in the query: '上周日' = 2024-05-12 00:00 to 2024-05-13 00:00 (end excluded), "
             "narrowed") in result.output
-    assert "top 1 memories" in result.output
+    assert "top 1 memory for" in result.output
     plain = CliRunner().invoke(app, args)
     assert plain.exit_code == 0 and "time in the query" not in plain.output
