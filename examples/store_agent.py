@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import warnings
 from datetime import datetime
@@ -37,7 +36,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config, get_store
 
-from langchain_genmem import GenerativeAgentsStore, GenMemError, SimulationClock
+from langchain_genmem import GenerativeAgentsStore, SimulationClock
+from langchain_genmem.llm.chat import one_line_errors
 
 NAMESPACE = ("memories", "{user_id}")
 USER = ("memories", "maria")
@@ -155,15 +155,12 @@ def main() -> int:
     parser.add_argument("--own-tools", action="store_true",
                         help="Use the tools defined here instead of LangMem's.")
     args = parser.parse_args()
-    try:
+    with one_line_errors():  # e.g. a store folder another process writes: one line
         if args.path:
             run(args.path, args.own_tools)
         else:
             with tempfile.TemporaryDirectory() as folder:
                 run(folder, args.own_tools)
-    except GenMemError as e:  # e.g. a store folder another process writes: one line
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     return 0
 
 
