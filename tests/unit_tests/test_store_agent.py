@@ -110,7 +110,7 @@ def test_the_store_agent_example_run_twice_on_one_folder_stores_nothing_twice(
     second = capsys.readouterr().out
 
     store = GenerativeAgentsStore(path=folder)
-    told = [i.value["content"] for i in store.search(example.USER, limit=10)]
+    told = [i.value["content"] for i in store.search(("memories", "maria"), limit=10)]
     store.close()
     assert sorted(told) == sorted(["Klaus invited me to the Valentine's Day party",
                                    "我喜欢吃饺子", "The party moved to Hobbs Cafe"])
