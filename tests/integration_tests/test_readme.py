@@ -253,7 +253,7 @@ def openai_env(tmp_path_factory: pytest.TempPathFactory):
 
 def clone(folder: Path) -> Path:
     """A reader's folder: the clone's data, examples and benchmarks, the venv, a chat script."""
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for name in ("data", "examples", "benchmarks"):
         (folder / name).symlink_to(ROOT / name, target_is_directory=True)
     (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
@@ -451,19 +451,35 @@ def test_every_example_shows_its_usage() -> None:
     assert named == {p.name for p in (ROOT / "examples").glob("*.py")}
 
 
+def run_usage(line: str, tmp_path: Path, env: dict[str, str], said: str = "") -> Done:
+    """Run an example's usage line in a clone-like folder; ``said`` is what is typed."""
+    folder, temp = clone(tmp_path / "clone"), tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=folder, input=said,
+                          env={**env, "TMPDIR": str(temp)}, capture_output=True, text=True,
+                          encoding="utf-8", timeout=TIMEOUT, check=False)
+    assert list(temp.iterdir()) == [], "the example left files in the temporary folder"
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize(("example", "line"), USAGE, ids=[line for _, line in USAGE])
 def test_example_usage_runs_as_printed(example: str, line: str, tmp_path: Path,
                                        openai_env: dict) -> None:
-    folder, temp = tmp_path / "clone", tmp_path / "tmp"
-    folder.mkdir()
-    temp.mkdir()
-    for name in ("examples", "data"):
-        (folder / name).symlink_to(ROOT / name, target_is_directory=True)
-    (folder / "turns.txt").write_text("My name is Sam.\n我妹妹住在波尔图。\n", "utf-8")
-    argv = shlex.split(line)
-    done = subprocess.run([sys.executable, *argv[1:]], cwd=folder, input="",
-                          env=offline_env(**openai_env, TMPDIR=str(temp)), capture_output=True,
-                          text=True, encoding="utf-8", timeout=TIMEOUT, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "Traceback" not in done.stderr
-    assert list(temp.iterdir()) == [], "the example left files in the temporary folder"
+    done = run_usage(line, tmp_path, offline_env(**openai_env))
+    assert done.status == 0, done.err[-4000:]
+    assert "Traceback" not in done.err
+
+
+NEEDS_MODEL = [(name, line) for name, line in USAGE
+               if "Needs a chat model" in (ROOT / "examples" / name).read_text("utf-8")]
+
+
+@pytest.mark.parametrize(("example", "line"), NEEDS_MODEL, ids=[line for _, line in NEEDS_MODEL])
+def test_an_example_that_needs_a_chat_model_fails_in_one_line_without_one(
+        example: str, line: str, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{closed_port()}/v1"
+    for i, env in enumerate([offline_env(), offline_env(OPENAI_BASE_URL=down)]):
+        done = run_usage(line, tmp_path / str(i), env, said="My name is Sam.\n")
+        said = done.err.strip().splitlines()
+        assert done.status != 0 and len(said) == 1 and said[0].startswith("error:"), \
+            f"{env.get('OPENAI_BASE_URL', 'no OPENAI_*')}: {done.status}\n{done.err[-3000:]}"
