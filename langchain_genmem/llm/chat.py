@@ -97,7 +97,7 @@ def one_line_errors(status: int = 2) -> Iterator[None]:
     pass through unchanged.
 
     Args:
-        status: the exit status (2, as the command line's errors).
+        status: the exit status (2, as the command line's for something to set first).
 
     Yields:
         Nothing; the block runs inside.
