@@ -18,14 +18,13 @@ llama-server, vLLM), which needs no key. Without one it says what to set, in one
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_genmem import GenMemError, MemoryStream
+from langchain_genmem import MemoryStream
 from langchain_genmem.agent import create_memory_agent
-from langchain_genmem.llm.chat import chat_model_from_env
+from langchain_genmem.llm.chat import chat_model_from_env, one_line_errors
 
 
 def turns(script: str | None):
@@ -52,11 +51,8 @@ def main() -> int:
     parser.add_argument("--script", help="a file with one user message per line")
     parser.add_argument("-k", type=int, default=5, help="memories recalled per turn")
     args = parser.parse_args()
-    try:
+    with one_line_errors():  # no model, a server that is down, a store that refuses
         chat(args)
-    except GenMemError as e:  # no model, a server that is down, a store that refuses: one line
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     return 0
 
 

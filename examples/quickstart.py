@@ -11,7 +11,6 @@ at the end of the chain is a plain function that shows the prompt it would send.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from datetime import datetime, timedelta
 
@@ -19,7 +18,8 @@ from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-from langchain_genmem import GenerativeAgentsRetriever, GenMemError, MemoryStream, SimulationClock
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, SimulationClock
+from langchain_genmem.llm.chat import one_line_errors
 
 MEMORIES = [
     # (hours after 8:00, description, subject, predicate, object, poignancy)
@@ -61,12 +61,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default=None, help="store folder (default: a temporary one)")
     args = parser.parse_args()
-    try:
-        with tempfile.TemporaryDirectory(prefix="genmem-quickstart-") as temporary:
-            run(args.path or temporary)  # the temporary store is removed at the end
-    except GenMemError as e:  # e.g. a folder that cannot hold a store: one line
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    with one_line_errors(), \
+            tempfile.TemporaryDirectory(prefix="genmem-quickstart-") as temporary:
+        run(args.path or temporary)  # the temporary store is removed at the end
     return 0
 
 

@@ -8,20 +8,20 @@ Whatever goes wrong with the model surfaces as one
 :class:`~langchain_genmem.core.errors.ChatModelError`
 whose one-line message says what to set or check: no model configured
 (:func:`chat_model_from_env`), or a server that cannot be reached, refuses the key or has no
-such model (the model it returns translates its client's errors). Scripts print it as
-``error: ...``::
+such model (the model it returns translates its client's errors). A script runs the code
+that needs the model inside :func:`one_line_errors`, which prints any
+:class:`~langchain_genmem.core.errors.GenMemError` as one ``error: ...`` line and exits::
 
-    try:
+    with one_line_errors():
         model = chat_model_from_env()
-        ...
-    except GenMemError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(model.invoke("Hello").content)
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from langchain_genmem.core.errors import ChatModelError
+from langchain_genmem.core.errors import ChatModelError, GenMemError
 from langchain_genmem.core.extras import require_extra
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -85,6 +85,31 @@ def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> 
     if env.get("OPENAI_BASE_URL"):
         options["base_url"] = env["OPENAI_BASE_URL"]
     return _hinting_chat_openai()(**{**options, **kwargs})
+
+
+@contextmanager
+def one_line_errors(status: int = 2) -> Iterator[None]:
+    """Print a :class:`GenMemError` raised inside as one ``error: ...`` line, then exit.
+
+    For scripts and the manual's blocks: without a chat model, or with a server that is down,
+    the reader gets the line saying what to set, not a traceback (the message alone: not its
+    cause, which the error keeps as ``__cause__`` for code that catches it). Other exceptions
+    pass through unchanged.
+
+    Args:
+        status: the exit status (2, as the command line's for something to set first).
+
+    Yields:
+        Nothing; the block runs inside.
+
+    Raises:
+        SystemExit: with ``status``, after printing the error on stderr.
+    """
+    try:
+        yield
+    except GenMemError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(status) from None
 
 
 @functools.cache

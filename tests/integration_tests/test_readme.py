@@ -1,28 +1,58 @@
-"""Every python block of README.md and docs/*.md runs as printed, and prints what the page shows.
+"""README.md and every page of docs/ run in the order they are read, twice, as printed.
 
-The blocks are found, not listed: add a block to a page and it is run here. The rules:
+The blocks are found, not listed: add a block or a command to a page and it is run here.
 
-- Each page is a tour of its own: its blocks run in page order, each in its own ``python``
-  process, all in one temporary folder for that page holding ``data/`` (a link to the
-  repository's), as a reader following the page from a clone would. A block may reopen what an
-  earlier block of the same page stored (``.genmem``...); pages never share a folder.
-- Every block gets ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` of a scripted OpenAI-compatible
-  server (``tests/support/openai_server.py``) answering with :data:`README_RULES`; a prompt no
-  rule matches gets :data:`DEFAULT_REPLY`. Add a rule there when a new block needs a reply
-  of its own.
-- A fenced ``text`` block right after a python block (nothing but blank lines between) is
-  the output the block must print, compared line by line (trailing spaces and blank lines
-  aside): exactly, unless the block declares a tolerance.
-- An HTML comment just above the block (``<!-- readme-test: WORDS -->``) declares more:
-  ``rerun`` runs the block twice; both runs must print the same (nothing stored twice).
-  ``needs=chroma`` starts the Chroma server of ``tests/support/chroma_server.py`` and passes
-  its address as ``CHROMA_HOST`` and ``CHROMA_PORT``; ``needs=postgres`` creates an empty
-  database with pgvector on the session's PostgreSQL (``tests/support/postgres_server.py``)
-  and passes its DSN as ``GENMEM_DSN``. ``tolerance=0.02`` compares the output token by
-  token: every number within 0.02 of the one shown, all text exactly. Any other word fails
-  the test, so a typo cannot switch a check off.
-- A block leaves nothing in the temporary folder (``TMPDIR``): what a reader copies must
-  clean up after itself.
+**A page is a tour.** Its ``python`` blocks and the commands of its ``bash`` blocks run in
+page order, all in one temporary folder for that page, as a reader following the page from a
+clone does: the folder holds ``data/``, ``examples/`` and ``benchmarks/`` (links to the
+repository's), ``.venv`` (a link to the test's virtual environment, whose ``bin`` is first on
+``PATH``, so ``genmem`` and ``python`` are the installed ones) and ``turns.txt``, two
+messages, the reader's own chat script. A block may reopen what an earlier block or command
+of the same page stored (``.genmem``...); pages never share a folder. Each python block runs
+in its own ``python`` process; each command in ``bash`` with empty input (an interactive
+example ends at once), continuation lines joined.
+
+**Twice.** The whole sequence then runs a second time in the same folder: every python block
+must print what it printed the first time (nothing stored twice, nothing shown that a second
+reading changes), and every command must succeed again. Commands' output is not compared
+between the runs: retrieval marks what it returns as accessed, as in the paper, so a search
+run again may rank by the newer access times. One exception, declared by
+:data:`IMPORT_ONCE`: ``genmem ... import`` run again must be refused in one ``error:`` line on
+stderr (the personas are stored already), with a non-zero status.
+
+**Commands that cannot run here** are skipped by the rules of :data:`SKIPPED`, each with its
+reason (a shell setting the test makes itself, an install, a server that runs until stopped,
+the reader's own database); a command of a ``bash`` block that no rule runs or skips fails
+the test, so nothing is skipped silently. :data:`RUNS` says which commands run: ``genmem``
+and the examples' and benchmarks' scripts.
+
+**Services.** Every step gets ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` of a scripted
+OpenAI-compatible server (``tests/support/openai_server.py``) answering with
+:data:`README_RULES`; a prompt no rule matches gets :data:`DEFAULT_REPLY`. Add a rule there
+when a new block needs a reply of its own.
+
+**Output.** A fenced ``text`` block right after a block (nothing but blank lines between) is
+what the block prints (a ``bash`` block: its commands' output, in order), compared line by
+line (trailing spaces and blank lines aside) on both runs: exactly, unless the block declares
+a tolerance. A sample that is not the output gets a line of prose before it.
+
+**Declarations.** An HTML comment just above a block (``<!-- readme-test: WORDS -->``)
+declares more:
+
+- ``rerun``: the block runs twice in a row; both runs must print the same.
+- ``needs=model``: the block (or each command of the block) needs a chat model. It also runs
+  on a copy of the folder with no ``OPENAI_*`` variable, and with ``OPENAI_BASE_URL`` at a
+  port where nothing listens: both times it must fail with a non-zero status and exactly
+  one line on stderr (the hint saying what to set), never a traceback.
+- ``needs=chroma`` starts the Chroma server of ``tests/support/chroma_server.py`` and passes
+  its address as ``CHROMA_HOST`` and ``CHROMA_PORT``; ``needs=postgres`` passes
+  ``GENMEM_DSN``, a database with pgvector on the session's PostgreSQL
+  (``tests/support/postgres_server.py``), one per page, empty when the page starts.
+- ``tolerance=0.02`` compares the output token by token: every number within 0.02 of the
+  one shown, all text exactly.
+
+Any other word fails the test, so a typo cannot switch a check off. A step leaves nothing in
+the temporary folder (``TMPDIR``): what a reader copies must clean up after itself.
 
 Printed numbers that come from embeddings (cosines, and the scores and normalised parts made
 of them) differ slightly between CPUs: the bundled model's vectors differ in about the third
@@ -35,6 +65,8 @@ The examples' docstrings are held to the same standard: every ``python examples/
 line runs as printed (optional ``[...]`` parts left out) in a temporary folder holding
 ``examples/``, ``data/`` and a ``turns.txt`` of two messages, with the scripted server behind
 ``OPENAI_*``; it must exit 0, print no traceback and leave nothing in the temporary folder.
+An example that needs a chat model (its docstring says "Needs a chat model") run without one
+must exit non-zero with one ``error:`` line on stderr.
 """
 
 from __future__ import annotations
@@ -43,8 +75,11 @@ import math
 import os
 import re
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,20 +110,42 @@ README_RULES = [
 ]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->", re.DOTALL)
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
-WORDS = re.compile(r"rerun|needs=chroma|needs=postgres|tolerance=\d+(\.\d+)?([eE]-?\d+)?")
+WORDS = re.compile(
+    r"rerun|needs=model|needs=chroma|needs=postgres|tolerance=\d+(\.\d+)?([eE]-?\d+)?")
 NUMBER = re.compile(r"(-?\d+(?:\.\d+)?)")
 TIMEOUT = 600
+# The commands of a bash block that run: the package's command and the repository's scripts.
+RUNS = re.compile(r"^(\.venv/bin/)?(genmem\b|python (examples|benchmarks)/)")
+# The commands that cannot run here, each with the reason (matched before RUNS).
+SKIPPED = [
+    (re.compile(r"^(export|source|eval)\b"),
+     "sets the reader's shell; the test sets PATH, OPENAI_* and GENMEM_DSN itself"),
+    (re.compile(r"^(make|pip)\b"), "installs; the test runs in the installed environment"),
+    (re.compile(r"^docker\b"), "a server in docker; needs=postgres gives a database"),
+    (re.compile(r"^langgraph dev\b"),
+     "a server that runs until stopped (tests/integration_tests/test_deployment.py)"),
+    (re.compile(r"^genmem\b.*\s(serve|mcp)(\s|$)"),
+     "a server that runs until stopped (test_service_serve.py, test_service_mcp.py)"),
+    (re.compile(r"^genmem\b.*\stune\s.*--examples benchmarks/"),
+     "learns weights on the whole labelled set, minutes on two cores (test_cli.py tunes small)"),
+    (re.compile(r"^genmem\b.*\sdb (start|stop|status)\b"),
+     "the reader's own local PostgreSQL (test_local_postgres.py); needs=postgres stands in"),
+]
+UNKNOWN = "no rule runs or skips it"
+# Run again, an import is refused: the personas are in the store already.
+IMPORT_ONCE = re.compile(r"^(\.venv/bin/)?genmem\b.*\simport\s")
 
 
 @dataclass
 class Block:
-    """One python block of a page: where it is, its code, what it declares and shows."""
+    """One python or bash block of a page: where it is, its code, what it declares and shows."""
 
     page: str
     line: int
     code: str
     declared: list[str] = field(default_factory=list)
     shown: str | None = None
+    kind: str = "python"
 
     @property
     def name(self) -> str:
@@ -100,19 +157,27 @@ class Block:
         found = [w.split("=", 1)[1] for w in self.declared if w.startswith("tolerance=")]
         return float(found[-1]) if found else 0.0
 
+    @property
+    def commands(self) -> list[str]:
+        """A bash block's commands: one a line, continuations joined, comment lines dropped."""
+        joined = re.sub(r"[ \t]*\\\n\s*", " ", self.code)
+        return [line.strip() for line in joined.splitlines()
+                if line.strip() and not line.strip().startswith("#")]
+
 
 def page_blocks(text: str, page: str = "README.md") -> list[Block]:
-    """The python blocks of a markdown text, with the comment above and the output below."""
+    """The python and bash blocks of a markdown text, with the comment above, output below."""
     fences = list(FENCE.finditer(text))
     blocks = []
     for i, fence in enumerate(fences):
-        if fence.group(1) != "python":
+        if fence.group(1) not in ("python", "bash"):
             continue
         before = text[: fence.start()].rstrip()
         markers = list(MARKER.finditer(before))
         marker = markers[-1] if markers and markers[-1].end() == len(before) else None
         declared = marker.group(1).split("(")[0].split() if marker else []
-        block = Block(page, text.count("\n", 0, fence.start()) + 1, fence.group(2), declared)
+        block = Block(page, text.count("\n", 0, fence.start()) + 1, fence.group(2), declared,
+                      kind=fence.group(1))
         after = fences[i + 1] if i + 1 < len(fences) else None
         if after is not None and after.group(1) in ("text", "") \
                 and not text[fence.end(): after.start()].strip():
@@ -121,8 +186,23 @@ def page_blocks(text: str, page: str = "README.md") -> list[Block]:
     return blocks
 
 
-BLOCKS = [block for path in PAGES
-          for block in page_blocks(path.read_text("utf-8"), path.relative_to(ROOT).as_posix())]
+def skip_reason(command: str, declared: list[str] = ()) -> str | None:
+    """Why a command of a bash block does not run here; None when it runs."""
+    for rule, reason in SKIPPED:
+        if rule.search(command):
+            return reason
+    if "$GENMEM_DSN" in command and "needs=postgres" not in declared:
+        return "names the reader's database (needs=postgres above the block runs it here)"
+    return None if RUNS.search(command) else UNKNOWN
+
+
+ALL_BLOCKS = {path.relative_to(ROOT).as_posix(): page_blocks(path.read_text("utf-8"),
+                                                              path.relative_to(ROOT).as_posix())
+              for path in PAGES}
+BLOCKS = [block for blocks in ALL_BLOCKS.values() for block in blocks if block.kind == "python"]
+TOURS = [page for page, blocks in ALL_BLOCKS.items()
+         if any(b.kind == "python" or any(skip_reason(c, b.declared) is None for c in b.commands)
+                for b in blocks)]
 
 
 def lines(text: str) -> list[str]:
@@ -173,67 +253,149 @@ def openai_env(tmp_path_factory: pytest.TempPathFactory):
         yield srv.env()
 
 
-@pytest.fixture(scope="module")
-def tours(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Per page: the reader's folder (a clone's data/ in it) and the blocks' output so far."""
-    made: dict[str, dict] = {}
-
-    def tour(page: str) -> dict:
-        if page not in made:
-            folder = tmp_path_factory.mktemp("tour-" + re.sub(r"\W+", "-", page))
-            (folder / "data").symlink_to(ROOT / "data", target_is_directory=True)
-            (folder.parent / f"{folder.name}-tmp").mkdir()
-            made[page] = {"folder": folder, "tmp": folder.parent / f"{folder.name}-tmp",
-                          "ran": {}}
-        return made[page]
-
-    return {"tour": tour}
+def clone(folder: Path) -> Path:
+    """A reader's folder: the clone's data, examples and benchmarks, the venv, a chat script."""
+    folder.mkdir(parents=True)
+    for name in ("data", "examples", "benchmarks"):
+        (folder / name).symlink_to(ROOT / name, target_is_directory=True)
+    (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    (folder / "turns.txt").write_text("My name is Sam.\n我妹妹住在波尔图。\n", "utf-8")
+    return folder
 
 
-def run_block(block: Block, folder: Path, env: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, "-c", block.code], cwd=folder, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=TIMEOUT,
-                          check=False)
-    assert done.returncode == 0, f"{block.name} failed:\n{done.stderr[-4000:]}"
-    return done.stdout
+def closed_port() -> int:
+    """A port of 127.0.0.1 where nothing listens (an OpenAI server that is not running)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Done:
+    """What one step printed, and how it ended."""
+
+    status: int
+    out: str
+    err: str
+
+
+def run_step(block: Block, command: str | None, folder: Path, env: dict[str, str]) -> Done:
+    """Run a python block (command None) or one command of a bash block in the folder."""
+    argv = [sys.executable, "-c", block.code] if command is None else ["bash", "-c", command]
+    done = subprocess.run(argv, cwd=folder, env=env, input="", capture_output=True, text=True,
+                          encoding="utf-8", timeout=TIMEOUT, check=False)
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def step_name(block: Block, command: str | None) -> str:
+    return block.name if command is None else f"{block.name} `{command}`"
+
+
+class Tour:
+    """A reader going through one page: its folder, services, and the first run's output."""
+
+    def __init__(self, page: str, folder: Path, env: dict[str, str],
+                 request: pytest.FixtureRequest) -> None:
+        self.page, self.folder, self.request = page, clone(folder / "reader"), request
+        self.tmp = folder / "tmp"
+        self.tmp.mkdir()
+        self.env = {**env, "TMPDIR": str(self.tmp),
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        self.dsn: str | None = None
+        self.first: dict[str, str] = {}
+        self.skipped: list[str] = []
+        self.seconds: dict[str, float] = {}
+
+    def block_env(self, block: Block) -> dict[str, str]:
+        env = dict(self.env)
+        if "needs=chroma" in block.declared:
+            server = self.request.getfixturevalue("chroma_server")
+            env |= {"CHROMA_HOST": server.host, "CHROMA_PORT": str(server.port)}
+        if "needs=postgres" in block.declared:
+            if self.dsn is None:
+                server = self.request.getfixturevalue("postgres_server")
+                self.dsn = server.create_database(re.sub(r"\W+", "_", f"doc_{self.page}").lower())
+            env["GENMEM_DSN"] = self.dsn
+        return env
+
+    def walk(self, second: bool) -> None:
+        """Every step of the page in order; the second walk checks it prints the same."""
+        for block in ALL_BLOCKS[self.page]:
+            steps = [None] if block.kind == "python" else block.commands
+            printed = []
+            for command in steps:
+                reason = None if command is None else skip_reason(command, block.declared)
+                assert reason != UNKNOWN, f"{step_name(block, command)}: {reason}"
+                if reason is not None:
+                    self.skipped.append(f"{step_name(block, command)}: {reason}")
+                    continue
+                printed.append(self.step(block, command, second))
+            if block.shown is not None:
+                wrong = differences("".join(printed), block.shown, block.tolerance)
+                assert not wrong, f"{block.name} printed otherwise:\n" + "\n".join(wrong)
+
+    def step(self, block: Block, command: str | None, second: bool) -> str:
+        name, env = step_name(block, command), self.block_env(block)
+        if "needs=model" in block.declared and not second:
+            self.without_model(block, command, env)
+        started = time.perf_counter()
+        done = run_step(block, command, self.folder, env)
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+        if second and command is not None and IMPORT_ONCE.search(command):
+            refused = done.err.strip().splitlines()
+            assert done.status != 0 and len(refused) == 1 and refused[0].startswith("error:"), \
+                f"{name} run again: {done.status}, {done.err[-2000:]}"
+            return ""
+        assert done.status == 0, f"{name} failed:\n{done.err[-4000:]}"
+        if "rerun" in block.declared:
+            again = run_step(block, command, self.folder, env)
+            assert lines(again.out) == lines(done.out), f"{name}: a second run printed otherwise"
+        if second and command is None:
+            assert lines(done.out) == lines(self.first[name]), \
+                f"{name} printed otherwise when the page was done again:\n" \
+                + "\n".join(differences(done.out, self.first[name]))
+        self.first.setdefault(name, done.out)
+        assert list(self.tmp.iterdir()) == [], f"{name} left files in the temporary folder"
+        return done.out
+
+    def without_model(self, block: Block, command: str | None, env: dict[str, str]) -> None:
+        """On a copy of the folder: no chat model, then a server that is not running."""
+        bare = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
+        down = {**bare, "OPENAI_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1"}
+        for what, variables in [("no OPENAI_*", bare), ("a server that is down", down)]:
+            copy = self.folder.parent / "copy"
+            shutil.copytree(self.folder, copy, symlinks=True)
+            try:
+                done = run_step(block, command, copy, variables)
+            finally:
+                shutil.rmtree(copy)
+            said = done.err.strip().splitlines()
+            assert done.status != 0 and len(said) == 1, \
+                f"{step_name(block, command)} with {what}: status {done.status}, " \
+                f"not one line on stderr:\n{done.err[-3000:]}"
 
 
 def test_every_page_with_code_has_blocks_and_each_declares_only_known_words() -> None:
     pages = {block.page for block in BLOCKS}
     assert "README.md" in pages and len(pages) >= 8
-    for block in BLOCKS:
+    for block in (b for blocks in ALL_BLOCKS.values() for b in blocks):
         unknown = [w for w in block.declared if not WORDS.fullmatch(w)]
         assert not unknown, f"{block.name}: unknown readme-test words {unknown}"
         if block.tolerance:
             assert block.shown is not None, f"{block.name}: a tolerance but no output shown"
+        unknown = [c for c in block.commands if skip_reason(c, block.declared) == UNKNOWN]
+        assert not unknown or block.kind == "python", f"{block.name}: {unknown}"
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[b.name for b in BLOCKS])
-def test_block_runs_as_printed(index: int, tours: dict, openai_env: dict,
-                               request: pytest.FixtureRequest) -> None:
-    block = BLOCKS[index]
-    tour = tours["tour"](block.page)
-    for i, earlier in enumerate(BLOCKS[: index + 1]):  # the page's earlier blocks first
-        if earlier.page != block.page or i in tour["ran"]:
-            continue
-        env = offline_env(**openai_env, TMPDIR=str(tour["tmp"]))
-        if "needs=chroma" in earlier.declared:
-            server = request.getfixturevalue("chroma_server")
-            env |= {"CHROMA_HOST": server.host, "CHROMA_PORT": str(server.port)}
-        if "needs=postgres" in earlier.declared:
-            server = request.getfixturevalue("postgres_server")
-            name = re.sub(r"\W+", "_", f"doc_{earlier.page}_{earlier.line}").lower()
-            env["GENMEM_DSN"] = server.create_database(name)
-        out = run_block(earlier, tour["folder"], env)
-        if "rerun" in earlier.declared:
-            again = run_block(earlier, tour["folder"], env)
-            assert lines(again) == lines(out), f"{earlier.name}: a second run printed otherwise"
-        assert list(tour["tmp"].iterdir()) == [], \
-            f"{earlier.name} left files in the temporary folder"
-        tour["ran"][i] = out
-    if block.shown is not None:
-        wrong = differences(tour["ran"][index], block.shown, block.tolerance)
-        assert not wrong, f"{block.name} printed otherwise:\n" + "\n".join(wrong)
+@pytest.mark.timeout(TIMEOUT * 3)  # a whole page, twice: longer than one step's TIMEOUT
+@pytest.mark.parametrize("page", TOURS)
+def test_page_runs_in_order_twice_as_printed(page: str, tmp_path: Path, openai_env: dict,
+                                             request: pytest.FixtureRequest) -> None:
+    tour = Tour(page, tmp_path, offline_env(**openai_env), request)
+    tour.walk(second=False)
+    tour.walk(second=True)
+    print("\n".join(["skipped:", *dict.fromkeys(tour.skipped), "seconds (both runs):",
+                     *(f"{t:6.1f} {name}" for name, t in tour.seconds.items())]))
 
 
 # ------------------------------------------------------------- the comparison itself
@@ -259,6 +421,22 @@ def test_a_marker_declares_words_and_a_text_block_below_is_the_output() -> None:
                                                              0.02, "1\n")
     assert (second.declared, second.tolerance, second.shown) == ([], 0.0, None)
     assert first.name == "docs/x.md:2"
+
+
+def test_bash_blocks_are_commands_that_run_or_are_skipped_with_a_reason() -> None:
+    text = ("<!-- readme-test: needs=model -->\n```bash\nexport OPENAI_MODEL=x  # set\n"
+            "# a comment line\ngenmem --persona \"Maria Lopez\" search \"午饭\" \\\n"
+            "    --relevance hybrid\nrm -rf .genmem\ngenmem --dsn \"$GENMEM_DSN\" db init\n```\n")
+    [block] = page_blocks(text, "docs/x.md")
+    assert block.kind == "bash" and block.declared == ["needs=model"]
+    export, search, remove, init = block.commands
+    assert search == 'genmem --persona "Maria Lopez" search "午饭" --relevance hybrid'
+    assert skip_reason(export).startswith("sets the reader's shell")
+    assert skip_reason(search) is None
+    assert skip_reason(remove) == UNKNOWN  # neither run nor skipped: the page test fails
+    assert skip_reason(init).startswith("names the reader's database")
+    assert skip_reason(init, ["needs=postgres"]) is None
+    assert IMPORT_ONCE.search("genmem import data/x") and not IMPORT_ONCE.search(search)
 
 
 def test_test_switches_reach_the_blocks_and_the_readers_settings_do_not(
@@ -295,19 +473,35 @@ def test_every_example_shows_its_usage() -> None:
     assert named == {p.name for p in (ROOT / "examples").glob("*.py")}
 
 
+def run_usage(line: str, tmp_path: Path, env: dict[str, str], said: str = "") -> Done:
+    """Run an example's usage line in a clone-like folder; ``said`` is what is typed."""
+    folder, temp = clone(tmp_path / "clone"), tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=folder, input=said,
+                          env={**env, "TMPDIR": str(temp)}, capture_output=True, text=True,
+                          encoding="utf-8", timeout=TIMEOUT, check=False)
+    assert list(temp.iterdir()) == [], "the example left files in the temporary folder"
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize(("example", "line"), USAGE, ids=[line for _, line in USAGE])
 def test_example_usage_runs_as_printed(example: str, line: str, tmp_path: Path,
                                        openai_env: dict) -> None:
-    folder, temp = tmp_path / "clone", tmp_path / "tmp"
-    folder.mkdir()
-    temp.mkdir()
-    for name in ("examples", "data"):
-        (folder / name).symlink_to(ROOT / name, target_is_directory=True)
-    (folder / "turns.txt").write_text("My name is Sam.\n我妹妹住在波尔图。\n", "utf-8")
-    argv = shlex.split(line)
-    done = subprocess.run([sys.executable, *argv[1:]], cwd=folder, input="",
-                          env=offline_env(**openai_env, TMPDIR=str(temp)), capture_output=True,
-                          text=True, encoding="utf-8", timeout=TIMEOUT, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "Traceback" not in done.stderr
-    assert list(temp.iterdir()) == [], "the example left files in the temporary folder"
+    done = run_usage(line, tmp_path, offline_env(**openai_env))
+    assert done.status == 0, done.err[-4000:]
+    assert "Traceback" not in done.err
+
+
+NEEDS_MODEL = [(name, line) for name, line in USAGE
+               if "Needs a chat model" in (ROOT / "examples" / name).read_text("utf-8")]
+
+
+@pytest.mark.parametrize(("example", "line"), NEEDS_MODEL, ids=[line for _, line in NEEDS_MODEL])
+def test_an_example_that_needs_a_chat_model_fails_in_one_line_without_one(
+        example: str, line: str, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{closed_port()}/v1"
+    for i, env in enumerate([offline_env(), offline_env(OPENAI_BASE_URL=down)]):
+        done = run_usage(line, tmp_path / str(i), env, said="My name is Sam.\n")
+        said = done.err.strip().splitlines()
+        assert done.status != 0 and len(said) == 1 and said[0].startswith("error:"), \
+            f"{env.get('OPENAI_BASE_URL', 'no OPENAI_*')}: {done.status}\n{done.err[-3000:]}"

@@ -2,13 +2,16 @@
 
 The model is LangChain's fake chat model playing a fixed script of tool calls; what the
 agent recalls comes from the store through LangMem's ``search_memory`` tool, ranked by the
-store, and the test checks the tool's output, not the script.
+store, and the test checks the tool's output, not the script. ``examples/store_agent.py``
+run twice on one folder stores its memories once and answers the same.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import langmem
@@ -86,3 +89,37 @@ def test_agent_remembers_in_one_thread_and_recalls_in_another(tmp_path):
     assert len(stream) == 2
     assert all(n.last_accessed == clock.now for n in stream.nodes())
     store.close()
+
+
+def load_example(name: str) -> Any:
+    """A script of examples/ as a module (the examples are no package)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_store_agent_example_run_twice_on_one_folder_stores_nothing_twice(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = load_example("store_agent")
+    folder = str(tmp_path / "store")
+    example.run(folder, own_tools=True)
+    first = capsys.readouterr().out
+    example.run(folder, own_tools=True)
+    second = capsys.readouterr().out
+
+    store = GenerativeAgentsStore(path=folder)
+    told = [i.value["content"] for i in store.search(("memories", "maria"), limit=10)]
+    store.close()
+    assert sorted(told) == sorted(["Klaus invited me to the Valentine's Day party",
+                                   "我喜欢吃饺子", "The party moved to Hobbs Cafe"])
+    assert "already in" in second and "remember:" not in second
+    answers = [line for line in first.splitlines() if "agent: From memory" in line]
+    assert answers == [line for line in second.splitlines() if "agent: From memory" in line]
+    assert "The party moved to Hobbs Cafe | Klaus invited" in answers[0]
+    # the score lines follow a line naming the query they rank for
+    ranking = second.splitlines()[-4:]
+    assert '"the party"' in ranking[0]
+    assert ranking[1].startswith("  score ")
+    assert ranking[1].endswith("The party moved to Hobbs Cafe")
