@@ -468,7 +468,8 @@ class LazyNodes(Sequence[MemoryNode]):
         if not rows or self._texts is None:
             return
         with self._lock:
-            rows = [r for r in rows if self._held[r] is None]
+            # rows may be numpy integers (a ranking's positions): node fields are plain ints
+            rows = [int(r) for r in rows if self._held[r] is None]
             if not rows:
                 return
             parsed = self._texts.parse(rows)
