@@ -66,7 +66,12 @@ class PostgresServer(ServerProcess):
     def _start(self) -> None:
         data = self.folder / "data"
         if self.user is not None:
-            hand_over(self.folder, self.user)
+            try:
+                hand_over(self.folder, self.user)
+            except subprocess.CalledProcessError:
+                # two test workers (pytest -n) started at once and the other's `useradd` won:
+                # the user exists now
+                hand_over(self.folder, self.user)
         init_cluster(data, user=self.user)
         argv = postgres_argv(data, port=self.port, listen="", socket_dir=self.socket_dir,
                              settings=SETTINGS)

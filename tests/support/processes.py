@@ -161,9 +161,6 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
     proc.wait(timeout=timeout)
 
 
-    return True
-
-
 class ServerProcess:
     """A server in a child process, alive for a `with` block; subclasses implement `_start`.
 
