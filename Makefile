@@ -32,7 +32,7 @@ postgres: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_retrieval.py

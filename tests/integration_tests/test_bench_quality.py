@@ -56,6 +56,7 @@ NAMES = ["library defaults (simulation weights)", *FAMILY, "中文 hybrid .3"]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the run's own deadline below: two ingests with the real model
 def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None:
     out = run_benchmark("bench_quality.py", "--smoke", "--set", "conversations", "--per-kind",
                         "--config", '中文 hybrid .3={"relevance": "hybrid", "lexical_weight": 0.3}',

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import psycopg
@@ -39,6 +40,8 @@ __all__ = ["PostgresServer", "postgres_bin"]
 # Throwaway data: durability settings off make each commit cheap on a busy machine.
 SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=300",
             "shared_buffers=64MB")
+# The database every test database is copied from: empty, with pgvector.
+TEMPLATE = "genmem_test_template"
 
 
 def postgres_bin() -> Path:
@@ -62,11 +65,18 @@ class PostgresServer(ServerProcess):
         self.port = 5432
         self.user = server_user()
         self.socket_dir = self.folder
+        self._template_made = False
+        self._template_lock = threading.Lock()
 
     def _start(self) -> None:
         data = self.folder / "data"
         if self.user is not None:
-            hand_over(self.folder, self.user)
+            try:
+                hand_over(self.folder, self.user)
+            except subprocess.CalledProcessError:
+                # two test workers (pytest -n) started at once and the other's `useradd` won:
+                # the user exists now
+                hand_over(self.folder, self.user)
         init_cluster(data, user=self.user)
         argv = postgres_argv(data, port=self.port, listen="", socket_dir=self.socket_dir,
                              settings=SETTINGS)
@@ -89,12 +99,23 @@ class PostgresServer(ServerProcess):
         return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
 
     def create_database(self, name: str) -> str:
-        """Create an empty database with the pgvector extension; return its DSN."""
-        with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}" STRATEGY FILE_COPY')
-        with psycopg.connect(self.dsn(name), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        """Create an empty database with the pgvector extension; return its DSN.
+
+        The first call makes a template database holding the extension; every database is
+        a copy of it (a file copy is cheaper than creating the extension in each).
+        """
+        with self._template_lock:
+            if not self._template_made:
+                self._create(TEMPLATE, "template1")
+                with psycopg.connect(self.dsn(TEMPLATE), autocommit=True) as conn:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                self._template_made = True
+        self._create(name, TEMPLATE)
         return self.dsn(name)
+
+    def _create(self, name: str, template: str) -> None:
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
 
     def drop_database(self, name: str) -> None:
         """Drop a database, closing connections still open to it."""

@@ -31,15 +31,28 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from langchain_genmem.backends.local_postgres import pid_is_running
-
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+    from langchain_genmem.backends.local_postgres import pid_is_running
 
 __all__ = ["ServerProcess", "ServerStartError", "free_port", "pid_is_running", "spawn",
            "stop_process", "wait_until_ready"]
 
 LOG_TAIL_CHARS = 4000
+
+
+def __getattr__(name: str) -> object:
+    """`pid_is_running`: the library's pid check, imported on first use.
+
+    The scripted OpenAI server runs this module in a child that needs only the standard
+    library; importing the library there cost every start three seconds of CPU.
+    """
+    if name == "pid_is_running":
+        from langchain_genmem.backends.local_postgres import pid_is_running
+
+        return pid_is_running
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ServerStartError(RuntimeError):
@@ -159,9 +172,6 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
     proc.wait(timeout=timeout)
-
-
-    return True
 
 
 class ServerProcess:

@@ -9,6 +9,7 @@ cosines crowding the k-th best score, and poor rows arriving after the first cod
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -103,6 +104,18 @@ def ranked_from_cache(
     return ranked, c, exact, raw
 
 
+@pytest.fixture(scope="module")
+def adversarial_streams() -> Iterator[dict[int, tuple[MemoryStream, np.ndarray]]]:
+    """Streams of 1500 adversarial memories and their query by seed, each built once.
+
+    Ranking only reads the cache, so the eight rankings of a seed share its stream.
+    """
+    made: dict[int, tuple[MemoryStream, np.ndarray]] = {}
+    yield made
+    for stream, _ in made.values():
+        stream.close()
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("k", [1, 30])
 @pytest.mark.parametrize(("mode", "w"), [
@@ -111,8 +124,12 @@ def ranked_from_cache(
     ("hours", Weights(recency_w=0.0, importance_w=0.0)),  # relevance alone: ties decide
     ("rank", Weights(2.0, 0.25, 1.0, gains=(1.0, 1.0, 1.0))),
 ])
-def test_int8_scan_ranks_adversarial_streams_as_float64_brute_force(seed, k, mode, w):
-    stream, q = fill(seed, 1500)
+def test_int8_scan_ranks_adversarial_streams_as_float64_brute_force(
+    seed, k, mode, w, adversarial_streams
+):
+    if seed not in adversarial_streams:
+        adversarial_streams[seed] = fill(seed, 1500)
+    stream, q = adversarial_streams[seed]
     ranked, c, exact, raw = ranked_from_cache(stream, q, mode, w, k)
     assert_brute_force(ranked, c, exact, raw, w, k)
     truth = exact(np.arange(len(c)))

@@ -22,9 +22,12 @@ ACCESSED = datetime(2023, 2, 14, 18, 30)
 
 # The child adds two memories, marks them accessed with an hour-long flush interval, says
 # "ready" and sleeps: only a flush on the signal can store the access time in time.
+# It starts with Python's own SIGINT handler, as under a shell, whatever the test process
+# passed on (a worker of pytest-xdist can be left ignoring SIGINT, and children inherit that).
 CHILD = textwrap.dedent(
     """
-    import datetime, sys, time
+    import datetime, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_genmem import MemoryStream
 
