@@ -58,7 +58,7 @@ __all__ = [
 FALLBACK_POIGNANCY = 4.0
 """The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
 
-FORCE_HINT = "force=True reflects now"
+FORCE_HINT = 'force=True (a deployed graph: the input {"force": true}) reflects now'
 """How to reflect when the trigger is not due, in every trigger report."""
 
 DEFAULT_TOPIC = "reflection"

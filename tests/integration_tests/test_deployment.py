@@ -96,7 +96,7 @@ def test_a_run_that_is_not_due_needs_no_key_and_says_why(env, monkeypatch):
     assert out["status"] == "not_due" and trigger["due"] is False
     # value >= threshold means due, for both trigger policies
     assert trigger["value"] < trigger["threshold"] == 150
-    assert "reflect --force" in trigger["explanation"]
+    assert 'the input {"force": true}' in trigger["explanation"]
 
 
 def test_the_runs_config_chooses_persona_and_store(env, tmp_path):

@@ -128,6 +128,8 @@ SKIPPED = [
      "a server that runs until stopped (test_service_serve.py, test_service_mcp.py)"),
     (re.compile(r"^genmem\b.*\stune\s.*--examples benchmarks/"),
      "learns weights on the whole labelled set, minutes on two cores (test_cli.py tunes small)"),
+    (re.compile(r"^curl\b"),
+     "a request to a running genmem serve (test_service_docs.py runs it against a real one)"),
     (re.compile(r"^genmem\b.*\sdb (start|stop|status)\b"),
      "the reader's own local PostgreSQL (test_local_postgres.py); needs=postgres stands in"),
 ]

@@ -242,7 +242,8 @@ def test_not_due_ends_at_check_trigger_without_calls(stream):
     assert out["trigger"] == {
         "policy": "counters", "due": False, "forced": False, "value": 145.0, "threshold": 150.0,
         "explanation": "importance since the last reflection 145 of 150: not due until it "
-                       "reaches 150; force=True reflects now"}
+                       "reaches 150; force=True (a deployed graph: the input "
+                       '{"force": true}) reflects now'}
     assert model.calls == []
     assert stream.state.importance_trigger_curr == 5
 
