@@ -9,6 +9,9 @@
 
 pytest-socket's own teardown hook lifts the restrictions after every test.
 
+Tests marked ``slow`` run first, shared among the workers (``make test`` runs two): a long test
+that started last would keep one worker busy while the other sits idle.
+
 `GENMEM_TEST_EMBEDDING_NOISE=2e-3` runs the whole suite as if on another CPU: the bundled
 embedding model's vectors get a little deterministic noise, in pytest and in every Python
 process the tests start (`tests/support/embedding_noise.py`).
@@ -49,3 +52,30 @@ def _network_rules(request: pytest.FixtureRequest) -> None:
         disable_socket(allow_unix_socket=True)
     else:
         socket_allow_hosts(LOCAL_HOSTS, allow_unix_socket=True, resolution_cache=_resolved_hosts)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the tests so that each worker starts with its share of the ``slow`` ones.
+
+    pytest-xdist's ``worksteal`` hands each worker one contiguous share of the collection
+    (sizes as it computes them), then moves tests from the end of a busy worker's queue to an
+    idle one. So each share is laid out as: its slow tests, then fast ones.
+    """
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    files: dict[str, list[pytest.Item]] = {}  # a file's slow tests stay together (its fixtures)
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for group in sorted(files.values(), key=len, reverse=True):
+        min(shares, key=len).extend(group)
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for worker, own in enumerate(shares):
+        size = left // (workers - worker)
+        left -= size
+        take = max(size - len(own), 0)
+        ordered += own + fast[:take]
+        fast = fast[take:]
+    items[:] = ordered + fast

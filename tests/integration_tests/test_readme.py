@@ -389,6 +389,7 @@ def test_every_page_with_code_has_blocks_and_each_declares_only_known_words() ->
         assert not unknown or block.kind == "python", f"{block.name}: {unknown}"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT * 3)  # a whole page, twice: longer than one step's TIMEOUT
 @pytest.mark.parametrize("page", TOURS)
 def test_page_runs_in_order_twice_as_printed(page: str, tmp_path: Path, openai_env: dict,
