@@ -1,4 +1,4 @@
-"""How long the reply parsers take on adversarial model replies (issue 9, point 4).
+"""How long the reply parsers take on adversarial model replies (shapes that made them quadratic).
 
 Each case runs in a child process with a time limit, so a quadratic parser is reported as
 "> limit" instead of stalling the run. Since the parsers truncate replies to

@@ -14,7 +14,7 @@ with an "idle" embedding_key), in one run:
   every row, ``recency``, ``rank``) on the same float32 matrix;
 - ``V@q``: the bare numpy matrix-vector product on that matrix, the floor of exact scoring;
 - ``python``: the original algorithm restated in pure Python (dicts, loops and a pure-Python
-  ``cos_sim``, as seed 001's code node, with seed 000's candidate order); above
+  ``cos_sim``, as the PostgreSQL port's code node, with the original's candidate order); above
   ``--python-max`` memories it runs on the first ``--python-max`` and is extrapolated linearly;
 - ``TW``: LangChain's ``TimeWeightedVectorStoreRetriever`` (k=30, decay_rate 0.01, importance
   = (poignancy-1)/9 as an ``other_score_keys`` key) over a langchain-chroma ``Chroma`` (cosine
@@ -711,7 +711,7 @@ def target_row(name: str, n: int, value: float, bound: float, unit: str = "x") -
 
 
 def print_targets(results: list[Result], args: argparse.Namespace) -> None:
-    """Issue 13's retrieval targets, each with its figure and pass/fail."""
+    """The retrieval speed targets, each with its figure and pass/fail."""
     print("| target | memories | measured | target | pass |")
     print("|---|---|---|---|---|")
     for r in results:

@@ -155,7 +155,7 @@ def test_reflection_step_by_step_runs_offline_by_default(tmp_path):
     out = done.stdout
     assert out.startswith("(offline: a scripted stand-in model answers")
     memories = out.split("# memory_stream.get_memory_df()")[1].split("# memory_stream.retrieve")[0]
-    assert " node_8 " in memories and " 0.10 event" in memories  # the coffee, seed 004's scale
+    assert " node_8 " in memories and " 0.10 event" in memories  # the coffee, on a 0-1 scale
     retrieved = out.split("'relevance > 0.5')")[1].split("# (questions_fmt")[0]
     relevance = [float(line.split()[-3]) for line in retrieved.strip().splitlines()[1:]]
     assert len(relevance) == 5 and min(relevance) > 0.5

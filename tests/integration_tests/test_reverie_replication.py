@@ -1,6 +1,6 @@
 """``recency_mode="reverie"`` reproduces the original ``new_retrieve`` on the two real personas.
 
-The expectation is computed here, independently of the package, by restating seed 000
+The expectation is computed here, independently of the package, by restating the original's code
 (section 3) with dicts and loops: the persona's memory replayed from ``node_1`` upward into
 ``seq_event`` / ``seq_thought`` (newest first, ``last_accessed = created``), then per focal
 point: candidates = events + thoughts without "idle" keys, stable-sorted by ``last_accessed``;

@@ -22,7 +22,7 @@ BASE: dict[str, str] = {
     "ideographic-spaces": "\u3000" * 1_000,
     "nbsp": "\u00a0\u00a0",
     "line-separators": "\u2028\u2029\u0085",
-    # huge (the shapes of issue 9, point 4, and more)
+    # huge (quadratic-time shapes, and more)
     "200k-newlines": "\n" * 200_000,
     "lines-of-spaces": (" " * 99 + "\n") * 2_000,
     "repeated-fences": "```\n" * 50_000,

@@ -1,4 +1,4 @@
-"""pandas views: get_memory_df and retrieve_memories (seed 004)."""
+"""pandas views: get_memory_df and retrieve_memories (the Python design's views)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_missing_pandas_says_how_to_install(
         retrieve_memories(GenerativeAgentsRetriever(stream=stream), "x")
 
 
-# --- importance on seed 004's scale ---------------------------------------------------------------
+# --- importance on the design's scale -------------------------------------------------------------
 
 
 def test_unit_scale_divides_the_poignancy_column_and_stores_nothing(stream: MemoryStream) -> None:

@@ -247,7 +247,7 @@ SEED_004_INSIGHTS = [
 
 
 def test_parse_insights_seed_004_example() -> None:
-    # The reply of seed 004, rebuilt line by line: "N. insight [a, b, c]".
+    # The reply of the Python design's example, rebuilt line by line: "N. insight [a, b, c]".
     reply = "\n".join(
         f"{number}. {text} [{', '.join(map(str, cited))}]"
         for number, (text, cited) in enumerate(SEED_004_INSIGHTS, 1)
@@ -486,7 +486,7 @@ def test_hostile_replies_neither_crash_nor_hang(reply: str) -> None:
         pass
 
 
-# --- linear time on adversarial replies (issue 9, point 4) -------------------------------------
+# --- linear time on adversarial replies (quadratic shapes) -------------------------------------
 # The reply limit is raised above each case so that the parsers read all of it; the timeout
 # marker is a hang guard (a quadratic parser takes minutes on these), not a timing assertion.
 

@@ -1,7 +1,7 @@
 """The int8 first pass: its error bound holds, and ranking on it is exact.
 
 ``rank`` over int8 approximations must give the same ids, order, components and scores as
-float64 brute force (seed 000 restated in Python floats, see test_scoring), on tie-heavy
+float64 brute force (the original restated in Python floats, see test_scoring), on tie-heavy
 data, on adversarial data whose cosines crowd the k-th best score and the extremes, and on
 many seeded random streams (a property test).
 """

@@ -1,6 +1,6 @@
 """The pure scoring functions, against hand-computed values and brute-force float64 scoring.
 
-The brute force restates seed 000 with Python floats, loops and stable sorts (candidate list
+The brute force restates the original with Python floats, loops and stable sorts (candidate list
 = events newest first + thoughts newest first, stable-sorted by last access; ``normalize``;
 ``w * value * gain`` summed left to right; ``sorted(..., reverse=True)[:k]``), so "equal"
 below means equal to the last bit, not approximately.

@@ -1,5 +1,5 @@
 """`genmem serve`'s app in process (FastAPI's TestClient, no sockets): schema, keys, limits,
-seed 001's retrieval contract, writes, shutdown."""
+the PostgreSQL port's retrieval contract, writes, shutdown."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 004's functions: generate_insight, condense_insights, generate_reflection.
+"""The Python design's functions: generate_insight, condense_insights, generate_reflection.
 
 They run the reflection graph's stages one by one: the tests check their exact prompts, seed
 004's shapes and examples, and that they write what the graph writes for the same replies.
@@ -55,7 +55,7 @@ FOCAL_POINTS = ["What does Maria Lopez study?", "Who is Klaus Mueller?",
                 "How does Maria spend her day?"]
 TWO_INSIGHTS = "Maria Lopez loves physics (because of 0, 1)\n2. Maria Lopez works hard [2]"
 
-# --- seed 004's examples, verbatim ----------------------------------------------------------------
+# --- the design's examples, verbatim --------------------------------------------------------------
 
 SEED_INSIGHT_RESPONSES = """1. Missing data in user_dims table for country may impact accuracy of data analysis and decision-making for marketing campaigns and user segmentation. [7, 52, 47]
 2. Inconsistent information in user_dims table may lead to incorrect analysis and decision-making for user segmentation and marketing campaigns. [22, 40]
@@ -119,13 +119,13 @@ def stream(clock: Clock) -> MemoryStream:
 
 
 def relevant(stream: MemoryStream, question: str, k: int = 30) -> list[str]:
-    """Seed 004's per-question retrieval, computed apart: relevance > 0.5, best k."""
+    """The Python design's per-question retrieval, computed apart: relevance > 0.5, best k."""
     peek = GenerativeAgentsRetriever(stream=stream, update_access=False)
     docs = peek.invoke(question, k=len(stream))
     return [d.metadata["node_id"] for d in docs if d.metadata["relevance"] > 0.5][:k]
 
 
-# --- parse_insights and condense_insights: seed 004's examples -----------------------------------
+# --- parse_insights and condense_insights: the design's examples ----------------------------------
 
 
 def test_parse_insights_reads_seed_004s_example_exactly():
@@ -210,7 +210,7 @@ def test_generate_insight_follows_seed_004s_steps_with_exact_prompts(stream):
             statements=format_numbered([KEYS[i] for i in expected[q]]), n=5))
         for q in FOCAL_POINTS
     )
-    # the cited numbers come back as the memories' numbers in the stream (seed 004's pointers)
+    # the cited numbers come back as the memories' numbers in the stream (the design's pointers)
     assert insights_list == [
         [("Maria Lopez loves physics", [node_number(i) for i in expected[q][:2]]),
          ("Maria Lopez works hard", [node_number(expected[q][2])])]
@@ -224,7 +224,7 @@ def test_generate_insight_follows_seed_004s_steps_with_exact_prompts(stream):
 
 def test_generate_insight_returns_none_when_the_trigger_does_not_fire(stream):
     # the newest 3 non-idle events and thoughts: node_6 (5), node_7 (3), node_8 (4): 1.2 on
-    # seed 004's scale
+    # the Python design's scale
     model = scripted()
     assert generate_insight(stream, model, context_window=3, threshold=1.25) is None
     assert model.calls == []

@@ -1,6 +1,6 @@
-"""Seed 004's test cases, restated against this package's API.
+"""The Python design's test cases, restated against this package's API.
 
-Seed 004 sketches ``test_memory_creation``, ``test_reflection_creation`` and
+The Python design sketches ``test_memory_creation``, ``test_reflection_creation`` and
 ``test_memory_retrieval`` ("test the retrieval algorithm's correctness"). Its ``Memory`` is a
 node added to a :class:`~langchain_genmem.MemoryStream` (``"observation"`` is an event),
 its ``Reflection`` a thought written by
@@ -42,7 +42,7 @@ def test_memory_creation(description):
     stream.importance = ImportanceScorer(model)
     memory = stream.add_event(description)
     assert memory.description == description
-    assert memory.type == "event"  # seed 004's "observation"
+    assert memory.type == "event"  # the Python design's "observation"
     [importance] = get_memory_df(stream, importance_scale="unit")["poignancy"]
     assert 0 <= importance <= 1 and importance == 0.7  # rated by the model, shown / 10
     assert stream.get(memory.node_id).poignancy == 7  # stored as the original stores it
@@ -50,7 +50,7 @@ def test_memory_creation(description):
 
 
 def test_reflection_creation_with_pointers():
-    # seed 004: Reflection("test insight", ..., [1, 2, 3]) has memory_type "reflection" and
+    # the Python design: Reflection("test insight", ..., [1, 2, 3]) has memory_type "reflection" and
     # pointers [1, 2, 3]; here a thought whose evidence is node_1..node_3
     stream = scripted_stream()
     model = scripted()
@@ -94,7 +94,7 @@ QUERY = "physics"
 
 
 def by_hand(k: int) -> list[tuple[str, float, float]]:
-    """Seed 004's algorithm, step by step: (node id, score, relevance) of the top k."""
+    """The Python design's algorithm, step by step: (node id, score, relevance) of the top k."""
     now = T0 + timedelta(hours=10)
     query = np.array([1.0, 0.0, 0.0])
     rows = []
