@@ -77,10 +77,6 @@ def _no_such_option(
     return f"no such option {option} for {command}; `{command} --help` lists its options"
 
 
-def _did_you_mean(error: Any) -> str:
-    return _did_you_mean_of(getattr(error, "possibilities", None) or ())
-
-
 def _did_you_mean_of(possibilities: Sequence[str]) -> str:
     if not possibilities:
         return ""
