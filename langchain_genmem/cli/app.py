@@ -17,6 +17,7 @@ from langchain_genmem.core.errors import (
     GenMemError,
     InteropError,
     ValidationError,
+    error_line,
 )
 from langchain_genmem.memory.shutdown import flush_on_signals
 
@@ -70,7 +71,7 @@ class _HintingGroup(TyperGroup):
             return super().invoke(ctx)
         except GenMemError as e:
             # one line, even when the message carries another library's multi-line text
-            typer.echo(f"error: {' '.join(str(e).split())}", err=True)
+            typer.echo(error_line(e), err=True)
             raise typer.Exit(exit_code(e)) from None
         except UsageError as e:
             raise _usage_exit(e) from None

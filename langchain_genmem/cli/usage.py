@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from langchain_genmem.core.errors import error_line
+
 # The click typer runs on: the click package, or the copy newer typers ship (typer._click).
 _CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
 UsageError: type[Exception] = _CLICK_ERRORS.UsageError
@@ -57,7 +59,7 @@ def usage_line(error: Any) -> str:
     else:  # missing values, unknown commands, an option without its value
         message = error.format_message().rstrip(".").replace(". Did you mean", "; did you mean")
         text = f"{command}: {message[:1].lower()}{message[1:]}"
-    return f"error: {' '.join(text.split())}"
+    return error_line(text)
 
 
 def _no_such_option(

@@ -123,3 +123,16 @@ class ChatModelError(ConfigurationError, RuntimeError):
     that pass only the messages of standard error types to their callers (the LangGraph
     API server does) show this hint rather than a generic "internal error".
     """
+
+
+def error_line(message: object) -> str:
+    """An error as the command line and scripts print it: ``error: ...`` on one line.
+
+    Args:
+        message: the error (or its text); runs of white space, newlines included, become one
+            space, so another library's multi-line text stays one line.
+
+    Returns:
+        The line, without its newline.
+    """
+    return f"error: {' '.join(str(message).split())}"

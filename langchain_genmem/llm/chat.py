@@ -31,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from langchain_genmem.core.errors import ChatModelError, GenMemError
+from langchain_genmem.core.errors import ChatModelError, GenMemError, error_line
 from langchain_genmem.core.extras import require_extra
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -108,7 +108,7 @@ def one_line_errors(status: int = 2) -> Iterator[None]:
     try:
         yield
     except GenMemError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         raise SystemExit(status) from None
 
 

@@ -35,3 +35,9 @@ def test_other_errors_pass_through_and_a_clean_block_prints_nothing(
     with pytest.raises(SystemExit), one_line_errors():
         raise ValidationError("k: 值必须 ≥ 0", field="k")
     assert capsys.readouterr().err.startswith("error: k: 值必须 ≥ 0")
+
+
+def test_a_message_of_several_lines_is_printed_on_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit), one_line_errors():
+        raise ChatModelError("服务器拒绝了请求:\n  model 'x' not found\n")
+    assert capsys.readouterr().err == "error: 服务器拒绝了请求: model 'x' not found\n"
