@@ -303,6 +303,7 @@ def main() -> int:
         model = ChatOpenAI(base_url=server.base_url, api_key=LOCAL_SERVER_KEY, model="smollm2",
                            temperature=0, seed=42, max_tokens=args.max_tokens, max_retries=0,
                            timeout=300, extra_body={"cache_prompt": False}, callbacks=[calls])
+        print(f"started llama.cpp's server (pid {server.pid})", file=sys.stderr, flush=True)
         print(f"# SmolLM2-135M-Instruct (Q4_1) on llama.cpp's server (xllamacpp), "
               f"{args.threads} thread(s), context {CTX}, max {args.max_tokens} tokens a reply")
         print(f"# CPU: {cpu_model()}; Python {platform.python_version()}")
