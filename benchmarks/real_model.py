@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from bench_retrieval import cpu_model
 from langchain_core.callbacks import BaseCallbackHandler
@@ -119,34 +119,62 @@ class Calls(BaseCallbackHandler):
 
 
 class OutputForm:
-    """Passes ``output=`` to the library's factories that take it; remembers which did."""
+    """Asks the library's factories for an output form, by whichever setting they take.
 
-    def __init__(self, form: str) -> None:
+    ``output=`` itself, else ``settings=ReflectionSettings(output=...)`` when the library
+    has those settings; a factory that takes neither runs as it is (its text prompts).
+    """
+
+    def __init__(self, form: str, max_tokens: int | None) -> None:
         self.form = form
-        self.took: set[str] = set()
+        self.took: dict[str, str] = {}
         self.refused: set[str] = set()
+        self.options: dict[str, Any] = {"output": form}
+        try:  # a library with bounds per kind of reply: every kind gets max_tokens
+            from langchain_genmem.llm.limits import CallLimits, ReplyKind
+        except ImportError:
+            self.has_limits = False
+        else:
+            self.has_limits = True
+            if max_tokens is not None:
+                per_kind = dict.fromkeys(get_args(ReplyKind), max_tokens)
+                self.options["limits"] = CallLimits(**per_kind, rating_per_item=1,
+                                                    triple_per_item=1)
+        try:
+            from langchain_genmem.reflection.settings import ReflectionSettings
+        except ImportError:  # a library without reflection settings
+            self.settings = None
+        else:
+            self.settings = ReflectionSettings(**self.options)
 
     def make(self, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         name = getattr(factory, "__name__", str(factory))
-        if name not in self.refused:
+        ways = {"output=": self.options}
+        if self.settings is not None:
+            ways["settings="] = {"settings": self.settings}
+        for way, extra in ways.items():
+            if name in self.refused:
+                break
             try:
-                made = factory(*args, output=self.form, **kwargs)
+                made = factory(*args, **extra, **kwargs)
             except (TypeError, ValidationError) as e:
-                if "output" not in str(e):
+                if way.rstrip("=") not in str(e):
                     raise
-                self.refused.add(name)
-            else:
-                self.took.add(name)
-                return made
+                continue
+            self.took[name] = way
+            return made
+        self.refused.add(name)
         return factory(*args, **kwargs)
 
     def report(self) -> str:
+        took = ", ".join(f"{name} ({way})" for name, way in sorted(self.took.items()))
         if not self.refused:
-            return f"output={self.form!r} taken by {', '.join(sorted(self.took))}"
+            return f"output={self.form!r} taken by {took}"
         if not self.took:
             return (f"output={self.form!r} NOT SUPPORTED by the installed library "
-                    f"({', '.join(sorted(self.refused))} take no output=): ran its text prompts")
-        return (f"output={self.form!r} taken by {', '.join(sorted(self.took))}; not by "
+                    f"({', '.join(sorted(self.refused))} take no output setting): ran its "
+                    "text prompts")
+        return (f"output={self.form!r} taken by {took}; not by "
                 f"{', '.join(sorted(self.refused))} (ran its text prompts)")
 
 
@@ -307,23 +335,27 @@ def main() -> int:
     parser.add_argument("--memories", type=int, default=20, help="memories to rate (b), <= 20")
     parser.add_argument("--turns", type=int, default=10, help="chat agent turns (c)")
     parser.add_argument("--threads", type=int, default=1, help="the server's CPU threads")
-    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
-                        help=f"the most tokens of a reply (default {MAX_TOKENS}; a smoke run "
-                             "sets a few)")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help=f"the most tokens of every reply (default: the library's bounds "
+                             f"per kind of reply, or {MAX_TOKENS} for a library without them; "
+                             "a smoke run sets a few)")
     args = parser.parse_args()
     if not 1 <= args.memories <= len(MEMORIES_EN) + len(MEMORIES_ZH):
         parser.error(f"--memories: from 1 to {len(MEMORIES_EN) + len(MEMORIES_ZH)}")
-    form = OutputForm(args.output)
+    form = OutputForm(args.output, args.max_tokens)
+    max_tokens = args.max_tokens or MAX_TOKENS
     calls = Calls()
     with tempfile.TemporaryDirectory(prefix="real-model-log-") as logs, \
-            LlamaServer(smollm2_gguf(), threads=args.threads, ctx=CTX, max_tokens=args.max_tokens,
+            LlamaServer(smollm2_gguf(), threads=args.threads, ctx=CTX, max_tokens=max_tokens,
                         log=Path(logs) / "server.log") as server:
         model = ChatOpenAI(base_url=server.base_url, api_key=LOCAL_SERVER_KEY, model="smollm2",
-                           temperature=0, seed=42, max_tokens=args.max_tokens, max_retries=0,
+                           temperature=0, seed=42, max_tokens=max_tokens, max_retries=0,
                            timeout=300, extra_body={"cache_prompt": False}, callbacks=[calls])
         print(f"started llama.cpp's server (pid {server.pid})", file=sys.stderr, flush=True)
         print(f"# SmolLM2-135M-Instruct (Q4_1) on llama.cpp's server (xllamacpp), "
-              f"{args.threads} thread(s), context {CTX}, max {args.max_tokens} tokens a reply")
+              f"{args.threads} thread(s), context {CTX}, max tokens a reply: "
+              + (str(args.max_tokens) if args.max_tokens else "the library's, per kind of "
+                 "reply" if form.has_limits else f"{MAX_TOKENS} (the model's)"))
         print(f"# CPU: {cpu_model()}; Python {platform.python_version()}")
         started = time.perf_counter()
         reflections(model, calls, form, args.reflections, args.evidence, args.window)
