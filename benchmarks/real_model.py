@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -342,6 +343,9 @@ def main() -> int:
     args = parser.parse_args()
     if not 1 <= args.memories <= len(MEMORIES_EN) + len(MEMORIES_ZH):
         parser.error(f"--memories: from 1 to {len(MEMORIES_EN) + len(MEMORIES_ZH)}")
+    # stopped by its pid (SIGTERM): leave by the with blocks, which stop the server and
+    # remove the temporary stores
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     form = OutputForm(args.output, args.max_tokens)
     max_tokens = args.max_tokens or MAX_TOKENS
     calls = Calls()
