@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,6 +53,7 @@ MIN_CTX = 128
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 POLL_SECONDS = 0.1
+LLAMA_ERROR = re.compile(r"^[\d.]+ E (.+)$")  # an error line of llama.cpp's log
 
 SERVER_PACKAGE = "xllamacpp"
 SERVER_INSTALL = "pip install xllamacpp (or pip install 'langchain-genmem[local-model]')"
@@ -138,14 +140,20 @@ def _model_file(model: str | os.PathLike[str]) -> Path:
     return path.resolve()
 
 
-def _last_line(log: Path) -> str:
-    """The last non-empty line of a log file (empty when there is none)."""
+def _reason(log: Path) -> str:
+    """Why the server stopped, from its log: llama.cpp's first error line, else the last line.
+
+    llama.cpp marks its errors with `` E `` after the time (``0.00.002.718 E srv start:
+    couldn't bind HTTP server socket...``); Python's own last line is only "Failed to init
+    server".
+    """
     try:
-        text = log.read_text("utf-8", errors="replace")
+        lines = [line.strip() for line in log.read_text("utf-8", errors="replace").splitlines()]
     except OSError:
         return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    errors = [found.group(1) for line in lines if (found := LLAMA_ERROR.match(line))]
+    said = errors[0] if errors else next((line for line in reversed(lines) if line), "")
+    return " ".join(said.split())[:300]
 
 
 class LlamaServer:
@@ -290,8 +298,8 @@ class LlamaServer:
 
     def _fail(self, what: str) -> None:
         """Raise the one-line error of a failed start."""
-        last = _last_line(self.log)
-        said = f"; its last line: {last[:300]!r}" if last else ""
+        reason = _reason(self.log)
+        said = f": {reason}" if reason else ""
         msg = f"llama.cpp's server on {self.model.name} {what}{said} (log: {self.log})"
         raise ChatModelError(msg)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -92,7 +93,7 @@ def test_the_command_serves_until_ctrl_c_and_leaves_no_process(tmp_path: Path) -
 def test_a_file_that_is_not_a_model_fails_in_one_line_and_keeps_its_log(
         tmp_path: Path) -> None:
     junk = tmp_path / "junk.gguf"
-    junk.write_bytes(os.urandom(4096))
+    junk.write_bytes(b"junk" + os.urandom(4092))
     server = LlamaServer(junk)
     with pytest.raises(ChatModelError) as caught:
         server.start()
@@ -100,6 +101,22 @@ def test_a_file_that_is_not_a_model_fails_in_one_line_and_keeps_its_log(
     assert "\n" not in message
     assert message.startswith("llama.cpp's server on junk.gguf exited with code ")
     assert f"(log: {server.log})" in message
+    assert "before it was ready: " in message and "GGUF" in message  # llama.cpp's reason
     assert server.log.is_file() and "error" in server.log.read_text("utf-8").lower()
+    assert not pid_is_running(server.pid)
+    server.log.unlink()
+
+
+def test_a_taken_port_fails_in_one_line_naming_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = LlamaServer(smollm2_gguf(), port=port)
+        with pytest.raises(ChatModelError) as caught:
+            server.start()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"couldn't bind HTTP server socket, hostname: 127.0.0.1, port: {port}" in message
     assert not pid_is_running(server.pid)
     server.log.unlink()
