@@ -243,8 +243,9 @@ class LlamaServer:
             This server, running.
 
         Raises:
+            ConfigurationError: the log file cannot be written.
             ChatModelError: it exited or did not answer within ``startup_timeout`` seconds
-                (stopped then; the message quotes its last log line and names the log).
+                (stopped then; the message gives llama.cpp's reason and names the log).
         """
         if self._proc is not None:
             return self
@@ -252,7 +253,12 @@ class LlamaServer:
             handle, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
             os.close(handle)
             self.log = Path(name)
-        with self.log.open("w", encoding="utf-8") as log:
+        try:
+            log = self.log.open("w", encoding="utf-8")
+        except OSError as e:
+            msg = f"log: cannot write {self.log} ({e.strerror})"
+            raise ConfigurationError(msg) from e
+        with log:
             self._proc = subprocess.Popen(  # noqa: S603 - this Python, our own script
                 self.argv(), stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                 text=True, start_new_session=True,

