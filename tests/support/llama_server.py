@@ -26,15 +26,17 @@ def test_rating(small_model):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain_openai import ChatOpenAI
 
 from langchain_genmem.core.errors import ChatModelError
 from langchain_genmem.llm.chat import LOCAL_SERVER_KEY
 from langchain_genmem.llm.llama_server import LlamaServer, smollm2_gguf
 from tests.support.processes import log_tail
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
 
 __all__ = ["SMALL_MODEL_MAX_TOKENS", "small_model", "small_model_chat", "small_model_server"]
 
@@ -52,6 +54,8 @@ def small_model_chat(base_url: str, **kwargs: Any) -> ChatOpenAI:
     Returns:
         The chat model.
     """
+    from langchain_openai import ChatOpenAI  # a second of imports: only for tests that use it
+
     settings: dict[str, Any] = {
         "base_url": base_url, "api_key": LOCAL_SERVER_KEY, "model": "smollm2",
         "temperature": 0, "seed": 42, "max_tokens": SMALL_MODEL_MAX_TOKENS,
