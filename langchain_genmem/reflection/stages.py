@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
 
-from langchain_genmem.core.errors import ParseError
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.text import unique
+from langchain_genmem.llm.calls import Call
+from langchain_genmem.llm.importance import mark_unrated, with_fallback
+from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, ReplyKind
 from langchain_genmem.llm.parsers import (
     format_numbered,
     parse_focal_points,
@@ -29,6 +30,7 @@ from langchain_genmem.llm.parsers import (
     parse_triples,
 )
 from langchain_genmem.llm.parsers import text_key as _text_key
+from langchain_genmem.llm.shapes import Shape, insights_shape, questions_shape, triples_shape
 from langchain_genmem.memory.stats import GATHERED, importance_gathered, trigger_text
 from langchain_genmem.memory.stream import MemoryStream, thought_expiration
 from langchain_genmem.reflection.state import (
@@ -46,6 +48,7 @@ from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 __all__ = [
     "FALLBACK_POIGNANCY",
     "Draft",
+    "PromptSet",
     "Stages",
     "candidates",
     "cited_line",
@@ -55,8 +58,9 @@ __all__ = [
     "write_thoughts",
 ]
 
-FALLBACK_POIGNANCY = 4.0
-"""The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
+FALLBACK_POIGNANCY = FALLBACK_IMPORTANCE
+"""The poignancy of a thought the scorer could not rate: the llm layer's
+:data:`~langchain_genmem.llm.limits.FALLBACK_IMPORTANCE` (the original's fail-safe rating)."""
 
 FORCE_HINT = 'force=True (a deployed graph: the input {"force": true}) reflects now'
 """How to reflect when the trigger is not due, in every trigger report."""
@@ -71,11 +75,31 @@ def candidates(stream: MemoryStream) -> list[MemoryNode]:
     return [n for n in nodes if "idle" not in n.embedding_key]
 
 
-def ask(prompts: Mapping[str, str], name: str, persona: str, **fields: Any) -> list[BaseMessage]:
-    """The messages of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``."""
-    fields["persona"] = persona
-    system = prompts.get(f"{name}_system", "").format(**fields)
-    return _messages(system, prompts[name].format(**fields))
+@dataclass(frozen=True)
+class PromptSet:
+    """The prompts of reflection by name, in both forms (text and structured).
+
+    Attributes:
+        text: the text prompts (the original's formats).
+        structured: the prompts asking for the JSON of a schema; a prompt given by name
+            replaces both.
+    """
+
+    text: Mapping[str, str]
+    structured: Mapping[str, str]
+
+    def call(
+        self, name: str, persona: str, kind: ReplyKind, shape: Shape, *, items: int = 1,
+        **fields: Any,
+    ) -> Call:
+        """The call of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``;
+        ``items`` is how many items a batch holds (its ``max_tokens``)."""
+        fields["persona"] = persona
+        forms = [
+            _messages(p.get(f"{name}_system", "").format(**fields), p[name].format(**fields))
+            for p in (self.text, self.structured)
+        ]
+        return Call(forms[0], kind, items, shape=shape, structured=forms[1])
 
 
 def cited_line(text: str, numbers: Sequence[int]) -> str:
@@ -84,12 +108,13 @@ def cited_line(text: str, numbers: Sequence[int]) -> str:
 
 
 def condense_request(
-    prompts: Mapping[str, str],
+    prompts: PromptSet,
     persona: str,
     insights: Sequence[tuple[str, Sequence[int]]],
     n: int,
     question: str = "",
-) -> list[BaseMessage]:
+    shown: int | None = None,
+) -> Call:
     """The condense call for some insights: numbered from 1, citations in square brackets.
 
     Args:
@@ -98,12 +123,17 @@ def condense_request(
         insights: (text, cited numbers) pairs.
         n: the most bullet points to keep.
         question: the focal point, for prompts that show it.
+        shown: how many statements the citations may name (numbers 0 to shown - 1); None:
+            the numbers cited.
 
     Returns:
-        The messages.
+        The call.
     """
     listed = format_numbered([cited_line(text, cited) for text, cited in insights], start=1)
-    return ask(prompts, "condense", persona, insights=listed, n=n, question=question)
+    cited = sorted({c for _, numbers in insights for c in numbers})
+    numbers = list(range(shown)) if shown is not None else cited
+    return prompts.call("condense", persona, "condense", insights_shape(numbers or [0], n),
+                        insights=listed, n=n, question=question)
 
 
 def read_insights(
@@ -169,15 +199,17 @@ def merge(per_question: Sequence[QuestionInsights]) -> tuple[list[Draft], list[D
 
 
 def write_thoughts(
-    stream: MemoryStream, prompts: Mapping[str, str], drafts: Sequence[Draft], stage: str
+    stream: MemoryStream, prompts: PromptSet, drafts: Sequence[Draft], stage: str
 ) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
     """Structure and store thoughts: one triple call, one scoring call, one write.
 
     The triples come from one batched call (prompt ``"triples"``); a thought whose triple is
     unreadable gets (persona, ``"reflect"``, its topic) and a ``"triple_fallback"`` record.
-    Poignancy comes from one ``score_many`` call with the thought prompt; if the scorer
-    finds no rating even asking a thought alone, every thought of the write gets
-    :data:`FALLBACK_POIGNANCY` and a ``"rating_fallback"`` record. Every thought is
+    Poignancy comes from one ``score_many`` call with the thought prompt; a thought the
+    scorer finds no rating for, even asking it alone, gets :data:`FALLBACK_POIGNANCY`, a
+    ``"rating_fallback"`` record, an
+    :class:`~langchain_genmem.llm.importance.UnratedWarning` and a place in the persona's
+    unrated list (:func:`~langchain_genmem.llm.importance.unrated_ids`). Every thought is
     created at the stream's clock, expires 30 days later (as in the original), and takes
     its keywords from its triple (the stream's rule); the stream computes its depth.
 
@@ -192,17 +224,17 @@ def write_thoughts(
     """
     persona = stream.persona
     statements = format_numbered([draft.text for draft in drafts], start=1)
-    fields = {"statements": statements, "n": len(drafts), "persona": persona}
-    [reply] = yield Ask([_messages("", prompts["triples"].format(**fields))])
-    triples = parse_triples(reply, len(drafts), fallback_subject=persona)
-    dropped: list[Dropped] = []
+    n = len(drafts)
+    [reply] = yield Ask([prompts.call("triples", persona, "triples", triples_shape(n), items=n,
+                                      statements=statements, n=n)])
+    triples = parse_triples(reply, n, fallback_subject=persona)
     ratings = yield Score([("thought", draft.text) for draft in drafts])
-    if isinstance(ratings, ParseError):
-        dropped.append(drop(stage, "rating_fallback", text=excerpt(ratings.reply)))
-        ratings = [FALLBACK_POIGNANCY] * len(drafts)
+    dropped = [drop(stage, "rating_fallback", text=draft.text)
+               for draft, rating in zip(drafts, ratings, strict=True) if rating is None]
+    scores = with_fallback(ratings, [("thought", draft.text) for draft in drafts])
     created = stream.clock()
     items: list[dict[str, Any]] = []
-    for draft, triple, rating in zip(drafts, triples, ratings, strict=False):
+    for draft, triple, rating in zip(drafts, triples, scores, strict=False):
         if triple is None:
             triple = (persona, "reflect", draft.topic)
             dropped.append(drop(stage, "triple_fallback", text=draft.text))
@@ -221,6 +253,7 @@ def write_thoughts(
             }
         )
     nodes = yield Write(items)
+    mark_unrated(stream, [n.node_id for n, r in zip(nodes, ratings, strict=True) if r is None])
     return nodes, dropped
 
 
@@ -234,7 +267,7 @@ class Stages:
     Attributes:
         stream: the persona's stream.
         retriever: the evidence retriever; used with ``update_access=False``.
-        prompts: the prompts by name, checked.
+        prompts: the prompts by name, checked, in both forms.
         policy: the trigger policy.
         window: memories in the window.
         threshold: the window policy's threshold, on the trigger's scale; None for the
@@ -250,7 +283,7 @@ class Stages:
 
     stream: MemoryStream
     retriever: GenerativeAgentsRetriever
-    prompts: dict[str, str]
+    prompts: PromptSet
     policy: TriggerPolicy = "counters"
     window: int = 50
     threshold: float | None = None
@@ -261,8 +294,8 @@ class Stages:
     relevance_min: float | None = None
     scale: float = 1.0
 
-    def _ask(self, name: str, **fields: Any) -> list[BaseMessage]:
-        return ask(self.prompts, name, self.stream.persona, **fields)
+    def _call(self, name: str, kind: ReplyKind, shape: Shape, **fields: Any) -> Call:
+        return self.prompts.call(name, self.stream.persona, kind, shape, **fields)
 
     def _numbered(self, node_ids: Sequence[str]) -> str:
         """The memories' embedding keys, numbered from 0 as the insights prompt shows them."""
@@ -305,7 +338,9 @@ class Stages:
             return [], [drop("focal_points", "no_memories")]
         statements = "".join(f"{node.embedding_key}\n" for node in memories)
         n = self.n_focal_points
-        [reply] = yield Ask([self._ask("focal_points", statements=statements, n=n)])
+        call = self._call("focal_points", "questions", questions_shape(n),
+                          statements=statements, n=n)
+        [reply] = yield Ask([call])
         questions = parse_focal_points(reply)
         dropped = [drop("focal_points", "over_max", text=q) for q in questions[n:]]
         questions = questions[:n]
@@ -335,16 +370,18 @@ class Stages:
             for r in found
             if not r["node_ids"]
         ]
-        requests = [
-            self._ask(
+        calls = [
+            self._call(
                 "insights",
+                "insights",
+                insights_shape(range(len(r["node_ids"])), self.n_insights),
                 statements=self._numbered(r["node_ids"]),
                 n=self.n_insights,
                 question=r["question"],
             )
             for r in asked
         ]
-        replies = yield Ask(requests)
+        replies = yield Ask(calls)
         per_question: list[QuestionInsights] = []
         for r, reply in zip(asked, replies, strict=False):
             kept, lost = read_insights(reply, r["node_ids"], r["question"], "insights")
@@ -364,17 +401,18 @@ class Stages:
         todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > self.max_insights]
         if not todo:
             return out, []
-        requests = [
+        calls = [
             condense_request(
                 self.prompts,
                 self.stream.persona,
                 [(x["text"], x["cited"]) for x in out[i]["insights"]],
                 self.max_insights,
                 out[i]["question"],
+                shown=len(out[i]["retrieved"]),
             )
             for i in todo
         ]
-        replies = yield Ask(requests)
+        replies = yield Ask(calls)
         dropped: list[Dropped] = []
         for i, reply in zip(todo, replies, strict=False):
             entry = out[i]
@@ -397,7 +435,7 @@ class Stages:
 
 
 def write_back(
-    stream: MemoryStream, prompts: Mapping[str, str], per_question: Sequence[QuestionInsights]
+    stream: MemoryStream, prompts: PromptSet, per_question: Sequence[QuestionInsights]
 ) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
     """Write the distinct insights of every question as thoughts, in one stream write.
 

@@ -16,7 +16,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
 from langchain_genmem.core.timeutil import SimulationClock as Clock
-from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.importance import ImportanceScorer, UnratedWarning, unrated_ids
+from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE
 from langchain_genmem.llm.parsers import format_numbered
 from langchain_genmem.llm.prompts import (
     DEFAULT_BATCH_IMPORTANCE_PROMPT,
@@ -204,7 +205,7 @@ def test_full_reflection_sends_exact_prompts_and_writes_the_thoughts(stream):
 def test_output_has_the_keys_the_cli_reads(stream):
     out = create_reflection_graph(scripted(), stream).invoke({})
     assert set(out) == {"status", "trigger", "memories", "focal_points", "insights", "dropped",
-                        "written", "llm_calls", "original_llm_calls", "reset"}
+                        "written", "llm_calls", "original_llm_calls", "reset", "reasons"}
 
 
 # --- retrieval in parallel ------------------------------------------------------------------------
@@ -460,10 +461,15 @@ def test_unreadable_batched_ratings_are_asked_alone_and_counted(stream):
 async def test_unratable_thoughts_get_the_fail_safe_poignancy(stream, run):
     model = scripted(insights=TWO, ratings="no idea", focal=ONE)
     graph = create_reflection_graph(model, stream, n_focal_points=1)
-    out = graph.invoke({}) if run == "sync" else await graph.ainvoke({})
-    assert [stream.get(i).poignancy for i in out["written"]] == [4, 4]
-    assert out["dropped"] == [{"stage": "write_back", "reason": "rating_fallback",
-                               "text": "no idea"}]
+    with pytest.warns(UnratedWarning) as caught:
+        out = graph.invoke({}) if run == "sync" else await graph.ainvoke({})
+    assert ["'A insight'" in str(w.message) for w in caught] == [True, False]
+    assert [stream.get(i).poignancy for i in out["written"]] == [FALLBACK_IMPORTANCE] * 2
+    assert out["dropped"] == [{"stage": "write_back", "reason": "rating_fallback", "text": text}
+                              for text in ("A insight", "B insight")]
+    assert unrated_ids(stream) == out["written"]  # listed, to be rated again later
+    assert out["reasons"][0] == ("write_back: no rating for 'A insight'; it got the fallback "
+                                 "importance and is listed as unrated")
     # focal points, insights, triples, the batch of ratings, then each thought alone
     assert out["llm_calls"] == len(model.calls) == 1 + 1 + 1 + 1 + 2
 
