@@ -42,6 +42,7 @@ __all__ = [
     "UNRATED_KEY",
     "ImportanceScorer",
     "UnratedWarning",
+    "add_rated",
     "mark_unrated",
     "reply_text",
     "unrated_ids",
@@ -446,6 +447,41 @@ def with_fallback(
             warnings.warn(msg, UnratedWarning, stacklevel=3)
         out.append(FALLBACK_IMPORTANCE if rating is None else rating)
     return out
+
+
+def add_rated(
+    stream: Any,
+    scorer: ImportanceScorer,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    config: RunnableConfig | None = None,
+) -> list[Any]:
+    """Add memories, the scorer rating those given without poignancy; never fails to rate.
+
+    A memory the model gives no rating for (even asked alone) is stored with
+    :data:`FALLBACK_IMPORTANCE`, an :class:`UnratedWarning` names it, and its id goes to the
+    persona's unrated list (:func:`unrated_ids`), whatever the scorer's ``strict``.
+
+    Args:
+        stream: the persona's :class:`~langchain_genmem.MemoryStream`.
+        scorer: the importance scorer.
+        items: memories as :meth:`~langchain_genmem.MemoryStream.add_many` takes them
+            (``type`` defaults to ``"event"``).
+        config: a runnable config for the rating calls.
+
+    Returns:
+        The nodes written, in item order.
+    """
+    wanted = [i for i, item in enumerate(items) if item.get("poignancy") is None]
+    pairs = [(items[i].get("type", "event"), items[i]["description"]) for i in wanted]
+    ratings = scorer.rate_many(stream.persona, pairs, config=config) if pairs else []
+    filled = [dict(item) for item in items]
+    for i, score in zip(wanted, with_fallback(ratings, pairs), strict=True):
+        filled[i]["poignancy"] = score
+    nodes = stream.add_many(filled)
+    mark_unrated(stream, [nodes[i].node_id for i, r in zip(wanted, ratings, strict=True)
+                          if r is None])
+    return nodes
 
 
 def mark_unrated(stream: Any, node_ids: Sequence[str]) -> None:
