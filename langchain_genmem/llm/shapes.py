@@ -123,14 +123,13 @@ def _insight_lines(value: Any) -> str:
 def triples_shape(n: int) -> Shape:
     """Exactly ``n`` triples in statement order, read back as a JSON list of triples."""
     triple = _object(subject=_TEXT, predicate=_TEXT, object=_TEXT)
-    return Shape(
-        "Triples",
-        _object(triples=_array(triple, n, n)),
-        lambda value: json.dumps(
-            [[t["subject"], t["predicate"], t["object"]] for t in value["triples"]],
-            ensure_ascii=False,
-        ),
-    )
+    return Shape("Triples", _object(triples=_array(triple, n, n)), _triple_lists)
+
+
+def _triple_lists(value: Any) -> str:
+    """A JSON list of [subject, predicate, object] lists; one triple alone, as one list."""
+    triples = [[t["subject"], t["predicate"], t["object"]] for t in value["triples"]]
+    return json.dumps(triples[0] if len(triples) == 1 else triples, ensure_ascii=False)
 
 
 def sentence_shape() -> Shape:

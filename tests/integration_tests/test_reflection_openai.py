@@ -123,3 +123,47 @@ async def test_async_reflection_and_conversation_over_http(scripted_openai, mari
     assert done.memo.description == "Maria Lopez is curious about quantum computing."
     assert done.planning.evidence == done.memo.evidence == ["node_246"]
     assert done.llm_calls == len(srv.requests()) - 6 == 4 and done.original_llm_calls == 6
+
+
+STRUCTURED_RULES = [
+    {"when": r"\[schema Questions\]",
+     "reply": '{"questions": ["How is Maria Lopez progressing with physics?", '
+              '"玛丽亚和克劳斯是什么关系？"]}'},
+    {"when": r"\[schema Insights\]", "times": 1,
+     "reply": '{"insights": [{"insight": "Maria Lopez studies physics every day", '
+              '"evidence": [0, 2, 2]}]}'},
+    # a server that breaks its own schema (evidence 99 was never shown): an unreadable reply
+    {"when": r"\[schema Insights\]",
+     "reply": '{"insights": [{"insight": "玛丽亚喜欢克劳斯", "evidence": [99]}]}'},
+    {"when": r"\[schema Triples\]",
+     "reply": '{"triples": [{"subject": "Maria Lopez", "predicate": "study", '
+              '"object": "physics"}]}'},
+    {"when": r"\[schema Rating\]", "reply": '{\n  "rating": 8\n}'},
+]
+
+
+def test_structured_replies_over_http(maria, tmp_path):
+    with ScriptedOpenAI(STRUCTURED_RULES, tmp_path=tmp_path, schemas="answer") as srv:
+        graph = create_reflection_graph(chat(srv), maria, force=True)
+        out = graph.invoke({}, {"max_concurrency": 1})  # the questions' calls in order
+        requests = srv.requests(refused=True)
+    assert out["status"] == "reflected" and out["llm_calls"] == len(requests) == 5
+    formats = [r["body"]["response_format"]["json_schema"] for r in requests]
+    assert [f["name"] for f in formats] == ["Questions", "Insights", "Insights", "Triples",
+                                            "Rating"]
+    assert formats[0]["schema"]["properties"]["questions"]["maxItems"] == 3
+    evidence = formats[1]["schema"]["properties"]["insights"]["items"]["properties"]["evidence"]
+    assert evidence["items"]["enum"] == list(range(30))  # only the statements shown
+    assert evidence["maxItems"] == 10
+    assert formats[3]["schema"]["properties"]["triples"]["maxItems"] == 1
+    assert [r["body"]["max_completion_tokens"] for r in requests] == [300, 600, 600, 128, 64]
+    assert all("Answer in JSON" in r["messages"][-1]["content"] for r in requests)
+
+    [written] = out["written"]
+    thought = maria.get(written)
+    first = out["insights"][0]
+    assert thought.description == "Maria Lopez studies physics every day"
+    assert thought.evidence == [first["retrieved"][0], first["retrieved"][2]]
+    assert thought.spo == ("Maria Lopez", "study", "physics") and thought.poignancy == 8
+    unreadable = [d for d in out["dropped"] if d["reason"] == "unreadable_reply"]
+    assert [d["question"] for d in unreadable] == ["玛丽亚和克劳斯是什么关系？"]
