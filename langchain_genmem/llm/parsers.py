@@ -344,7 +344,7 @@ def parse_ratings(text: str, n: int, *, low: int = 1, high: int = 10) -> list[in
     Returns:
         Exactly n entries, in item order; None for an item with no readable rating.
     """
-    return _numbered(_after_echo(text), n, lambda value: _read_rating(value, low, high))
+    return _numbered(text, n, lambda value: _read_rating(value, low, high))
 
 
 # --- focal points and insights --------------------------------------------------------
