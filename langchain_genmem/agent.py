@@ -170,7 +170,8 @@ def create_memory_agent(
         return "reflect" if reflect and stream.state.reflection_due else END
 
     def run_reflection(state: AgentState) -> dict[str, Any]:
-        out = create_reflection_graph(model, stream, importance=scorer, settings=settings).invoke({})
+        graph = create_reflection_graph(model, stream, importance=scorer, settings=settings)
+        out = graph.invoke({})
         return {"reflection": dict(out)}
 
     builder = StateGraph(AgentState)

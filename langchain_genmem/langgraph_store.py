@@ -104,10 +104,10 @@ from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import node_number_or_none
 from langchain_genmem.core.timeutil import naive
 from langchain_genmem.llm.importance import ImportanceScorer
-from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.memory.stream import Clock, MemoryStream
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.numerics.item_masks import ItemMasks, ValueTest
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 

@@ -376,6 +376,7 @@ class OutputForm(str, Enum):
 
 
 _DEFAULTS = ReflectionSettings()
+_DEFAULT_OUTPUT = OutputForm(_DEFAULTS.output)
 
 
 @app.command()
@@ -391,7 +392,7 @@ def reflect(
             help="auto: JSON-schema replies where the server takes them, else text; "
             "structured: always; text: the original's text prompts.",
         ),
-    ] = OutputForm(_DEFAULTS.output),
+    ] = _DEFAULT_OUTPUT,
     max_calls: Annotated[
         int,
         typer.Option("--max-calls", min=1, help="The most model calls of this reflection."),

@@ -27,8 +27,8 @@ from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.text import has_letter, limits, prepare_reply
 from langchain_genmem.llm.importance import ImportanceScorer
-from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.llm.shapes import sentence_shape
+from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.graph import prompt_set
 from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.reflection.stages import Draft, PromptSet, write_thoughts

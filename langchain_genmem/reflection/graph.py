@@ -243,7 +243,9 @@ class _Reflection:
     def retrieve(self, task: QuestionTask, config: RunnableConfig) -> dict[str, Any]:
         """Retrieve the evidence of one question (access times left for the join)."""
         s = self.stages
-        node_ids = retrieve_evidence(s.retriever, task["question"], s.k, s.relevance_min, config)
+        chosen = s.settings
+        node_ids = retrieve_evidence(s.retriever, task["question"], chosen.k,
+                                     chosen.relevance_min, config)
         found = Retrieved(index=task["index"], question=task["question"], node_ids=node_ids)
         return {"retrieved": [found]}
 
@@ -273,7 +275,7 @@ class _Reflection:
 
     def reset_trigger(self, state: ReflectionState) -> dict[str, Any]:
         """Counters policy: set the trigger counters back; the window policy keeps none."""
-        if self.stages.policy != "counters":
+        if self.stages.settings.trigger != "counters":
             return {"reset": False}
         self.stages.stream.reset_reflection_trigger()
         return {"reset": True}
@@ -337,14 +339,7 @@ def make_stages(
         stream=stream,
         retriever=retriever,
         prompts=prompt_set(prompts, GRAPH_PROMPTS),
-        policy=settings.trigger,
-        window=settings.window,
-        threshold=settings.threshold,
-        n_focal_points=settings.n_focal_points,
-        n_insights=settings.n_insights,
-        max_insights=settings.max_insights,
-        k=settings.k,
-        relevance_min=settings.relevance_min,
+        settings=settings,
         scale=scale,
     )
 

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.text import unique
 from langchain_genmem.llm.calls import Call
@@ -33,12 +32,12 @@ from langchain_genmem.llm.parsers import text_key as _text_key
 from langchain_genmem.llm.shapes import Shape, insights_shape, questions_shape, triples_shape
 from langchain_genmem.memory.stats import GATHERED, importance_gathered, trigger_text
 from langchain_genmem.memory.stream import MemoryStream, thought_expiration
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.reflection.state import (
     Dropped,
     Insight,
     QuestionInsights,
     Retrieved,
-    TriggerPolicy,
     TriggerReport,
 )
 from langchain_genmem.reflection.steps import Ask, Retrieve, Score, Step, Write, drop, excerpt
@@ -92,8 +91,10 @@ class PromptSet:
         self, name: str, persona: str, kind: ReplyKind, shape: Shape, *, items: int = 1,
         **fields: Any,
     ) -> Call:
-        """The call of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``;
-        ``items`` is how many items a batch holds (its ``max_tokens``)."""
+        """The call of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``.
+
+        ``items`` is how many items a batch holds (its ``max_tokens``).
+        """
         fields["persona"] = persona
         forms = [
             _messages(p.get(f"{name}_system", "").format(**fields), p[name].format(**fields))
@@ -268,15 +269,9 @@ class Stages:
         stream: the persona's stream.
         retriever: the evidence retriever; used with ``update_access=False``.
         prompts: the prompts by name, checked, in both forms.
-        policy: the trigger policy.
-        window: memories in the window.
-        threshold: the window policy's threshold, on the trigger's scale; None for the
-            persona's ``importance_trigger_max``.
-        n_focal_points: questions to ask.
-        n_insights: insights asked per question.
-        max_insights: the most insights kept per question.
-        k: memories retrieved per question.
-        relevance_min: keep only evidence whose normalised relevance is above this.
+        settings: the reflection's settings (trigger, sizes, ``k``, ``relevance_min``;
+            the window threshold is on the trigger's scale; None: the persona's
+            ``importance_trigger_max``).
         scale: what the window trigger divides the poignancy sum by (10 for the stepwise design's
             0.1-1.0 importance); its value and threshold are on that scale.
     """
@@ -284,14 +279,7 @@ class Stages:
     stream: MemoryStream
     retriever: GenerativeAgentsRetriever
     prompts: PromptSet
-    policy: TriggerPolicy = "counters"
-    window: int = 50
-    threshold: float | None = None
-    n_focal_points: int = 3
-    n_insights: int = 5
-    max_insights: int = 5
-    k: int = 30
-    relevance_min: float | None = None
+    settings: ReflectionSettings
     scale: float = 1.0
 
     def _call(self, name: str, kind: ReplyKind, shape: Shape, **fields: Any) -> Call:
@@ -305,25 +293,25 @@ class Stages:
         """Whether the trigger has fired, and the memories to ask the questions about."""
         state = self.stream.state
         found = candidates(self.stream)
-        if self.policy == "counters":
+        if self.settings.trigger == "counters":
             # the original counts importance_trigger_curr down from its max and is due at 0;
             # reported as importance gathered vs the max, so both policies read value >= threshold
             threshold = state.importance_trigger_max
             value = importance_gathered(state)
             due = state.importance_trigger_curr <= 0 and bool(found)
             recent = sorted(found, key=lambda n: n.last_accessed)
-            memories = recent[-(int(state.importance_ele_n) or self.window) :]
+            memories = recent[-(int(state.importance_ele_n) or self.settings.window) :]
             what = GATHERED
         else:
-            threshold = self.threshold
+            threshold = self.settings.threshold
             if threshold is None:
                 threshold = state.importance_trigger_max / self.scale
-            memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
+            memories = sorted(found, key=lambda n: n.node_count)[-self.settings.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold
             what = f"the newest {len(memories)} memories' poignancy sums to"
         report = TriggerReport(
-            policy=self.policy,
+            policy=self.settings.trigger,
             due=due,
             forced=False,
             value=float(value),
@@ -337,7 +325,7 @@ class Stages:
         if not memories:
             return [], [drop("focal_points", "no_memories")]
         statements = "".join(f"{node.embedding_key}\n" for node in memories)
-        n = self.n_focal_points
+        n = self.settings.n_focal_points
         call = self._call("focal_points", "questions", questions_shape(n),
                           statements=statements, n=n)
         [reply] = yield Ask([call])
@@ -350,7 +338,8 @@ class Stages:
 
     def retrieve(self, questions: Sequence[str]) -> Step[list[Retrieved]]:
         """Retrieve the evidence of every question against the same state."""
-        found = yield Retrieve(self.retriever, list(questions), self.k, self.relevance_min)
+        chosen = self.settings
+        found = yield Retrieve(self.retriever, list(questions), chosen.k, chosen.relevance_min)
         return [
             Retrieved(index=index, question=question, node_ids=node_ids)
             for index, (question, node_ids) in enumerate(zip(questions, found, strict=True))
@@ -374,9 +363,9 @@ class Stages:
             self._call(
                 "insights",
                 "insights",
-                insights_shape(range(len(r["node_ids"])), self.n_insights),
+                insights_shape(range(len(r["node_ids"])), self.settings.n_insights),
                 statements=self._numbered(r["node_ids"]),
-                n=self.n_insights,
+                n=self.settings.n_insights,
                 question=r["question"],
             )
             for r in asked
@@ -398,7 +387,8 @@ class Stages:
     ) -> Step[tuple[list[QuestionInsights], list[Dropped]]]:
         """Condense the questions that have more than ``max_insights`` insights."""
         out = list(per_question)
-        todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > self.max_insights]
+        most = self.settings.max_insights
+        todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > most]
         if not todo:
             return out, []
         calls = [
@@ -406,7 +396,7 @@ class Stages:
                 self.prompts,
                 self.stream.persona,
                 [(x["text"], x["cited"]) for x in out[i]["insights"]],
-                self.max_insights,
+                most,
                 out[i]["question"],
                 shown=len(out[i]["retrieved"]),
             )
@@ -422,9 +412,9 @@ class Stages:
             dropped += lost
             dropped += [
                 drop("condense", "over_max", question=entry["question"], text=x["text"])
-                for x in kept[self.max_insights :]
+                for x in kept[most:]
             ]
-            out[i] = {**entry, "insights": kept[: self.max_insights], "condensed": condensed}
+            out[i] = {**entry, "insights": kept[:most], "condensed": condensed}
         return out, dropped
 
     def write_back(

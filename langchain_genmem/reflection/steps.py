@@ -107,8 +107,10 @@ class GraphNode(Runnable[Any, Any]):
 
 @dataclass(frozen=True)
 class Ask:
-    """Make these calls (concurrently); the stage gets the reply texts ("" for a call skipped
-    or a structured reply that failed)."""
+    """Make these calls (concurrently); the stage gets the reply texts.
+
+    A call skipped for the budget, or a structured reply that failed, gives "".
+    """
 
     calls: list[Call]
 
@@ -385,8 +387,10 @@ class Runner:
 def _counted(
     state: ReflectionState, update: dict[str, Any], calls: int, skipped: list[Dropped]
 ) -> dict[str, Any]:
-    """A node's update: its calls added to ``llm_calls``, its skipped calls recorded, and the
-    reasons of everything dropped so far written out."""
+    """A node's update: its calls added to ``llm_calls``, its skipped calls recorded.
+
+    The reasons of everything dropped so far are written out again.
+    """
     update = {**update, "llm_calls": state["llm_calls"] + calls}
     if skipped:
         update["dropped"] = [*update.get("dropped", state["dropped"]), *skipped]

@@ -53,13 +53,13 @@ from langchain_genmem.reflection.graph import (
     make_stages,
     prompt_set,
 )
+from langchain_genmem.reflection.settings import UNSET, ReflectionSettings
 from langchain_genmem.reflection.stages import (
     Stages,
     cited_line,
     condense_request,
     write_back,
 )
-from langchain_genmem.reflection.settings import UNSET, ReflectionSettings
 from langchain_genmem.reflection.state import Dropped, Insight, QuestionInsights
 from langchain_genmem.reflection.steps import Runner, Step, drop
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
