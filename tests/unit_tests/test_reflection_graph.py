@@ -14,7 +14,12 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
+from langchain_genmem import (
+    GenerativeAgentsRetriever,
+    MemoryStream,
+    ReflectionSettings,
+    ValidationError,
+)
 from langchain_genmem.core.timeutil import SimulationClock as Clock
 from langchain_genmem.llm.importance import ImportanceScorer, UnratedWarning, unrated_ids
 from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE
@@ -619,3 +624,42 @@ def test_reflection_package_exports():
         assert getattr(reflection, name) is not None
     with pytest.raises(AttributeError):
         reflection.nothing_here  # noqa: B018
+
+
+def test_a_reflection_without_questions_says_why(stream):
+    out = create_reflection_graph(scripted(focal="```\n```"), stream).invoke({})
+    assert out["status"] == "no_questions" and out["written"] == []
+    assert out["reasons"] == ["focal_points: the reply held nothing usable: '``` ```'"]
+    out = create_reflection_graph(scripted(focal=""), stream).invoke({})
+    assert out["reasons"] == [
+        "focal_points: the reply was empty, cut at its max_tokens or not valid for its schema"
+    ]
+
+
+def test_the_budget_of_calls_skips_the_rest_and_says_so(stream):
+    model = scripted(insights=TWO, focal=ONE)
+    settings = ReflectionSettings(max_calls=2, n_focal_points=1)
+    with pytest.warns(UnratedWarning):
+        out = create_reflection_graph(model, stream, settings=settings).invoke({})
+    assert out["llm_calls"] == len(model.calls) == 2  # the questions, the insights
+    # the insights are kept: written with the fallback triple and importance, unrated
+    assert out["status"] == "reflected" and unrated_ids(stream) == out["written"]
+    assert [stream.get(i).predicate for i in out["written"]] == ["reflect", "reflect"]
+    assert out["reasons"][-2:] == [
+        "write_back: 1 call skipped: the budget of 2 model calls was spent (raise max_calls)",
+        "write_back: 2 ratings skipped: the budget of 2 model calls was spent (raise max_calls)",
+    ]
+    skipped = [d for d in out["dropped"] if d["reason"] == "budget_spent"]
+    assert [(d["stage"], d["numbers"]) for d in skipped] == [("write_back", [1]),
+                                                             ("write_back", [2])]
+
+
+def test_settings_and_keyword_arguments_are_one_path(stream):
+    model = scripted(insights=TWO, focal=ONE)
+    settings = ReflectionSettings(n_focal_points=3, k=2, output="text")
+    out = create_reflection_graph(model, stream, settings=settings, n_focal_points=1).invoke({})
+    assert out["focal_points"] == [ONE]  # the keyword argument wins over the settings
+    assert all(len(e["retrieved"]) <= 2 for e in out["insights"])  # the settings' k
+    with pytest.raises(ValidationError) as caught:
+        create_reflection_graph(model, stream, settings=settings, k=0)
+    assert caught.value.field == "k"
