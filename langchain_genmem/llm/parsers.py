@@ -290,7 +290,7 @@ _MARKED_MEMORY = re.compile(r"\s*\[(?:event|thought|chat)\]", re.I)
 def _read_rating(value: Any, low: int, high: int, whole: bool = False) -> int | None:
     """Read one rating from a text (or JSON value), or None when it names no single one."""
     text = _after_echo(_clean(str(value)))
-    if _MARKED_MEMORY.match(text):
+    if _MARKED_MEMORY.match(_split_label(text)[1]):
         return None
     text = _scale(low, high).sub(" ", text)
     match = _KEYED_VALUE.search(text) or _unkeyed(text, whole)
