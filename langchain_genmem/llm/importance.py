@@ -300,23 +300,6 @@ class ImportanceScorer:
         """The messages of one call: the system prompt and ``prompt``."""
         return [SystemMessage(self.system_prompt), HumanMessage(prompt)]
 
-    def with_options(self, **changes: Any) -> ImportanceScorer:
-        """A copy with other ``limits``, ``output`` or ``strict`` (its prompts kept).
-
-        Args:
-            **changes: any of ``limits``, ``output``, ``strict``.
-
-        Returns:
-            The new scorer (its call count starts at 0).
-        """
-        copy = object.__new__(ImportanceScorer)
-        copy.__dict__.update(self.__dict__)
-        copy.calls = 0
-        copy.strict = changes.get("strict", self.strict)
-        copy.caller = ModelCaller(self.model, changes.get("limits", self.caller.limits),
-                                  changes.get("output", self.caller.output))
-        return copy
-
     def rate_many(
         self,
         persona: str,

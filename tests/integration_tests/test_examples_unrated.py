@@ -10,7 +10,7 @@ ECHO = "On the scale of 1 to 10, where 1 is purely mundane (e.g., brushing teeth
 def test_the_chat_agent_shows_every_answer_when_no_rating_comes_back(tmp_path, scripted_openai):
     srv = scripted_openai([
         {"when": IMPORTANCE, "reply": ECHO},
-        {"when": r"rate the likely poignancy of the following", "reply": ECHO},
+        {"when": r"rate the likely poignancy of the following", "reply": "I cannot say."},
         {"when": r"Where does my sister live\?", "reply": "In Porto."},
         {"when": r"我叫山姆", "reply": "你好，山姆！"},
     ])
