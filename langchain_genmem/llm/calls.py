@@ -15,6 +15,10 @@
   schemas, and text otherwise or once the server refused a schema (an HTTP 400 that
   mentions the schema or ``response_format``): the refusal is remembered for that model
   object, so it is asked once, and the same calls are sent again in text form.
+* Errors: an error of the OpenAI client (a server that does not answer within the timeout,
+  one that cannot be reached) is raised as the one-line
+  :class:`~langchain_genmem.core.errors.ChatModelError` of
+  :func:`~langchain_genmem.llm.chat.model_error`, whichever ``ChatOpenAI`` was given.
 * Replies come back as text in the text form either way
   (:func:`~langchain_genmem.llm.shapes.read_structured`), so the readers of
   :mod:`~langchain_genmem.llm.parsers` read one form. A structured reply cut by
@@ -28,7 +32,8 @@ import asyncio
 import re
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +42,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 
 from langchain_genmem.core.errors import ChatModelError
+from langchain_genmem.llm.chat import model_error
 from langchain_genmem.llm.limits import CallLimits, ReplyKind
 from langchain_genmem.llm.shapes import Shape, read_structured
 
@@ -246,12 +252,13 @@ class ModelCaller:
         """
         if not calls:
             return []
-        if self.structured():
-            try:
-                return self._batch_structured(calls, config)
-            except _Refused:
-                self._refuse()
-        return self._batch_text(calls, config)
+        with self._hints():
+            if self.structured():
+                try:
+                    return self._batch_structured(calls, config)
+                except _Refused:
+                    self._refuse()
+            return self._batch_text(calls, config)
 
     async def abatch(
         self, calls: Sequence[Call], config: RunnableConfig | None = None
@@ -259,12 +266,27 @@ class ModelCaller:
         """Async :meth:`batch`: the same calls and replies."""
         if not calls:
             return []
-        if self.structured():
-            try:
-                return await self._abatch_structured(calls, config)
-            except _Refused:
-                self._refuse()
-        return await self._abatch_text(calls, config)
+        with self._hints():
+            if self.structured():
+                try:
+                    return await self._abatch_structured(calls, config)
+                except _Refused:
+                    self._refuse()
+            return await self._abatch_text(calls, config)
+
+    @contextmanager
+    def _hints(self) -> Iterator[None]:
+        """An error of the OpenAI client (a timeout...) raised as a one-line ChatModelError."""
+        try:
+            yield
+        except ChatModelError:
+            raise
+        except Exception as e:
+            base = getattr(_target(self.model), "openai_api_base", None)
+            hint = model_error(e, base=base, timeout=self.limits.timeout)
+            if hint is None:
+                raise
+            raise hint from e
 
     def _batch_structured(self, calls: Sequence[Call], config: RunnableConfig | None) -> list[str]:
         if len(calls) == 1:

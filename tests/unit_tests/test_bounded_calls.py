@@ -212,3 +212,13 @@ def test_keyword_arguments_override_the_settings_fields():
     assert ReflectionSettings.merged(None) == ReflectionSettings()
     with pytest.raises(ValidationError, match="settings: expected a ReflectionSettings"):
         ReflectionSettings.merged({"k": 3})  # type: ignore[arg-type]
+
+
+def test_any_openai_model_that_times_out_is_a_one_line_chat_model_error():
+    def silent(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    model = openai_model(silent)  # type: ignore[arg-type]
+    with pytest.raises(ChatModelError, match=r"^the chat model at http://server.test/v1 did not "
+                                             r"answer in time \(timed out after 2 s\)"):
+        ModelCaller(model, CallLimits(timeout=2)).batch([rating_call()])
