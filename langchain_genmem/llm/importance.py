@@ -43,7 +43,9 @@ __all__ = [
     "ImportanceScorer",
     "UnratedWarning",
     "add_rated",
+    "arate_with",
     "mark_unrated",
+    "rate_with",
     "reply_text",
     "unrated_ids",
     "with_fallback",
@@ -432,9 +434,58 @@ def with_fallback(
     return out
 
 
+def rate_with(
+    scorer: Any,
+    persona: str,
+    items: Sequence[tuple[str, str]],
+    *,
+    config: RunnableConfig | None = None,
+    max_calls: int | None = None,
+) -> list[float | None]:
+    """Ratings from any scorer: None for a memory it could not rate, never an exception.
+
+    An :class:`ImportanceScorer` rates with :meth:`ImportanceScorer.rate_many`; another
+    scorer (anything with ``score_many``, as a stream takes) rates all or nothing: its
+    ParseError leaves every memory unrated.
+
+    Args:
+        scorer: the scorer.
+        persona: the persona's name.
+        items: (node type, description) pairs.
+        config: a runnable config for the calls (ImportanceScorer only).
+        max_calls: the most calls to make (ImportanceScorer only).
+
+    Returns:
+        One rating or None per item.
+    """
+    if isinstance(scorer, ImportanceScorer):
+        return scorer.rate_many(persona, items, config=config, max_calls=max_calls)
+    try:
+        return list(scorer.score_many(persona, items))
+    except ParseError:
+        return [None] * len(items)
+
+
+async def arate_with(
+    scorer: Any,
+    persona: str,
+    items: Sequence[tuple[str, str]],
+    *,
+    config: RunnableConfig | None = None,
+    max_calls: int | None = None,
+) -> list[float | None]:
+    """Async :func:`rate_with`."""
+    if isinstance(scorer, ImportanceScorer):
+        return await scorer.arate_many(persona, items, config=config, max_calls=max_calls)
+    try:
+        return list(await scorer.ascore_many(persona, items))
+    except ParseError:
+        return [None] * len(items)
+
+
 def add_rated(
     stream: Any,
-    scorer: ImportanceScorer,
+    scorer: Any,
     items: Sequence[Mapping[str, Any]],
     *,
     config: RunnableConfig | None = None,
@@ -447,7 +498,7 @@ def add_rated(
 
     Args:
         stream: the persona's :class:`~langchain_genmem.MemoryStream`.
-        scorer: the importance scorer.
+        scorer: the importance scorer (or any object with ``score_many``).
         items: memories as :meth:`~langchain_genmem.MemoryStream.add_many` takes them
             (``type`` defaults to ``"event"``).
         config: a runnable config for the rating calls.
@@ -457,7 +508,7 @@ def add_rated(
     """
     wanted = [i for i, item in enumerate(items) if item.get("poignancy") is None]
     pairs = [(items[i].get("type", "event"), items[i]["description"]) for i in wanted]
-    ratings = scorer.rate_many(stream.persona, pairs, config=config) if pairs else []
+    ratings = rate_with(scorer, stream.persona, pairs, config=config) if pairs else []
     filled = [dict(item) for item in items]
     for i, score in zip(wanted, with_fallback(ratings, pairs), strict=True):
         filled[i]["poignancy"] = score

@@ -26,9 +26,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 
-from langchain_genmem.core.errors import ParseError
 from langchain_genmem.llm.calls import Call, ModelCaller
-from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.importance import ImportanceScorer, arate_with, rate_with
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.reasons import reasons
 from langchain_genmem.reflection.settings import ReflectionSettings
@@ -347,25 +346,13 @@ class Runner:
         return await self.stream.aadd_many(request.items)
 
     def _rated(self, request: Score, config: RunnableConfig, budget: _Budget) -> Any:
-        persona, scorer = self.stream.persona, self.importance
-        if not hasattr(scorer, "rate_many"):  # a scorer of another kind: all or nothing
-            try:
-                return scorer.score_many(persona, request.items, config=config)
-            except ParseError:
-                return [None] * len(request.items)
-        ratings = scorer.rate_many(persona, request.items, config=config,
-                                   max_calls=budget.left())
+        ratings = rate_with(self.importance, self.stream.persona, request.items,
+                            config=config, max_calls=budget.left())
         return budget.rated(ratings)
 
     async def _arated(self, request: Score, config: RunnableConfig, budget: _Budget) -> Any:
-        persona, scorer = self.stream.persona, self.importance
-        if not hasattr(scorer, "arate_many"):
-            try:
-                return await scorer.ascore_many(persona, request.items, config=config)
-            except ParseError:
-                return [None] * len(request.items)
-        ratings = await scorer.arate_many(persona, request.items, config=config,
-                                          max_calls=budget.left())
+        ratings = await arate_with(self.importance, self.stream.persona, request.items,
+                                   config=config, max_calls=budget.left())
         return budget.rated(ratings)
 
     def node(

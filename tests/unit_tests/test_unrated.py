@@ -77,3 +77,17 @@ def test_the_agent_turn_survives_a_bad_rating_and_shows_its_answer():
     assert out["messages"][-1].content == "She lives in Porto."
     assert [stream.get(i).poignancy for i in out["written"]] == [FALLBACK_IMPORTANCE] * 3
     assert unrated_ids(stream) == out["written"]
+
+
+class _Refusing:
+    """A scorer of another kind (only score_many), that finds no rating."""
+
+    def score_many(self, persona, items):
+        raise ParseError("no rating")
+
+
+def test_a_scorer_of_another_kind_that_fails_leaves_the_memories_unrated():
+    stream = MemoryStream("Ada", clock=SimulationClock(datetime(2024, 3, 1, 9)))
+    with pytest.warns(UnratedWarning):
+        [node] = add_rated(stream, _Refusing(), [{"description": "林晓说：我也是"}])
+    assert node.poignancy == FALLBACK_IMPORTANCE and unrated_ids(stream) == [node.node_id]
