@@ -499,15 +499,14 @@ def add_rated(
     Args:
         stream: the persona's :class:`~langchain_genmem.MemoryStream`.
         scorer: the importance scorer (or any object with ``score_many``).
-        items: memories as :meth:`~langchain_genmem.MemoryStream.add_many` takes them
-            (``type`` defaults to ``"event"``).
+        items: memories as :meth:`~langchain_genmem.MemoryStream.add_many` takes them.
         config: a runnable config for the rating calls.
 
     Returns:
         The nodes written, in item order.
     """
     wanted = [i for i, item in enumerate(items) if item.get("poignancy") is None]
-    pairs = [(items[i].get("type", "event"), items[i]["description"]) for i in wanted]
+    pairs = [(items[i].get("type"), items[i].get("description")) for i in wanted]
     ratings = rate_with(scorer, stream.persona, pairs, config=config) if pairs else []
     filled = [dict(item) for item in items]
     for i, score in zip(wanted, with_fallback(ratings, pairs), strict=True):

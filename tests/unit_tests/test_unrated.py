@@ -89,5 +89,5 @@ class _Refusing:
 def test_a_scorer_of_another_kind_that_fails_leaves_the_memories_unrated():
     stream = MemoryStream("Ada", clock=SimulationClock(datetime(2024, 3, 1, 9)))
     with pytest.warns(UnratedWarning):
-        [node] = add_rated(stream, _Refusing(), [{"description": "林晓说：我也是"}])
+        [node] = add_rated(stream, _Refusing(), [{"type": "chat", "description": "林晓说：我也是"}])
     assert node.poignancy == FALLBACK_IMPORTANCE and unrated_ids(stream) == [node.node_id]
