@@ -265,11 +265,10 @@ class _Reflection:
         """Write the distinct insights as thoughts, in one stream write."""
         nodes, dropped = yield from self.stages.write_back(state["insights"])
         written = [node.node_id for node in nodes]
-        everything = [*state["dropped"], *dropped]
         return {
             "status": "reflected" if written else "no_insights",
             "written": written,
-            "dropped": everything,
+            "dropped": [*state["dropped"], *dropped],
             "original_llm_calls": 1 + len(state["focal_points"]) + 2 * len(written),
         }
 
