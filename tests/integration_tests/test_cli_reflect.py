@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from typer.testing import CliRunner
 
 from langchain_genmem.cli import app
 from tests.support.processes import free_port
+from tests.support.silent_server import silent_server
 
 ISABELLA = (Path(__file__).resolve().parents[2] / "data" / "generative_agents"
             / "July1_the_ville_isabella_maria_klaus-step-3-2/personas/Isabella Rodriguez"
@@ -139,39 +138,21 @@ def test_max_calls_bounds_a_reflection_and_says_so(due_store, scripted_openai):
 
 
 @pytest.fixture
-def silent_server():
+def silent_url():
     """A server that accepts connections and never answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def hold() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    listener.close()
+    with silent_server() as url:
+        yield url
 
 
-def test_a_server_that_never_answers_is_one_line_in_bounded_time(due_store, silent_server):
-    env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": silent_server}
+def test_a_server_that_never_answers_is_one_line_in_bounded_time(due_store, silent_url):
+    env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": silent_url}
     started = time.monotonic()
     done = runner.invoke(app, ["--path", str(due_store), "reflect", "--force", "--timeout",
                                "0.5"], env=env)
     assert time.monotonic() - started < 20  # 2 tries of 0.5 s, and the retry's pause
     assert done.exit_code == 2, done.output
     assert done.output == (
-        f"error: the chat model at {silent_server} did not answer in time (timed out after "
+        f"error: the chat model at {silent_url} did not answer in time (timed out after "
         "0.5 s); raise the timeout (CallLimits(timeout=...) in the settings, genmem reflect "
         "--timeout) or use a faster model\n"
     )
