@@ -41,7 +41,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 
-from langchain_genmem.core.errors import ChatModelError
+from langchain_genmem.core.errors import ChatModelError, ValidationError
 from langchain_genmem.llm.chat import model_error
 from langchain_genmem.llm.limits import CallLimits, ReplyKind
 from langchain_genmem.llm.shapes import Shape, read_structured
@@ -171,12 +171,21 @@ class ModelCaller:
         model: any LangChain chat model.
         limits: the bounds of every call; None for the defaults.
         output: ``"auto"``, ``"structured"`` or ``"text"``.
+
+    Raises:
+        ValidationError: another output form, or limits that are not a CallLimits.
     """
 
     def __init__(
         self, model: BaseChatModel | Runnable[Any, Any], limits: CallLimits | None = None,
         output: OutputForm = "auto",
     ) -> None:
+        if output not in OUTPUT_FORMS:
+            msg = f"output: expected one of {', '.join(OUTPUT_FORMS)}, got {output!r}"
+            raise ValidationError(msg, field="output")
+        if limits is not None and not isinstance(limits, CallLimits):
+            msg = f"limits: expected a CallLimits, got {type(limits).__name__}"
+            raise ValidationError(msg, field="limits")
         self.model = model
         self.limits = limits or CallLimits()
         self.output = output

@@ -222,3 +222,11 @@ def test_any_openai_model_that_times_out_is_a_one_line_chat_model_error():
     with pytest.raises(ChatModelError, match=r"^the chat model at http://server.test/v1 did not "
                                              r"answer in time \(timed out after 2 s\)"):
         ModelCaller(model, CallLimits(timeout=2)).batch([rating_call()])
+
+
+def test_the_scorer_refuses_an_unknown_output_form_or_limits():
+    fake = FakeListChatModel(responses=["7"])
+    with pytest.raises(ValidationError, match="^output: expected one of auto, structured, text"):
+        ImportanceScorer(fake, output="json")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="^limits: expected a CallLimits, got dict"):
+        ImportanceScorer(fake, limits={"timeout": 5})  # type: ignore[arg-type]
