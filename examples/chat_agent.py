@@ -1,7 +1,9 @@
 """A chat agent with long-term Generative Agents memory, on any OpenAI-compatible server.
 
 Each turn it recalls memories for your message, answers with them in mind, stores the
-exchange with importance rated by the model, and reflects when enough has happened. Memories
+exchange with importance rated by the model, and reflects when enough has happened. A memory
+the model gives no rating for is stored with the fallback importance (a warning on stderr
+names it) and the turn goes on; a reflection that writes nothing says why. Memories
 live in a local folder, so the next run remembers this one. Recall is tuned for a chat
 (``langchain_genmem.agent.CHAT_RETRIEVAL``: hybrid dense + lexical relevance alone, measured
 best on the labelled question set), not the simulation's recency and importance weights.
@@ -73,9 +75,12 @@ def chat(args: argparse.Namespace) -> None:
             for memory in recalled:
                 print(f"  (recalled) {memory}")
             print(f"{args.name}> {out['messages'][-1].content}")
-            if out.get("reflection", {}).get("written"):
-                for node_id in out["reflection"]["written"]:
-                    print(f"  (reflected) {stream.get(node_id).description}")
+            reflection = out.get("reflection", {})
+            for node_id in reflection.get("written", []):
+                print(f"  (reflected) {stream.get(node_id).description}")
+            if reflection.get("status") in ("no_questions", "no_insights"):
+                for reason in reflection.get("reasons", []):  # why it wrote nothing
+                    print(f"  (reflection: {reason})")
         print(f"[{len(stream)} memories saved in {args.path}]")
 
 

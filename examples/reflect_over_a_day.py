@@ -28,6 +28,7 @@ from langchain_genmem import (
     create_reflection_graph,
 )
 from langchain_genmem.llm.chat import chat_model_from_env
+from langchain_genmem.llm.importance import add_rated
 from langchain_genmem.memory.stats import importance_gathered, trigger_text
 
 PERSONA = "Isabella Rodriguez"
@@ -67,12 +68,15 @@ def live_a_day(model, path: str) -> None:
     clock = SimulationClock(datetime(2023, 2, 13, 6, 0))
     scorer = ImportanceScorer(model)
     with MemoryStream(PERSONA, path=path, clock=clock, importance=scorer) as stream:
-        # the day: one event at a time, each rated by the model as it happens
+        # the day: one event at a time, each rated by the model as it happens (a rating the
+        # model does not give is the fallback importance, named by a warning)
         stream.update_settings(importance_trigger_max=20, importance_trigger_curr=20)
         for at, description, s, p, o in DAY:
             hour, minute = map(int, at.split(":"))
             clock.now = clock.now.replace(hour=hour, minute=minute)
-            node = stream.add_event(description, subject=s, predicate=p, object=o)
+            event = {"type": "event", "description": description, "subject": s,
+                     "predicate": p, "object": o}
+            [node] = add_rated(stream, scorer, [event])
             print(f"{at}  [{node.poignancy:>4.1f}] {description}")
         state = stream.state
         gathered = importance_gathered(state)
@@ -85,6 +89,9 @@ def live_a_day(model, path: str) -> None:
               f"(the original would make {out['original_llm_calls']})")
         for question in out["focal_points"]:
             print(f"  question: {question}")
+        if not out["written"]:
+            for reason in out["reasons"]:  # why nothing was written
+                print(f"  reason: {reason}")
         for node_id in out["written"]:
             thought = stream.get(node_id)
             print(f"\n{node_id} (depth {thought.depth}, poignancy {thought.poignancy:g}): "

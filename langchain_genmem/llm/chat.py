@@ -33,6 +33,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from langchain_genmem.core.errors import ChatModelError, GenMemError, error_line
 from langchain_genmem.core.extras import require_extra
+from langchain_genmem.llm.limits import CallLimits
 
 DEFAULT_MODEL = "gpt-4o-mini"
 # What a local server that checks no key gets (the OpenAI client insists on one).
@@ -58,16 +59,22 @@ def chat_model_configured(env: Mapping[str, str] | None = None) -> bool:
     return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
 
 
-def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+def chat_model_from_env(
+    env: Mapping[str, str] | None = None, *, limits: CallLimits | None = None, **kwargs: Any
+) -> Any:
     """``ChatOpenAI`` configured from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``.
 
     A server named by ``OPENAI_BASE_URL`` alone (a local one) gets a placeholder key. The
-    model's client errors (server down, key refused, no such model) are raised as one-line
-    :class:`~langchain_genmem.core.errors.ChatModelError` hints.
+    model's client errors (server down, key refused, no such model, no answer in time) are
+    raised as one-line :class:`~langchain_genmem.core.errors.ChatModelError` hints. Its
+    timeout and retries are the package's (``limits.timeout``, 60 s, and
+    ``limits.max_retries``, 1), not the client's 600 s and 2 retries.
 
     Args:
         env: the variables (default ``os.environ``).
-        **kwargs: more ``ChatOpenAI`` arguments (temperature, max_retries...).
+        limits: the call bounds whose ``timeout`` and ``max_retries`` the client gets;
+            None for the defaults.
+        **kwargs: more ``ChatOpenAI`` arguments (temperature, timeout, max_retries...).
 
     Returns:
         The chat model.
@@ -80,8 +87,10 @@ def chat_model_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> 
     env = os.environ if env is None else env
     if not chat_model_configured(env):
         raise ChatModelError(MISSING_KEY_HINT)
+    limits = limits or CallLimits()
     options: dict[str, Any] = {"model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
-                               "api_key": env.get("OPENAI_API_KEY") or LOCAL_SERVER_KEY}
+                               "api_key": env.get("OPENAI_API_KEY") or LOCAL_SERVER_KEY,
+                               "timeout": limits.timeout, "max_retries": limits.max_retries}
     if env.get("OPENAI_BASE_URL"):
         options["base_url"] = env["OPENAI_BASE_URL"]
     return _hinting_chat_openai()(**{**options, **kwargs})
@@ -121,19 +130,19 @@ def _hinting_chat_openai() -> type[BaseChatModel]:
         """``ChatOpenAI`` that raises its client's errors as one-line hints."""
 
         def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-            with _hints(self.openai_api_base):
+            with _hints(self.openai_api_base, kwargs.get("timeout", self.request_timeout)):
                 return super()._generate(*args, **kwargs)
 
         async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
-            with _hints(self.openai_api_base):
+            with _hints(self.openai_api_base, kwargs.get("timeout", self.request_timeout)):
                 return await super()._agenerate(*args, **kwargs)
 
         def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-            with _hints(self.openai_api_base):
+            with _hints(self.openai_api_base, kwargs.get("timeout", self.request_timeout)):
                 yield from super()._stream(*args, **kwargs)
 
         async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-            with _hints(self.openai_api_base):
+            with _hints(self.openai_api_base, kwargs.get("timeout", self.request_timeout)):
                 async for chunk in super()._astream(*args, **kwargs):
                     yield chunk
 
@@ -142,12 +151,12 @@ def _hinting_chat_openai() -> type[BaseChatModel]:
 
 
 @contextmanager
-def _hints(base: str | None) -> Iterator[None]:
+def _hints(base: str | None, timeout: Any = None) -> Iterator[None]:
     """Re-raise an error of the OpenAI client as the :func:`model_error` hint."""
     try:
         yield
     except Exception as e:
-        hint = model_error(e, base=base)
+        hint = model_error(e, base=base, timeout=timeout)
         if hint is None:
             raise
         raise hint from e
@@ -182,15 +191,19 @@ class UnconfiguredChatModel(BaseChatModel):
         raise ChatModelError(self.hint)
 
 
-def model_error(error: BaseException, *, base: str | None = None) -> ChatModelError | None:
+def model_error(
+    error: BaseException, *, base: str | None = None, timeout: Any = None
+) -> ChatModelError | None:
     """A one-line hint for an error of the OpenAI client, or None for any other error.
 
     An unreachable server, a refused key or an unknown model says which variable to check
-    instead of a traceback.
+    instead of a traceback; a server that did not answer in time says after how long, and
+    which setting to raise.
 
     Args:
         error: what the chat model raised.
         base: the server's address, for the message (default ``OPENAI_BASE_URL``).
+        timeout: the call's timeout in seconds, for the message of a timeout.
 
     Returns:
         The hint as a ChatModelError, or None when the error is not the client's.
@@ -202,7 +215,14 @@ def model_error(error: BaseException, *, base: str | None = None) -> ChatModelEr
     base = base or os.environ.get("OPENAI_BASE_URL")
     where = f"the chat model at {base}" if base else "the OpenAI API"
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if isinstance(error, openai.APIConnectionError):
+    if isinstance(error, openai.APITimeoutError):  # before its base, APIConnectionError
+        after = f" after {timeout:g} s" if isinstance(timeout, (int, float)) else ""
+        msg = (
+            f"{where} did not answer in time (timed out{after}); raise the timeout "
+            "(CallLimits(timeout=...) in the settings, genmem reflect --timeout) or use a "
+            "faster model"
+        )
+    elif isinstance(error, openai.APIConnectionError):
         if base:
             fix = (f"start that server, point OPENAI_BASE_URL at one that runs ({LOCAL_SERVERS}), "
                    "or unset it and set OPENAI_API_KEY for OpenAI")

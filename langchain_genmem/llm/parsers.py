@@ -32,9 +32,15 @@ Rules shared by all readers:
 Ratings (:func:`parse_rating`, :func:`parse_ratings`):
 
 * The rating is the number after a word such as ``Rating``, ``Rate``, ``Score``,
-  ``评分``; otherwise the first number of the text (after a leading ``1.`` numbering that
-  is followed by another number). Mentions of the scale itself (``1-10``, ``1 to 10``,
-  ``between 1 and 10``, ``满分10分``) are skipped.
+  ``评分``; otherwise the number the text starts with (after a leading ``1.`` numbering
+  that is followed by another number), or the only number of the text. Mentions of the
+  scale itself (``1-10``, ``1 to 10``, ``between 1 and 10``, ``满分10分``, ``1 is purely
+  mundane``, ``10 = poignant``) are skipped.
+* Never silently wrong: a reply that repeats the importance prompt is read only after the
+  last words it repeats ("Rate (return a number between 1 to 10):"); a reply with several
+  numbers and no rating word names no single rating; a numbered line that repeats a
+  numbered list ("1. 1. 玛丽亚…", "1. [event] …") is an echo. Each is no rating (a
+  ParseError, or None in a batch), not the 1 of the scale or of a list label.
 * Denominators are honoured: ``a/b`` and ``a out of b`` read as ``a / b * high``
   (``7/10`` is 7, ``4/5`` is 8 on a 1-10 scale), ``a%`` as ``a / 100 * high``.
 * Decimals round half up (``7.5`` is 8, ``7.49`` is 7).
@@ -208,38 +214,89 @@ _VALUE_LIST = re.compile(
 )
 _KEYED_VALUE = re.compile(
     r"(?:rating|rated|rate|score|poignancy|importance|评分|打分|分数|得分|重要性|重要程度)"
-    rf"(?:\s|[:：=]|is\b|of\b|为|是|了)*?{_VALUE_SRC}",
+    rf"(?:\s|[:：=]|is\b|of\b|it\b|this\b|that\b|as\b|an?\b|为|是|了)*?{_VALUE_SRC}",
     re.I,
+)
+
+
+# Words of the importance prompts: a reply holding them echoes the prompt, and only what
+# follows the last of them can be the answer.
+_ECHO = re.compile(
+    r"on the scale of|return a number|rate the likely poignancy|rate each memory", re.I
 )
 
 
 @lru_cache(maxsize=16)
 def _scale(low: int, high: int) -> re.Pattern[str]:
-    """Return the pattern of mentions of the scale itself, such as ``1 to 10``."""
+    """Return the pattern of mentions of the scale itself, such as ``1 to 10``.
+
+    The ends of the scale described ("1 is purely mundane", "10 is extremely poignant",
+    "10 = very important") are mentions too.
+    """
     if low >= high:
         msg = f"low, high: expected low < high, got {low!r} and {high!r}"
         raise ValidationError(msg, field="low")
     return re.compile(
         rf"(?<![\d.]){low}\s*(?:-|–|—|~|～|to|到|至|and|和|或)\s*{high}(?![\d.])"
-        rf"|满分\s*{high}\s*分?",
+        rf"|满分\s*{high}\s*分?"
+        rf"|(?<![\d.])(?:{low}|{high})(?![\d.])\s*(?:is\b|=|means\b|代表|表示|是)",
         re.I,
     )
 
 
-def _read_rating(value: Any, low: int, high: int) -> int | None:
-    """Read one rating from a text (or JSON value), or None when it holds no number."""
-    text = _scale(low, high).sub(" ", _clean(str(value)))
-    match = _KEYED_VALUE.search(text)
-    if match is None:
-        label, rest = _split_label(text)
-        match = _VALUE.search(rest if label is not None and rest[:1].isdigit() else text)
-    if match is None:
-        return None
+def _number_at(match: re.Match[str], high: int) -> float:
     number = float(match["num"])  # a 400-digit number is inf, clamped below
     if match["pct"]:
-        number = number / 100 * high
-    elif match["den"] and float(match["den"]) > 0:
-        number = number / float(match["den"]) * high
+        return number / 100 * high
+    if match["den"] and float(match["den"]) > 0:
+        return number / float(match["den"]) * high
+    return number
+
+
+def _unkeyed(text: str, whole: bool) -> re.Match[str] | None:
+    """The one rating a text without a rating word names, or None.
+
+    A text that starts with a number names it (after an item number followed by another
+    number: "1. 7"). A list label followed by another one ("1. 1. text") echoes a numbered
+    list: no rating; so does a label followed by words in an item of a batch (``whole``
+    False), while a whole reply "7. It is a turning point" rates 7. Otherwise the text must
+    hold one value only.
+    """
+    label, rest = _split_label(text)
+    if label is not None:
+        if rest[:1].isdigit():
+            inner, _ = _split_label(rest)
+            return None if inner is not None else _VALUE.match(rest)
+        if not whole:
+            return None
+        return _VALUE.match(text.lstrip())
+    found = list(_VALUE.finditer(text))
+    leading = found and not text[: found[0].start()].strip()
+    if leading or len({m.group() for m in found}) == 1:
+        return found[0]
+    return None
+
+
+def _after_echo(text: str) -> str:
+    """What follows the last words of the prompt a reply repeats (all of it: none)."""
+    echoes = list(_ECHO.finditer(text))
+    return text[echoes[-1].end() :] if echoes else text
+
+
+# A memory of the batched prompt's list, marked with its type: an echo, not an answer.
+_MARKED_MEMORY = re.compile(r"\s*\[(?:event|thought|chat)\]", re.I)
+
+
+def _read_rating(value: Any, low: int, high: int, whole: bool = False) -> int | None:
+    """Read one rating from a text (or JSON value), or None when it names no single one."""
+    text = _after_echo(_clean(str(value)))
+    if _MARKED_MEMORY.match(_split_label(text)[1]):
+        return None
+    text = _scale(low, high).sub(" ", text)
+    match = _KEYED_VALUE.search(text) or _unkeyed(text, whole)
+    if match is None:
+        return None
+    number = _number_at(match, high)
     if math.isnan(number):  # inf / inf: no rating can be read from it
         return None
     return math.floor(min(max(number, low), high) + 0.5)
@@ -264,7 +321,7 @@ def parse_rating(text: str, *, low: int = 1, high: int = 10) -> int:
         ParseError: the reply holds no number (the reply is kept on the error).
     """
     text = prepare_reply(text)
-    rating = _read_rating(text, low, high)
+    rating = _read_rating(text, low, high, whole=True)
     if rating is None:
         msg = f"no rating between {low} and {high} in the reply"
         raise ParseError(msg, reply=text)

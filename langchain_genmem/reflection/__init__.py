@@ -9,6 +9,8 @@
   :func:`~langchain_genmem.llm.parsers.parse_insights`.
 * :mod:`~langchain_genmem.llm.prompts`: the prompts, as ``DEFAULT_*_PROMPT`` constants.
 * :mod:`~langchain_genmem.reflection.state`: the graph's input, state and output.
+* :class:`ReflectionSettings`: the knobs of a reflection, declared once; every entry point
+  takes ``settings=``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from langchain_genmem.reflection.conversation import (
 from langchain_genmem.reflection.graph import (
     DEFAULT_REFLECTION_PROMPTS,
     PROMPT_FIELDS,
+    STRUCTURED_REFLECTION_PROMPTS,
     create_reflection_graph,
 )
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.reflection.state import (
     Dropped,
     Insight,
@@ -47,12 +51,14 @@ from langchain_genmem.reflection.stepwise import (
 __all__ = [
     "DEFAULT_REFLECTION_PROMPTS",
     "PROMPT_FIELDS",
+    "STRUCTURED_REFLECTION_PROMPTS",
     "ConversationReflection",
     "Dropped",
     "Insight",
     "QuestionInsights",
     "ReflectionInput",
     "ReflectionOutput",
+    "ReflectionSettings",
     "ReflectionState",
     "ReflectionStatus",
     "TriggerPolicy",

@@ -27,11 +27,13 @@ from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.text import has_letter, limits, prepare_reply
 from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.shapes import sentence_shape
 from langchain_genmem.memory.stream import MemoryStream
-from langchain_genmem.reflection.graph import resolve_prompts
-from langchain_genmem.reflection.stages import Draft, write_thoughts
+from langchain_genmem.reflection.graph import prompt_set
+from langchain_genmem.reflection.settings import ReflectionSettings
+from langchain_genmem.reflection.stages import Draft, PromptSet, write_thoughts
 from langchain_genmem.reflection.state import Dropped
-from langchain_genmem.reflection.steps import Ask, Runner, Step, drop, excerpt, messages
+from langchain_genmem.reflection.steps import Ask, Runner, Step, drop, excerpt
 
 __all__ = ["ConversationReflection", "areflect_on_conversation", "reflect_on_conversation"]
 
@@ -125,15 +127,16 @@ def _prepare(
 
 def _reflect(
     stream: MemoryStream,
-    prompts: Mapping[str, str],
+    prompts: PromptSet,
     chat: MemoryNode,
     partner: str,
     conversation: str,
 ) -> Step[ConversationReflection]:
     persona = stream.persona
-    fields = {"conversation": conversation, "persona": persona, "partner": partner}
+    fields = {"conversation": conversation, "partner": partner}
     asked = ("planning", "memo")
-    replies = yield Ask([messages("", prompts[name].format(**fields)) for name in asked])
+    replies = yield Ask([prompts.call(name, persona, "sentence", sentence_shape(), **fields)
+                         for name in asked])
     planning, memo = (sentence(persona, reply) for reply in replies)
     texts = {"planning": f"For {persona}'s planning: {planning}" if planning else None,
              "memo": memo}
@@ -166,10 +169,11 @@ def _setup(
     conversation: str | None,
     importance: ImportanceScorer | None,
     prompts: Mapping[str, str] | None,
+    settings: ReflectionSettings | None,
 ) -> tuple[Runner, Step[ConversationReflection]]:
-    chosen = resolve_prompts(prompts, CONVERSATION_PROMPTS)
+    chosen = prompt_set(prompts, CONVERSATION_PROMPTS)
     chat, text = _prepare(stream, partner, conversation)
-    runner = Runner(model, stream, importance or ImportanceScorer(model))
+    runner = Runner(model, stream, importance, ReflectionSettings.merged(settings))
     return runner, _reflect(stream, chosen, chat, partner, text)
 
 
@@ -182,6 +186,7 @@ def reflect_on_conversation(
     importance: ImportanceScorer | None = None,
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
+    settings: ReflectionSettings | None = None,
 ) -> ConversationReflection:
     """Write the planning thought and the memo of a conversation that just ended.
 
@@ -204,6 +209,8 @@ def reflect_on_conversation(
             ``{conversation}``, ``{persona}``, ``{partner}``; see
             :data:`~langchain_genmem.reflection.graph.DEFAULT_REFLECTION_PROMPTS`).
         config: a runnable config for the model calls (callbacks, tags).
+        settings: the calls' bounds (``limits.sentence`` for the two texts), output form
+            and budget; None for the defaults.
 
     Returns:
         The thoughts written, the chat, and the call counts.
@@ -211,9 +218,9 @@ def reflect_on_conversation(
     Raises:
         ValidationError: no chat with ``partner``, no conversation text, or bad prompts.
     """
-    runner, step = _setup(model, stream, partner, conversation, importance, prompts)
-    result, calls = runner.run(step, config)
-    return replace(result, llm_calls=calls)
+    runner, step = _setup(model, stream, partner, conversation, importance, prompts, settings)
+    result, calls, skipped = runner.run(step, config)
+    return replace(result, llm_calls=calls, dropped=result.dropped + skipped)
 
 
 async def areflect_on_conversation(
@@ -225,8 +232,9 @@ async def areflect_on_conversation(
     importance: ImportanceScorer | None = None,
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
+    settings: ReflectionSettings | None = None,
 ) -> ConversationReflection:
     """Async :func:`reflect_on_conversation`: the same calls and results."""
-    runner, step = _setup(model, stream, partner, conversation, importance, prompts)
-    result, calls = await runner.arun(step, config)
-    return replace(result, llm_calls=calls)
+    runner, step = _setup(model, stream, partner, conversation, importance, prompts, settings)
+    result, calls, skipped = await runner.arun(step, config)
+    return replace(result, llm_calls=calls, dropped=result.dropped + skipped)

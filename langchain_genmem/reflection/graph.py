@@ -19,7 +19,6 @@ run the same stages.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -43,9 +42,18 @@ from langchain_genmem.llm.prompts import (
     DEFAULT_MEMO_PROMPT,
     DEFAULT_PLANNING_THOUGHT_PROMPT,
     DEFAULT_QUESTIONS_SYSTEM_PROMPT,
+    STRUCTURED_BATCH_TRIPLE_PROMPT,
+    STRUCTURED_CONDENSE_PROMPT,
+    STRUCTURED_CONDENSE_SYSTEM_PROMPT,
+    STRUCTURED_FOCAL_POINTS_PROMPT,
+    STRUCTURED_INSIGHTS_PROMPT,
+    STRUCTURED_INSIGHTS_SYSTEM_PROMPT,
+    STRUCTURED_MEMO_PROMPT,
+    STRUCTURED_PLANNING_THOUGHT_PROMPT,
 )
 from langchain_genmem.memory.stream import MemoryStream
-from langchain_genmem.reflection.stages import Stages
+from langchain_genmem.reflection.settings import UNSET, ReflectionSettings
+from langchain_genmem.reflection.stages import PromptSet, Stages
 from langchain_genmem.reflection.state import (
     QuestionTask,
     ReflectionInput,
@@ -57,7 +65,12 @@ from langchain_genmem.reflection.state import (
 from langchain_genmem.reflection.steps import GraphNode, Runner, Step, retrieve_evidence
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
-__all__ = ["DEFAULT_REFLECTION_PROMPTS", "PROMPT_FIELDS", "create_reflection_graph"]
+__all__ = [
+    "DEFAULT_REFLECTION_PROMPTS",
+    "PROMPT_FIELDS",
+    "STRUCTURED_REFLECTION_PROMPTS",
+    "create_reflection_graph",
+]
 
 # --- prompts -------------------------------------------------------------------------------
 
@@ -76,6 +89,22 @@ DEFAULT_REFLECTION_PROMPTS: Mapping[str, str] = MappingProxyType(
 )
 """The prompts of reflection by name, as ``prompts={...}`` overrides them. A ``*_system``
 prompt is the system message of the call of the same name; "" sends none."""
+
+STRUCTURED_REFLECTION_PROMPTS: Mapping[str, str] = MappingProxyType(
+    {
+        **DEFAULT_REFLECTION_PROMPTS,
+        "focal_points": STRUCTURED_FOCAL_POINTS_PROMPT,
+        "insights": STRUCTURED_INSIGHTS_PROMPT,
+        "insights_system": STRUCTURED_INSIGHTS_SYSTEM_PROMPT,
+        "condense": STRUCTURED_CONDENSE_PROMPT,
+        "condense_system": STRUCTURED_CONDENSE_SYSTEM_PROMPT,
+        "triples": STRUCTURED_BATCH_TRIPLE_PROMPT,
+        "planning": STRUCTURED_PLANNING_THOUGHT_PROMPT,
+        "memo": STRUCTURED_MEMO_PROMPT,
+    }
+)
+"""The same prompts in the structured form (a JSON schema shapes the reply); a prompt given
+by name in ``prompts={...}`` replaces both forms."""
 
 PROMPT_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
@@ -133,6 +162,23 @@ def resolve_prompts(given: Mapping[str, str] | None, names: Sequence[str]) -> di
     return out
 
 
+def prompt_set(given: Mapping[str, str] | None, names: Sequence[str]) -> PromptSet:
+    """The prompts ``names`` in both forms, the overrides of ``given`` checked and used in both.
+
+    Args:
+        given: overrides by name, or None.
+        names: the prompts the caller uses.
+
+    Returns:
+        The prompts.
+
+    Raises:
+        ValidationError: as :func:`resolve_prompts`.
+    """
+    text = resolve_prompts(given, names)
+    structured = {name: (given or {}).get(name, STRUCTURED_REFLECTION_PROMPTS[name])
+                  for name in names}
+    return PromptSet(text=text, structured=structured)
 
 
 # --- the nodes -------------------------------------------------------------------------------
@@ -150,9 +196,11 @@ class _Reflection:
         forced = self.force if state.get("force") is None else bool(state.get("force"))
         report, memories = self.stages.trigger()
         report["forced"] = forced
+        due = report["due"] or forced
         return {
             "force": None,
-            "status": "running" if report["due"] or forced else "not_due",
+            "status": "running" if due else "not_due",
+            "reasons": [] if due else [report["explanation"]],
             "trigger": report,
             "memories": [n.node_id for n in memories],
             "focal_points": [],
@@ -195,7 +243,9 @@ class _Reflection:
     def retrieve(self, task: QuestionTask, config: RunnableConfig) -> dict[str, Any]:
         """Retrieve the evidence of one question (access times left for the join)."""
         s = self.stages
-        node_ids = retrieve_evidence(s.retriever, task["question"], s.k, s.relevance_min, config)
+        chosen = s.settings
+        node_ids = retrieve_evidence(s.retriever, task["question"], chosen.k,
+                                     chosen.relevance_min, config)
         found = Retrieved(index=task["index"], question=task["question"], node_ids=node_ids)
         return {"retrieved": [found]}
 
@@ -224,29 +274,13 @@ class _Reflection:
 
     def reset_trigger(self, state: ReflectionState) -> dict[str, Any]:
         """Counters policy: set the trigger counters back; the window policy keeps none."""
-        if self.stages.policy != "counters":
+        if self.stages.settings.trigger != "counters":
             return {"reset": False}
         self.stages.stream.reset_reflection_trigger()
         return {"reset": True}
 
 
 # --- the factory -----------------------------------------------------------------------------
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        msg = f"{name}: expected an integer >= 1, got {value!r}"
-        raise ValidationError(msg, field=name)
-    return value
-
-
-def _number_or_none(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        msg = f"{name}: expected a number or None, got {value!r}"
-        raise ValidationError(msg, field=name)
-    return float(value)
 
 
 def check_model(model: Any) -> None:
@@ -268,21 +302,20 @@ def make_stages(
     stream: Any,
     *,
     retriever: GenerativeAgentsRetriever | None = None,
-    trigger: TriggerPolicy = "counters",
-    window: int = 50,
-    threshold: float | None = None,
-    n_focal_points: int = 3,
-    n_insights: int = 5,
-    max_insights: int = 5,
-    k: int = 30,
-    relevance_min: float | None = None,
+    settings: ReflectionSettings,
     prompts: Mapping[str, str] | None = None,
     scale: float = 1.0,
 ) -> Stages:
-    """Check the settings of a reflection and build its :class:`Stages` (validate, normalise).
+    """Check the model, stream and retriever of a reflection and build its :class:`Stages`.
 
-    The arguments are those of :func:`create_reflection_graph`; ``scale`` is what the window
-    trigger divides the poignancy sum by (``threshold`` is on that scale).
+    Args:
+        model: the chat model.
+        stream: the persona's stream.
+        retriever: the evidence retriever (over ``stream``), or None for the persona's.
+        settings: the reflection's settings (already checked).
+        prompts: overrides of the prompts by name.
+        scale: what the window trigger divides the poignancy sum by (``threshold`` is on
+            that scale).
 
     Returns:
         The stages, the retriever copied with ``update_access=False``.
@@ -297,29 +330,15 @@ def make_stages(
     ):
         msg = "retriever: expected a GenerativeAgentsRetriever over the same stream"
         raise ValidationError(msg, field="retriever")
-    if trigger not in ("counters", "window"):
-        msg = f"trigger: expected 'counters' or 'window', got {trigger!r}"
-        raise ValidationError(msg, field="trigger")
-    sizes = {"window": window, "n_focal_points": n_focal_points, "n_insights": n_insights,
-             "max_insights": max_insights, "k": k}
-    for field, value in sizes.items():
-        _positive_int(field, value)
     if retriever is None:
-        retriever = GenerativeAgentsRetriever(stream=stream, k=k, update_access=False)
+        retriever = GenerativeAgentsRetriever(stream=stream, k=settings.k, update_access=False)
     else:
         retriever = retriever.model_copy(update={"update_access": False})
     return Stages(
         stream=stream,
         retriever=retriever,
-        prompts=resolve_prompts(prompts, GRAPH_PROMPTS),
-        policy=trigger,
-        window=window,
-        threshold=_number_or_none("threshold", threshold),
-        n_focal_points=n_focal_points,
-        n_insights=n_insights,
-        max_insights=max_insights,
-        k=k,
-        relevance_min=_number_or_none("relevance_min", relevance_min),
+        prompts=prompt_set(prompts, GRAPH_PROMPTS),
+        settings=settings,
         scale=scale,
     )
 
@@ -328,16 +347,17 @@ def create_reflection_graph(
     model: BaseChatModel,
     stream: MemoryStream,
     *,
+    settings: ReflectionSettings | None = None,
     retriever: GenerativeAgentsRetriever | None = None,
     importance: ImportanceScorer | None = None,
-    trigger: TriggerPolicy = "counters",
-    window: int = 50,
-    threshold: float | None = None,
-    n_focal_points: int = 3,
-    n_insights: int = 5,
-    max_insights: int = 5,
-    k: int = 30,
-    relevance_min: float | None = None,
+    trigger: TriggerPolicy = UNSET,
+    window: int = UNSET,
+    threshold: float | None = UNSET,
+    n_focal_points: int = UNSET,
+    n_insights: int = UNSET,
+    max_insights: int = UNSET,
+    k: int = UNSET,
+    relevance_min: float | None = UNSET,
     prompts: Mapping[str, str] | None = None,
     force: bool = False,
     checkpointer: Any = None,
@@ -400,26 +420,38 @@ def create_reflection_graph(
     Output (:class:`~langchain_genmem.reflection.state.ReflectionOutput`): ``status``,
     ``trigger``, ``memories``, ``focal_points``, ``insights``, ``dropped``, ``written``,
     ``llm_calls`` (every model call of the run, the scorer's included, counted by a
-    callback) and ``original_llm_calls`` (1 + questions + 2 x thoughts written: the
-    original's separate triple and poignancy call per thought). Input: ``{"force": True}``
+    callback), ``original_llm_calls`` (1 + questions + 2 x thoughts written: the
+    original's separate triple and poignancy call per thought) and ``reasons`` (what was
+    dropped or skipped, one human-readable line each: why nothing was written when the
+    status is ``"no_questions"`` or ``"no_insights"``). Input: ``{"force": True}``
     reflects even if not due; ``{}`` uses the graph's ``force``.
+
+    Calls: every call is bounded (``settings.limits``: ``max_tokens`` of its kind, timeout)
+    and asked in ``settings.output``'s form; a run makes at most ``settings.max_calls``
+    calls, the steps left when they are spent are skipped (a ``"budget_spent"`` record). A
+    thought the model gives no rating for gets the fallback importance and is listed as
+    unrated (:func:`~langchain_genmem.llm.importance.unrated_ids`).
 
     Args:
         model: any LangChain chat model.
         stream: the persona's memory stream.
+        settings: the reflection's settings
+            (:class:`~langchain_genmem.reflection.settings.ReflectionSettings`); None for
+            the defaults.
         retriever: the retriever of the evidence (over ``stream``); None builds one with
             the persona's weights. It is used with ``update_access=False`` (see above).
-        importance: the poignancy scorer; None uses ``ImportanceScorer(model)``.
-        trigger: ``"counters"`` or ``"window"``.
-        window: memories in the window (window policy, and counters after a reset).
-        threshold: the window policy's threshold; None for the persona's trigger max.
-        n_focal_points: questions to ask.
-        n_insights: insights asked per question.
-        max_insights: the most insights kept per question.
-        k: memories retrieved per question.
-        relevance_min: keep only evidence whose normalised relevance is above this (seed
-            004's per-question ``relevance > 0.5``): every memory is scored, those at or
-            below are left out, and the best ``k`` of the rest are kept. None keeps all.
+        importance: the poignancy scorer; None uses ``ImportanceScorer(model)`` with the
+            settings' bounds and output form.
+        trigger: overrides ``settings.trigger``: ``"counters"`` or ``"window"``.
+        window: overrides ``settings.window``.
+        threshold: overrides ``settings.threshold``.
+        n_focal_points: overrides ``settings.n_focal_points``.
+        n_insights: overrides ``settings.n_insights``.
+        max_insights: overrides ``settings.max_insights``.
+        k: overrides ``settings.k``.
+        relevance_min: overrides ``settings.relevance_min`` (the stepwise design's
+            per-question ``relevance > 0.5``): every memory is scored, those at or below
+            are left out, and the best ``k`` of the rest are kept.
         prompts: overrides of :data:`DEFAULT_REFLECTION_PROMPTS` by name:
             ``focal_points``, ``insights``, ``condense``, ``triples`` and the system
             prompts ``focal_points_system``, ``insights_system``, ``condense_system``.
@@ -446,21 +478,13 @@ def create_reflection_graph(
             out = graph.invoke({"force": True})
             out["status"], out["written"], out["llm_calls"], out["original_llm_calls"]
     """
-    stages = make_stages(
-        model,
-        stream,
-        retriever=retriever,
-        trigger=trigger,
-        window=window,
-        threshold=threshold,
-        n_focal_points=n_focal_points,
-        n_insights=n_insights,
-        max_insights=max_insights,
-        k=k,
+    settings = ReflectionSettings.merged(
+        settings, trigger=trigger, window=window, threshold=threshold,
+        n_focal_points=n_focal_points, n_insights=n_insights, max_insights=max_insights, k=k,
         relevance_min=relevance_min,
-        prompts=prompts,
     )
-    runner = Runner(model, stream, importance or ImportanceScorer(model))
+    stages = make_stages(model, stream, retriever=retriever, settings=settings, prompts=prompts)
+    runner = Runner(model, stream, importance, settings)
     nodes = _Reflection(stages=stages, force=bool(force))
     # nodes
     builder = StateGraph(

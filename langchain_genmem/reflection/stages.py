@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-
-from langchain_genmem.core.errors import ParseError
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.text import unique
+from langchain_genmem.llm.calls import Call
+from langchain_genmem.llm.importance import mark_unrated, with_fallback
+from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, ReplyKind
 from langchain_genmem.llm.parsers import (
     format_numbered,
     parse_focal_points,
@@ -29,14 +29,15 @@ from langchain_genmem.llm.parsers import (
     parse_triples,
 )
 from langchain_genmem.llm.parsers import text_key as _text_key
+from langchain_genmem.llm.shapes import Shape, insights_shape, questions_shape, triples_shape
 from langchain_genmem.memory.stats import GATHERED, importance_gathered, trigger_text
 from langchain_genmem.memory.stream import MemoryStream, thought_expiration
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.reflection.state import (
     Dropped,
     Insight,
     QuestionInsights,
     Retrieved,
-    TriggerPolicy,
     TriggerReport,
 )
 from langchain_genmem.reflection.steps import Ask, Retrieve, Score, Step, Write, drop, excerpt
@@ -46,6 +47,7 @@ from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 __all__ = [
     "FALLBACK_POIGNANCY",
     "Draft",
+    "PromptSet",
     "Stages",
     "candidates",
     "cited_line",
@@ -55,8 +57,9 @@ __all__ = [
     "write_thoughts",
 ]
 
-FALLBACK_POIGNANCY = 4.0
-"""The poignancy of a thought the scorer could not rate (the original's fail-safe rating)."""
+FALLBACK_POIGNANCY = FALLBACK_IMPORTANCE
+"""The poignancy of a thought the scorer could not rate: the llm layer's
+:data:`~langchain_genmem.llm.limits.FALLBACK_IMPORTANCE` (the original's fail-safe rating)."""
 
 FORCE_HINT = 'force=True (a deployed graph: the input {"force": true}) reflects now'
 """How to reflect when the trigger is not due, in every trigger report."""
@@ -71,11 +74,33 @@ def candidates(stream: MemoryStream) -> list[MemoryNode]:
     return [n for n in nodes if "idle" not in n.embedding_key]
 
 
-def ask(prompts: Mapping[str, str], name: str, persona: str, **fields: Any) -> list[BaseMessage]:
-    """The messages of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``."""
-    fields["persona"] = persona
-    system = prompts.get(f"{name}_system", "").format(**fields)
-    return _messages(system, prompts[name].format(**fields))
+@dataclass(frozen=True)
+class PromptSet:
+    """The prompts of reflection by name, in both forms (text and structured).
+
+    Attributes:
+        text: the text prompts (the original's formats).
+        structured: the prompts asking for the JSON of a schema; a prompt given by name
+            replaces both.
+    """
+
+    text: Mapping[str, str]
+    structured: Mapping[str, str]
+
+    def call(
+        self, name: str, persona: str, kind: ReplyKind, shape: Shape, *, items: int = 1,
+        **fields: Any,
+    ) -> Call:
+        """The call of prompt ``name`` (and its ``*_system`` prompt) filled with ``fields``.
+
+        ``items`` is how many items a batch holds (its ``max_tokens``).
+        """
+        fields["persona"] = persona
+        forms = [
+            _messages(p.get(f"{name}_system", "").format(**fields), p[name].format(**fields))
+            for p in (self.text, self.structured)
+        ]
+        return Call(forms[0], kind, items, shape=shape, structured=forms[1])
 
 
 def cited_line(text: str, numbers: Sequence[int]) -> str:
@@ -84,12 +109,13 @@ def cited_line(text: str, numbers: Sequence[int]) -> str:
 
 
 def condense_request(
-    prompts: Mapping[str, str],
+    prompts: PromptSet,
     persona: str,
     insights: Sequence[tuple[str, Sequence[int]]],
     n: int,
     question: str = "",
-) -> list[BaseMessage]:
+    shown: int | None = None,
+) -> Call:
     """The condense call for some insights: numbered from 1, citations in square brackets.
 
     Args:
@@ -98,12 +124,17 @@ def condense_request(
         insights: (text, cited numbers) pairs.
         n: the most bullet points to keep.
         question: the focal point, for prompts that show it.
+        shown: how many statements the citations may name (numbers 0 to shown - 1); None:
+            the numbers cited.
 
     Returns:
-        The messages.
+        The call.
     """
     listed = format_numbered([cited_line(text, cited) for text, cited in insights], start=1)
-    return ask(prompts, "condense", persona, insights=listed, n=n, question=question)
+    cited = sorted({c for _, numbers in insights for c in numbers})
+    numbers = list(range(shown)) if shown is not None else cited
+    return prompts.call("condense", persona, "condense", insights_shape(numbers or [0], n),
+                        insights=listed, n=n, question=question)
 
 
 def read_insights(
@@ -169,15 +200,17 @@ def merge(per_question: Sequence[QuestionInsights]) -> tuple[list[Draft], list[D
 
 
 def write_thoughts(
-    stream: MemoryStream, prompts: Mapping[str, str], drafts: Sequence[Draft], stage: str
+    stream: MemoryStream, prompts: PromptSet, drafts: Sequence[Draft], stage: str
 ) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
     """Structure and store thoughts: one triple call, one scoring call, one write.
 
     The triples come from one batched call (prompt ``"triples"``); a thought whose triple is
     unreadable gets (persona, ``"reflect"``, its topic) and a ``"triple_fallback"`` record.
-    Poignancy comes from one ``score_many`` call with the thought prompt; if the scorer
-    finds no rating even asking a thought alone, every thought of the write gets
-    :data:`FALLBACK_POIGNANCY` and a ``"rating_fallback"`` record. Every thought is
+    Poignancy comes from one ``score_many`` call with the thought prompt; a thought the
+    scorer finds no rating for, even asking it alone, gets :data:`FALLBACK_POIGNANCY`, a
+    ``"rating_fallback"`` record, an
+    :class:`~langchain_genmem.llm.importance.UnratedWarning` and a place in the persona's
+    unrated list (:func:`~langchain_genmem.llm.importance.unrated_ids`). Every thought is
     created at the stream's clock, expires 30 days later (as in the original), and takes
     its keywords from its triple (the stream's rule); the stream computes its depth.
 
@@ -192,17 +225,17 @@ def write_thoughts(
     """
     persona = stream.persona
     statements = format_numbered([draft.text for draft in drafts], start=1)
-    fields = {"statements": statements, "n": len(drafts), "persona": persona}
-    [reply] = yield Ask([_messages("", prompts["triples"].format(**fields))])
-    triples = parse_triples(reply, len(drafts), fallback_subject=persona)
-    dropped: list[Dropped] = []
+    n = len(drafts)
+    [reply] = yield Ask([prompts.call("triples", persona, "triples", triples_shape(n), items=n,
+                                      statements=statements, n=n)])
+    triples = parse_triples(reply, n, fallback_subject=persona)
     ratings = yield Score([("thought", draft.text) for draft in drafts])
-    if isinstance(ratings, ParseError):
-        dropped.append(drop(stage, "rating_fallback", text=excerpt(ratings.reply)))
-        ratings = [FALLBACK_POIGNANCY] * len(drafts)
+    dropped = [drop(stage, "rating_fallback", text=draft.text)
+               for draft, rating in zip(drafts, ratings, strict=True) if rating is None]
+    scores = with_fallback(ratings, [("thought", draft.text) for draft in drafts])
     created = stream.clock()
     items: list[dict[str, Any]] = []
-    for draft, triple, rating in zip(drafts, triples, ratings, strict=False):
+    for draft, triple, rating in zip(drafts, triples, scores, strict=False):
         if triple is None:
             triple = (persona, "reflect", draft.topic)
             dropped.append(drop(stage, "triple_fallback", text=draft.text))
@@ -221,6 +254,7 @@ def write_thoughts(
             }
         )
     nodes = yield Write(items)
+    mark_unrated(stream, [n.node_id for n, r in zip(nodes, ratings, strict=True) if r is None])
     return nodes, dropped
 
 
@@ -234,35 +268,22 @@ class Stages:
     Attributes:
         stream: the persona's stream.
         retriever: the evidence retriever; used with ``update_access=False``.
-        prompts: the prompts by name, checked.
-        policy: the trigger policy.
-        window: memories in the window.
-        threshold: the window policy's threshold, on the trigger's scale; None for the
-            persona's ``importance_trigger_max``.
-        n_focal_points: questions to ask.
-        n_insights: insights asked per question.
-        max_insights: the most insights kept per question.
-        k: memories retrieved per question.
-        relevance_min: keep only evidence whose normalised relevance is above this.
+        prompts: the prompts by name, checked, in both forms.
+        settings: the reflection's settings (trigger, sizes, ``k``, ``relevance_min``;
+            the window threshold is on the trigger's scale; None: the persona's
+            ``importance_trigger_max``).
         scale: what the window trigger divides the poignancy sum by (10 for the stepwise design's
             0.1-1.0 importance); its value and threshold are on that scale.
     """
 
     stream: MemoryStream
     retriever: GenerativeAgentsRetriever
-    prompts: dict[str, str]
-    policy: TriggerPolicy = "counters"
-    window: int = 50
-    threshold: float | None = None
-    n_focal_points: int = 3
-    n_insights: int = 5
-    max_insights: int = 5
-    k: int = 30
-    relevance_min: float | None = None
+    prompts: PromptSet
+    settings: ReflectionSettings
     scale: float = 1.0
 
-    def _ask(self, name: str, **fields: Any) -> list[BaseMessage]:
-        return ask(self.prompts, name, self.stream.persona, **fields)
+    def _call(self, name: str, kind: ReplyKind, shape: Shape, **fields: Any) -> Call:
+        return self.prompts.call(name, self.stream.persona, kind, shape, **fields)
 
     def _numbered(self, node_ids: Sequence[str]) -> str:
         """The memories' embedding keys, numbered from 0 as the insights prompt shows them."""
@@ -272,25 +293,25 @@ class Stages:
         """Whether the trigger has fired, and the memories to ask the questions about."""
         state = self.stream.state
         found = candidates(self.stream)
-        if self.policy == "counters":
+        if self.settings.trigger == "counters":
             # the original counts importance_trigger_curr down from its max and is due at 0;
             # reported as importance gathered vs the max, so both policies read value >= threshold
             threshold = state.importance_trigger_max
             value = importance_gathered(state)
             due = state.importance_trigger_curr <= 0 and bool(found)
             recent = sorted(found, key=lambda n: n.last_accessed)
-            memories = recent[-(int(state.importance_ele_n) or self.window) :]
+            memories = recent[-(int(state.importance_ele_n) or self.settings.window) :]
             what = GATHERED
         else:
-            threshold = self.threshold
+            threshold = self.settings.threshold
             if threshold is None:
                 threshold = state.importance_trigger_max / self.scale
-            memories = sorted(found, key=lambda n: n.node_count)[-self.window :]
+            memories = sorted(found, key=lambda n: n.node_count)[-self.settings.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold
             what = f"the newest {len(memories)} memories' poignancy sums to"
         report = TriggerReport(
-            policy=self.policy,
+            policy=self.settings.trigger,
             due=due,
             forced=False,
             value=float(value),
@@ -304,8 +325,10 @@ class Stages:
         if not memories:
             return [], [drop("focal_points", "no_memories")]
         statements = "".join(f"{node.embedding_key}\n" for node in memories)
-        n = self.n_focal_points
-        [reply] = yield Ask([self._ask("focal_points", statements=statements, n=n)])
+        n = self.settings.n_focal_points
+        call = self._call("focal_points", "questions", questions_shape(n),
+                          statements=statements, n=n)
+        [reply] = yield Ask([call])
         questions = parse_focal_points(reply)
         dropped = [drop("focal_points", "over_max", text=q) for q in questions[n:]]
         questions = questions[:n]
@@ -315,7 +338,8 @@ class Stages:
 
     def retrieve(self, questions: Sequence[str]) -> Step[list[Retrieved]]:
         """Retrieve the evidence of every question against the same state."""
-        found = yield Retrieve(self.retriever, list(questions), self.k, self.relevance_min)
+        chosen = self.settings
+        found = yield Retrieve(self.retriever, list(questions), chosen.k, chosen.relevance_min)
         return [
             Retrieved(index=index, question=question, node_ids=node_ids)
             for index, (question, node_ids) in enumerate(zip(questions, found, strict=True))
@@ -335,16 +359,18 @@ class Stages:
             for r in found
             if not r["node_ids"]
         ]
-        requests = [
-            self._ask(
+        calls = [
+            self._call(
                 "insights",
+                "insights",
+                insights_shape(range(len(r["node_ids"])), self.settings.n_insights),
                 statements=self._numbered(r["node_ids"]),
-                n=self.n_insights,
+                n=self.settings.n_insights,
                 question=r["question"],
             )
             for r in asked
         ]
-        replies = yield Ask(requests)
+        replies = yield Ask(calls)
         per_question: list[QuestionInsights] = []
         for r, reply in zip(asked, replies, strict=False):
             kept, lost = read_insights(reply, r["node_ids"], r["question"], "insights")
@@ -361,20 +387,22 @@ class Stages:
     ) -> Step[tuple[list[QuestionInsights], list[Dropped]]]:
         """Condense the questions that have more than ``max_insights`` insights."""
         out = list(per_question)
-        todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > self.max_insights]
+        most = self.settings.max_insights
+        todo = [i for i, entry in enumerate(out) if len(entry["insights"]) > most]
         if not todo:
             return out, []
-        requests = [
+        calls = [
             condense_request(
                 self.prompts,
                 self.stream.persona,
                 [(x["text"], x["cited"]) for x in out[i]["insights"]],
-                self.max_insights,
+                most,
                 out[i]["question"],
+                shown=len(out[i]["retrieved"]),
             )
             for i in todo
         ]
-        replies = yield Ask(requests)
+        replies = yield Ask(calls)
         dropped: list[Dropped] = []
         for i, reply in zip(todo, replies, strict=False):
             entry = out[i]
@@ -384,9 +412,9 @@ class Stages:
             dropped += lost
             dropped += [
                 drop("condense", "over_max", question=entry["question"], text=x["text"])
-                for x in kept[self.max_insights :]
+                for x in kept[most:]
             ]
-            out[i] = {**entry, "insights": kept[: self.max_insights], "condensed": condensed}
+            out[i] = {**entry, "insights": kept[:most], "condensed": condensed}
         return out, dropped
 
     def write_back(
@@ -397,7 +425,7 @@ class Stages:
 
 
 def write_back(
-    stream: MemoryStream, prompts: Mapping[str, str], per_question: Sequence[QuestionInsights]
+    stream: MemoryStream, prompts: PromptSet, per_question: Sequence[QuestionInsights]
 ) -> Step[tuple[list[MemoryNode], list[Dropped]]]:
     """Write the distinct insights of every question as thoughts, in one stream write.
 

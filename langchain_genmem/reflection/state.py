@@ -20,8 +20,14 @@ What a run dropped, and why, is listed in ``dropped`` as :class:`Dropped` record
   and spacing); it is written once, with the evidence of both.
 * ``"triple_fallback"``: the model's (subject, predicate, object) for ``text`` was
   unreadable; the fallback triple was written instead (the thought itself was written).
-* ``"rating_fallback"``: the importance scorer found no rating, even asking alone; the
-  thoughts of that write got the fallback poignancy (4, the original's fail-safe).
+* ``"rating_fallback"``: the importance scorer found no rating for the thought ``text``,
+  even asking it alone; it got the fallback poignancy (4, the original's fail-safe) and is
+  listed as unrated (:func:`~langchain_genmem.llm.importance.unrated_ids`).
+* ``"budget_spent"``: the run's budget of model calls (``ReflectionSettings.max_calls``) was
+  spent; ``numbers`` holds how many calls (or ratings) of that stage were skipped.
+
+The output's ``reasons`` says the same in words, one line per record
+(:func:`~langchain_genmem.reflection.reasons.reasons`).
 """
 
 from __future__ import annotations
@@ -169,6 +175,10 @@ class ReflectionOutput(TypedDict, total=False):
         original_llm_calls: the calls the original Generative Agents code makes for the
             same reflection: 1 + questions + 2 x thoughts written.
         reset: whether the trigger counters were reset.
+        reasons: what was dropped or skipped, one line each (``"insights: the reply for
+            the question '...' was empty, cut at its max_tokens or not valid for its
+            schema"``); for ``"not_due"`` the trigger's explanation. Why nothing was
+            written, when nothing was.
     """
 
     status: ReflectionStatus
@@ -181,6 +191,7 @@ class ReflectionOutput(TypedDict, total=False):
     llm_calls: int
     original_llm_calls: int
     reset: bool
+    reasons: list[str]
 
 
 class ReflectionState(ReflectionInput, ReflectionOutput, total=False):

@@ -26,9 +26,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 
-from langchain_genmem.core.errors import ParseError
-from langchain_genmem.llm.importance import ImportanceScorer, reply_text
+from langchain_genmem.llm.calls import Call, ModelCaller
+from langchain_genmem.llm.importance import ImportanceScorer, arate_with, rate_with
 from langchain_genmem.memory.stream import MemoryStream
+from langchain_genmem.reflection.reasons import reasons
+from langchain_genmem.reflection.settings import ReflectionSettings
 from langchain_genmem.reflection.state import Dropped, ReflectionState
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
@@ -104,17 +106,20 @@ class GraphNode(Runnable[Any, Any]):
 
 @dataclass(frozen=True)
 class Ask:
-    """Call the model once per request (concurrently); the stage gets the reply texts."""
+    """Make these calls (concurrently); the stage gets the reply texts.
 
-    requests: list[list[BaseMessage]]
+    A call skipped for the budget, or a structured reply that failed, gives "".
+    """
+
+    calls: list[Call]
 
 
 @dataclass(frozen=True)
 class Score:
     """Rate (type, text) items with the importance scorer.
 
-    The stage gets the ratings, or the scorer's ``ParseError`` when it found no rating for
-    an item even asked alone.
+    The stage gets one rating or None per item (None: the scorer found no rating for it
+    even asked alone, or the budget of calls was spent first).
     """
 
     items: list[tuple[str, str]]
@@ -240,65 +245,93 @@ def _with_counter(config: RunnableConfig | None, counter: _CallCounter) -> Runna
     return {**config, "callbacks": merged}  # type: ignore[typeddict-item]
 
 
-def _text(reply: Any) -> str:
-    return reply if isinstance(reply, str) else reply_text(reply)
+# What each kind of call belongs to, for the records of calls skipped.
+_STAGE_OF = {"questions": "focal_points", "insights": "insights", "condense": "condense",
+             "triples": "write_back", "sentence": "conversation"}
 
 
 class Runner:
     """Serves the requests of a stage with a model, a scorer and a stream; counts model calls.
 
+    Calls go through a :class:`~langchain_genmem.llm.calls.ModelCaller` with the settings'
+    bounds and output form. A budget (``settings.max_calls``) bounds the calls of one run:
+    calls beyond it are not made (their replies are ""), and each request cut short leaves
+    a ``"budget_spent"`` record in :attr:`skipped`.
+
     Args:
         model: the chat model of :class:`Ask`.
         stream: the stream of :class:`Write`.
-        importance: the scorer of :class:`Score`.
+        importance: the scorer of :class:`Score`; None: ``ImportanceScorer(model)`` with the
+            settings' bounds and output form, returning None for an unrated memory.
+        settings: the reflection's settings; None for the defaults.
     """
 
     def __init__(
-        self, model: BaseChatModel, stream: MemoryStream, importance: ImportanceScorer
+        self,
+        model: BaseChatModel,
+        stream: MemoryStream,
+        importance: ImportanceScorer | None = None,
+        settings: ReflectionSettings | None = None,
     ) -> None:
+        self.settings = settings or ReflectionSettings()
         self.model = model
         self.stream = stream
-        self.importance = importance
+        self.caller = ModelCaller(model, self.settings.limits, self.settings.output)
+        self.importance = importance or ImportanceScorer(
+            model, limits=self.settings.limits, output=self.settings.output, strict=False
+        )
 
-    def run(self, step: Step[T], config: RunnableConfig | None) -> tuple[T, int]:
-        """Run a stage to its end; return its result and how many model calls it made."""
-        counter = _CallCounter()
-        config = _with_counter(config, counter)
+    def run(
+        self, step: Step[T], config: RunnableConfig | None, spent: int = 0
+    ) -> tuple[T, int, list[Dropped]]:
+        """Run a stage to its end.
+
+        Args:
+            step: the stage.
+            config: a runnable config for the calls.
+            spent: calls this run already made (the budget's share used).
+
+        Returns:
+            Its result, how many model calls it made, and the calls skipped for the budget.
+        """
+        budget = _Budget(self.settings.max_calls, spent)
+        config = _with_counter(config, budget.counter)
         try:
             request = next(step)
             while True:
-                request = step.send(self._serve(request, config))
+                request = step.send(self._serve(request, config, budget))
         except StopIteration as done:
-            return done.value, counter.calls
+            return done.value, budget.counter.calls, budget.skipped
 
-    async def arun(self, step: Step[T], config: RunnableConfig | None) -> tuple[T, int]:
+    async def arun(
+        self, step: Step[T], config: RunnableConfig | None, spent: int = 0
+    ) -> tuple[T, int, list[Dropped]]:
         """Async :meth:`run`."""
-        counter = _CallCounter()
-        config = _with_counter(config, counter)
+        budget = _Budget(self.settings.max_calls, spent)
+        config = _with_counter(config, budget.counter)
         try:
             request = next(step)
             while True:
-                request = step.send(await self._aserve(request, config))
+                request = step.send(await self._aserve(request, config, budget))
         except StopIteration as done:
-            return done.value, counter.calls
+            return done.value, budget.counter.calls, budget.skipped
 
-    def _serve(self, request: Ask | Score | Retrieve | Write, config: RunnableConfig) -> Any:
+    def _serve(
+        self, request: Ask | Score | Retrieve | Write, config: RunnableConfig, budget: _Budget
+    ) -> Any:
         if isinstance(request, Retrieve):
             r = request
             return [retrieve_evidence(r.retriever, q, r.k, r.relevance_min, config)
                     for q in r.questions]
         if isinstance(request, Ask):
-            replies = self.model.batch(request.requests, config) if request.requests else []
-            return [_text(reply) for reply in replies]
+            made = budget.allow(request.calls)
+            return budget.pad(self.caller.batch(made, config), request.calls)
         if isinstance(request, Score):
-            try:
-                return self.importance.score_many(self.stream.persona, request.items, config=config)
-            except ParseError as error:
-                return error
+            return self._rated(request, config, budget)
         return self.stream.add_many(request.items)
 
     async def _aserve(
-        self, request: Ask | Score | Retrieve | Write, config: RunnableConfig
+        self, request: Ask | Score | Retrieve | Write, config: RunnableConfig, budget: _Budget
     ) -> Any:
         if isinstance(request, Retrieve):
             r = request
@@ -306,15 +339,21 @@ class Runner:
                      for q in r.questions]
             return list(await asyncio.gather(*found))
         if isinstance(request, Ask):
-            replies = await self.model.abatch(request.requests, config) if request.requests else []
-            return [_text(reply) for reply in replies]
+            made = budget.allow(request.calls)
+            return budget.pad(await self.caller.abatch(made, config), request.calls)
         if isinstance(request, Score):
-            persona = self.stream.persona
-            try:
-                return await self.importance.ascore_many(persona, request.items, config=config)
-            except ParseError as error:
-                return error
+            return await self._arated(request, config, budget)
         return await self.stream.aadd_many(request.items)
+
+    def _rated(self, request: Score, config: RunnableConfig, budget: _Budget) -> Any:
+        ratings = rate_with(self.importance, self.stream.persona, request.items,
+                            config=config, max_calls=budget.left())
+        return budget.rated(ratings)
+
+    async def _arated(self, request: Score, config: RunnableConfig, budget: _Budget) -> Any:
+        ratings = await arate_with(self.importance, self.stream.persona, request.items,
+                                   config=config, max_calls=budget.left())
+        return budget.rated(ratings)
 
     def node(
         self, name: str, stage: Callable[[ReflectionState], Step[dict[str, Any]]]
@@ -322,14 +361,71 @@ class Runner:
         """A graph node running ``stage``, sync and async, adding its calls to ``llm_calls``."""
 
         def func(state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
-            update, calls = self.run(stage(state), config)
-            return {**update, "llm_calls": state["llm_calls"] + calls}
+            spent = state["llm_calls"]
+            return _counted(state, *self.run(stage(state), config, spent))
 
         async def afunc(state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
-            update, calls = await self.arun(stage(state), config)
-            return {**update, "llm_calls": state["llm_calls"] + calls}
+            spent = state["llm_calls"]
+            return _counted(state, *await self.arun(stage(state), config, spent))
 
         return GraphNode(func, afunc, name=name)
+
+
+def _counted(
+    state: ReflectionState, update: dict[str, Any], calls: int, skipped: list[Dropped]
+) -> dict[str, Any]:
+    """A node's update: its calls added to ``llm_calls``, its skipped calls recorded.
+
+    The reasons of everything dropped so far are written out again.
+    """
+    update = {**update, "llm_calls": state["llm_calls"] + calls}
+    if skipped:
+        update["dropped"] = [*update.get("dropped", state["dropped"]), *skipped]
+    if "dropped" in update:
+        update["reasons"] = reasons(update["dropped"])
+    return update
+
+
+class _Budget:
+    """The calls one stage may still make, and the record of those it did not make."""
+
+    def __init__(self, max_calls: int | None, spent: int) -> None:
+        self.max_calls = max_calls
+        self.spent = spent
+        self.counter = _CallCounter()
+        self.skipped: list[Dropped] = []
+
+    def left(self) -> int | None:
+        """Calls left (None: no budget)."""
+        if self.max_calls is None:
+            return None
+        return max(self.max_calls - self.spent - self.counter.calls, 0)
+
+    def allow(self, calls: list[Call]) -> list[Call]:
+        """The calls that fit in the budget; a record for the others."""
+        left = self.left()
+        if left is None or left >= len(calls):
+            return calls
+        self._skip(calls[0].kind, len(calls) - left)
+        return calls[:left]
+
+    def pad(self, replies: list[str], calls: list[Call]) -> list[str]:
+        """The replies, with "" for each call skipped."""
+        return [*replies, *[""] * (len(calls) - len(replies))]
+
+    def rated(self, ratings: list[float | None]) -> list[float | None]:
+        """The scorer's ratings; a record when the budget left some unrated."""
+        if self.left() == 0 and None in ratings:
+            self._skip("ratings", ratings.count(None))
+        return ratings
+
+    def _skip(self, kind: str, count: int) -> None:
+        what = "rating" if kind == "ratings" else "call"
+        self.skipped.append(drop(
+            _STAGE_OF.get(kind, "write_back"), "budget_spent", numbers=[count],
+            text=f"{count} {what}{'s' if count > 1 else ''} skipped: the budget of "
+                 f"{self.max_calls} model calls was spent",
+        ))
 
 
 def drop(stage: str, reason: str, **about: Any) -> Dropped:

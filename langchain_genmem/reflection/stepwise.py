@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import ImportanceScale, MemoryNode, importance_divisor, node_number
-from langchain_genmem.llm.importance import ImportanceScorer, reply_text
+from langchain_genmem.llm.calls import Call, ModelCaller
+from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.llm.parsers import parse_insights
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection.graph import (
@@ -51,8 +51,9 @@ from langchain_genmem.reflection.graph import (
     check_model,
     check_stream,
     make_stages,
-    resolve_prompts,
+    prompt_set,
 )
+from langchain_genmem.reflection.settings import UNSET, ReflectionSettings
 from langchain_genmem.reflection.stages import (
     Stages,
     cited_line,
@@ -74,6 +75,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+DESIGN_SETTINGS = ReflectionSettings(trigger="window", window=15, threshold=3.0, relevance_min=0.5)
+"""The settings of :func:`generate_insight` when none are given: the stepwise design's window
+of 15 memories, threshold 3 (on its 0.1-1.0 importance) and ``relevance > 0.5``."""
 
 InsightPair = tuple[str, list[int]]
 """One insight as the design writes it: its text and the numbers of its evidence memories."""
@@ -124,27 +129,31 @@ def _insight_setup(
     arguments: dict[str, Any],
 ) -> tuple[Runner, Step[tuple[list[str], list[QuestionInsights]] | None]]:
     """The runner and the stages of :func:`generate_insight`, from its arguments."""
-    settings = _graph_names(arguments)
-    stream, model = settings.pop("stream"), settings.pop("model")
-    settings.pop("config")
-    force = bool(settings.pop("force"))
-    scale = importance_divisor(settings.pop("importance_scale"))
-    stages = make_stages(model, stream, trigger="window", scale=scale, **settings)
-    runner = Runner(model, stream, ImportanceScorer(model))
-    return runner, _insight_step(stages, force)
+    given = _graph_names(arguments)
+    stream, model = given.pop("stream"), given.pop("model")
+    retriever, prompts = given.pop("retriever"), given.pop("prompts")
+    force = bool(given.pop("force"))
+    scale = importance_divisor(given.pop("importance_scale"))
+    settings = given.pop("settings")
+    del given["config"]
+    settings = ReflectionSettings.merged(settings or DESIGN_SETTINGS, trigger="window", **given)
+    stages = make_stages(model, stream, retriever=retriever, settings=settings,
+                         prompts=prompts, scale=scale)
+    return Runner(model, stream, None, settings), _insight_step(stages, force)
 
 
 def generate_insight(
     stream: MemoryStream,
     model: BaseChatModel,
     *,
-    context_window: int = 15,
-    threshold: float | None = 3,
-    n_questions: int = 3,
-    relevance_min: float | None = 0.5,
-    k: int = 30,
-    n_insights: int = 5,
-    max_insights: int = 5,
+    settings: ReflectionSettings | None = None,
+    context_window: int = UNSET,
+    threshold: float | None = UNSET,
+    n_questions: int = UNSET,
+    relevance_min: float | None = UNSET,
+    k: int = UNSET,
+    n_insights: int = UNSET,
+    max_insights: int = UNSET,
     importance_scale: ImportanceScale = "unit",
     retriever: GenerativeAgentsRetriever | None = None,
     prompts: Mapping[str, str] | None = None,
@@ -169,10 +178,14 @@ def generate_insight(
     Args:
         stream: the persona's memory stream.
         model: any LangChain chat model.
-        context_window: how many recent memories the trigger sums and the questions see.
+        settings: the reflection's settings (the trigger is always the window); None for
+            :data:`DESIGN_SETTINGS` (window 15, threshold 3, relevance above 0.5). The
+            keyword arguments below override its fields.
+        context_window: how many recent memories the trigger sums and the questions see
+            (``settings.window``).
         threshold: the trigger's threshold on ``importance_scale``; None for the persona's
-            ``importance_trigger_max``.
-        n_questions: questions to ask.
+            ``importance_trigger_max`` (``settings.threshold``).
+        n_questions: questions to ask (``settings.n_focal_points``).
         relevance_min: keep only evidence whose relevance is above this; None keeps all.
         k: memories retrieved per question.
         n_insights: insights asked per question.
@@ -200,7 +213,8 @@ def generate_insight(
                 questions, insights_list = found
     """
     runner, step = _insight_setup(dict(locals()))
-    done, _ = runner.run(step, config)
+    done, _, skipped = runner.run(step, config)
+    _log(skipped)
     return _seed_shape(done)
 
 
@@ -208,13 +222,14 @@ async def agenerate_insight(
     stream: MemoryStream,
     model: BaseChatModel,
     *,
-    context_window: int = 15,
-    threshold: float | None = 3,
-    n_questions: int = 3,
-    relevance_min: float | None = 0.5,
-    k: int = 30,
-    n_insights: int = 5,
-    max_insights: int = 5,
+    settings: ReflectionSettings | None = None,
+    context_window: int = UNSET,
+    threshold: float | None = UNSET,
+    n_questions: int = UNSET,
+    relevance_min: float | None = UNSET,
+    k: int = UNSET,
+    n_insights: int = UNSET,
+    max_insights: int = UNSET,
     importance_scale: ImportanceScale = "unit",
     retriever: GenerativeAgentsRetriever | None = None,
     prompts: Mapping[str, str] | None = None,
@@ -223,7 +238,8 @@ async def agenerate_insight(
 ) -> tuple[list[str], list[list[InsightPair]]] | None:
     """Async :func:`generate_insight`: the same calls and result."""
     runner, step = _insight_setup(dict(locals()))
-    done, _ = await runner.arun(step, config)
+    done, _, skipped = await runner.arun(step, config)
+    _log(skipped)
     return _seed_shape(done)
 
 
@@ -271,24 +287,26 @@ def _condense_input(insight_list: Any) -> list[InsightPair]:
     return pairs
 
 
-def _condense_messages(
-    insight_list: Any, max_insights: int, question: str, prompts: Mapping[str, str] | None
-) -> tuple[list[InsightPair], list[BaseMessage]]:
-    if isinstance(max_insights, bool) or not isinstance(max_insights, int) or max_insights < 1:
-        msg = f"max_insights: expected an integer >= 1, got {max_insights!r}"
-        raise ValidationError(msg, field="max_insights")
+def _condense_call(
+    insight_list: Any,
+    max_insights: int,
+    question: str,
+    prompts: Mapping[str, str] | None,
+    settings: ReflectionSettings | None,
+) -> tuple[list[InsightPair], Call, ReflectionSettings]:
+    chosen = ReflectionSettings.merged(settings, max_insights=max_insights)
     pairs = _condense_input(insight_list)
-    chosen = resolve_prompts(prompts, GRAPH_PROMPTS)
-    return pairs, condense_request(chosen, "", pairs, max_insights, question)
+    prompt_pair = prompt_set(prompts, GRAPH_PROMPTS)
+    call = condense_request(prompt_pair, "", pairs, chosen.max_insights, question)
+    return pairs, call, chosen
 
 
-def _condensed(reply: Any, given: Sequence[InsightPair], max_insights: int) -> str:
+def _condensed(text: str, given: Sequence[InsightPair], max_insights: int) -> str:
     """The condensed bullets, numbered from 1, each ending with its citations.
 
     As the graph's condense stage: a bullet without a citation is dropped, at most
     ``max_insights`` are kept, and an unreadable reply keeps the first insights as given.
     """
-    text = reply if isinstance(reply, str) else reply_text(reply)
     parsed = parse_insights(text)
     _log([drop("condense", "no_evidence", text=t) for t, numbers in parsed if not numbers])
     kept = [(t, numbers) for t, numbers in parsed if numbers] or list(given)
@@ -300,7 +318,8 @@ def condense_insights(
     insight_list: str | Sequence[tuple[str, Sequence[int]]],
     model: BaseChatModel,
     *,
-    max_insights: int = 5,
+    settings: ReflectionSettings | None = None,
+    max_insights: int = UNSET,
     question: str = "",
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
@@ -317,7 +336,10 @@ def condense_insights(
         insight_list: the insights as text ("1. insight [7, 52]" a line) or as
             ``(insight, [numbers])`` pairs (one question's list from :func:`generate_insight`).
         model: any LangChain chat model.
-        max_insights: the most bullet points (5 in the design).
+        settings: the call's bounds and output form, and ``max_insights``; None for the
+            defaults.
+        max_insights: the most bullet points (5 in the design; overrides
+            ``settings.max_insights``).
         question: the focal point, for prompts that show ``{question}``.
         prompts: overrides of ``condense`` and ``condense_system``.
         config: a runnable config for the model call.
@@ -330,23 +352,26 @@ def condense_insights(
         ValidationError: no insight given, a bad pair or ``max_insights``.
     """
     check_model(model)
-    pairs, request = _condense_messages(insight_list, max_insights, question, prompts)
-    return _condensed(model.invoke(request, config), pairs, max_insights)
+    pairs, call, chosen = _condense_call(insight_list, max_insights, question, prompts, settings)
+    [reply] = ModelCaller(model, chosen.limits, chosen.output).batch([call], config)
+    return _condensed(reply, pairs, chosen.max_insights)
 
 
 async def acondense_insights(
     insight_list: str | Sequence[tuple[str, Sequence[int]]],
     model: BaseChatModel,
     *,
-    max_insights: int = 5,
+    settings: ReflectionSettings | None = None,
+    max_insights: int = UNSET,
     question: str = "",
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
 ) -> str:
     """Async :func:`condense_insights`: the same call and result."""
     check_model(model)
-    pairs, request = _condense_messages(insight_list, max_insights, question, prompts)
-    return _condensed(await model.ainvoke(request, config), pairs, max_insights)
+    pairs, call, chosen = _condense_call(insight_list, max_insights, question, prompts, settings)
+    [reply] = await ModelCaller(model, chosen.limits, chosen.output).abatch([call], config)
+    return _condensed(reply, pairs, chosen.max_insights)
 
 
 # --- generate_reflection ---------------------------------------------------------------------
@@ -419,6 +444,7 @@ def _reflection_setup(
     questions: Sequence[str] | None,
     importance: ImportanceScorer | None,
     prompts: Mapping[str, str] | None,
+    settings: ReflectionSettings | None,
 ) -> tuple[Runner, Step[tuple[list[MemoryNode], list[Dropped]]]]:
     check_stream(stream)
     if model is None:
@@ -431,9 +457,9 @@ def _reflection_setup(
             raise ValidationError(msg, field="model")
         model, importance = stream.importance.model, importance or stream.importance
     check_model(model)
-    chosen = resolve_prompts(prompts, GRAPH_PROMPTS)
+    chosen = prompt_set(prompts, GRAPH_PROMPTS)
     per_question = _per_question(stream, insights_list, questions)
-    runner = Runner(model, stream, importance or ImportanceScorer(model))
+    runner = Runner(model, stream, importance, ReflectionSettings.merged(settings))
     return runner, write_back(stream, chosen, per_question)
 
 
@@ -446,6 +472,7 @@ def generate_reflection(
     importance: ImportanceScorer | None = None,
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
+    settings: ReflectionSettings | None = None,
 ) -> list[MemoryNode]:
     """The stepwise design's ``generate_reflection``: write the insights as thoughts (reflections).
 
@@ -473,6 +500,7 @@ def generate_reflection(
             or ``ImportanceScorer(model)``.
         prompts: an override of the ``triples`` prompt.
         config: a runnable config for the model calls.
+        settings: the calls' bounds, output form and budget; None for the defaults.
 
     Returns:
         The thoughts written, in order (the design's ``Reflection`` objects: ``evidence`` are
@@ -482,9 +510,10 @@ def generate_reflection(
         ValidationError: a bad pair, a pointer that is not a memory, an insight without a
             pointer, questions that do not match, or no model to use.
     """
-    runner, step = _reflection_setup(stream, insights_list, model, questions, importance, prompts)
-    (nodes, dropped), _ = runner.run(step, config)
-    _log(dropped)
+    runner, step = _reflection_setup(stream, insights_list, model, questions, importance, prompts,
+                                     settings)
+    (nodes, dropped), _, skipped = runner.run(step, config)
+    _log(dropped + skipped)
     return nodes
 
 
@@ -497,9 +526,11 @@ async def agenerate_reflection(
     importance: ImportanceScorer | None = None,
     prompts: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
+    settings: ReflectionSettings | None = None,
 ) -> list[MemoryNode]:
     """Async :func:`generate_reflection`: the same calls and result."""
-    runner, step = _reflection_setup(stream, insights_list, model, questions, importance, prompts)
-    (nodes, dropped), _ = await runner.arun(step, config)
-    _log(dropped)
+    runner, step = _reflection_setup(stream, insights_list, model, questions, importance, prompts,
+                                     settings)
+    (nodes, dropped), _, skipped = await runner.arun(step, config)
+    _log(dropped + skipped)
     return nodes

@@ -27,7 +27,7 @@ from langchain_genmem.llm.chat import MISSING_KEY_HINT
 from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.location import StoreLocation
 from langchain_genmem.memory.stats import stream_stats
-from langchain_genmem.reflection import create_reflection_graph
+from langchain_genmem.reflection import ReflectionSettings, create_reflection_graph
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 from langchain_genmem.service.schemas import (
     AddResponse,
@@ -60,6 +60,8 @@ class MemoryService:
         model: the chat model for ``reflect`` (and, through the pool's importance scorer,
             for memories added without poignancy); None when the server has none.
         score_in: where retrievals rank (``GenerativeAgentsRetriever(score_in=...)``).
+        settings: the settings of every reflection (sizes, output form, call bounds,
+            budget); None for the defaults.
     """
 
     def __init__(
@@ -68,10 +70,12 @@ class MemoryService:
         *,
         model: Any = None,
         score_in: Literal["process", "database"] = "process",
+        settings: ReflectionSettings | None = None,
     ) -> None:
         self.streams = streams
         self.model = model
         self.score_in = score_in
+        self.settings = ReflectionSettings.merged(settings)
 
     # ------------------------------------------------------------------ reading
 
@@ -232,7 +236,9 @@ class MemoryService:
                 raise ReflectionBusyError(msg)
             try:
                 stream.refresh()
-                out = create_reflection_graph(self.model, stream, force=force).invoke({})
+                graph = create_reflection_graph(self.model, stream, force=force,
+                                                settings=self.settings)
+                out = graph.invoke({})
             finally:
                 lock.release()
             return ReflectResponse(
@@ -334,6 +340,7 @@ def create_service(
     model: Any = None,
     score_in: Literal["process", "database"] = "process",
     max_open_personas: int = DEFAULT_MAX_OPEN,
+    settings: ReflectionSettings | None = None,
 ) -> MemoryService:
     """A memory service over a store.
 
@@ -347,6 +354,8 @@ def create_service(
             and any number of replicas can serve one PostgreSQL database.
         max_open_personas: the most personas kept open at once; the least recently used
             one is closed (its memory freed) beyond that, and reopens on its next request.
+        settings: the settings of reflection; their call bounds and output form also rate
+            the memories added without poignancy. None for the defaults.
 
     Returns:
         The service; streams open on the first request that needs them.
@@ -354,9 +363,10 @@ def create_service(
     Raises:
         ConfigurationError: ``score_in="database"`` on a store that cannot rank.
     """
+    settings = ReflectionSettings.merged(settings)
     importance = None
     if model is not None:
-        importance = ImportanceScorer(model)
+        importance = ImportanceScorer(model, limits=settings.limits, output=settings.output)
     if not isinstance(store, StoreLocation):
         store = StoreLocation(store)
     lazy = score_in == "database"
@@ -366,4 +376,4 @@ def create_service(
         raise ConfigurationError(msg)
     pool = StreamPool.from_store(store, importance=importance, lazy=lazy,
                                  max_open=max_open_personas)
-    return MemoryService(pool, model=model, score_in=score_in)
+    return MemoryService(pool, model=model, score_in=score_in, settings=settings)

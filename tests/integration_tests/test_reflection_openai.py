@@ -13,7 +13,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_openai import ChatOpenAI
 
-from langchain_genmem import MemoryStream
+from langchain_genmem import MemoryStream, ReflectionSettings
 from langchain_genmem.interop import load_associative_memory
 from langchain_genmem.reflection import (
     areflect_on_conversation,
@@ -27,6 +27,9 @@ MARIA = (
     / "bootstrap_memory" / "associative_memory"
 )
 SAVED_AT = datetime(2023, 2, 13, 15, 17, 40)  # scratch.json curr_time
+# The original's text prompts, whose exact wording these tests check (the scripted server
+# refuses JSON schemas, so "auto" would first try one and count it).
+TEXT = ReflectionSettings(output="text")
 
 QUESTIONS = (
     "How is Maria Lopez progressing with her physics studies?\n"
@@ -73,7 +76,7 @@ def maria() -> MemoryStream:
 
 def test_reflection_on_maria_over_http(scripted_openai, maria):
     srv = scripted_openai(RULES)
-    graph = create_reflection_graph(chat(srv), maria)
+    graph = create_reflection_graph(chat(srv), maria, settings=TEXT)
     assert maria.state.importance_trigger_curr == 19 and maria.state.importance_ele_n == 54
 
     skipped = graph.invoke({})
@@ -108,10 +111,11 @@ def test_reflection_on_maria_over_http(scripted_openai, maria):
 
 async def test_async_reflection_and_conversation_over_http(scripted_openai, maria):
     srv = scripted_openai(RULES)
-    out = await create_reflection_graph(chat(srv), maria, force=True).ainvoke({})
+    out = await create_reflection_graph(chat(srv), maria, force=True, settings=TEXT).ainvoke({})
     assert out["status"] == "reflected" and out["llm_calls"] == len(srv.requests()) == 6
 
-    done = await areflect_on_conversation(chat(srv), maria, partner="Klaus Mueller")
+    done = await areflect_on_conversation(chat(srv), maria, partner="Klaus Mueller",
+                                          settings=TEXT)
     assert done.chat.node_id == "node_246"  # Maria's last chat with Klaus
     assert done.planning.description == (
         "For Maria Lopez's planning: Maria Lopez needs to read Klaus's paper."
@@ -119,3 +123,47 @@ async def test_async_reflection_and_conversation_over_http(scripted_openai, mari
     assert done.memo.description == "Maria Lopez is curious about quantum computing."
     assert done.planning.evidence == done.memo.evidence == ["node_246"]
     assert done.llm_calls == len(srv.requests()) - 6 == 4 and done.original_llm_calls == 6
+
+
+STRUCTURED_RULES = [
+    {"when": r"\[schema Questions\]",
+     "reply": '{"questions": ["How is Maria Lopez progressing with physics?", '
+              '"玛丽亚和克劳斯是什么关系？"]}'},
+    {"when": r"\[schema Insights\]", "times": 1,
+     "reply": '{"insights": [{"insight": "Maria Lopez studies physics every day", '
+              '"evidence": [0, 2, 2]}]}'},
+    # a server that breaks its own schema (evidence 99 was never shown): an unreadable reply
+    {"when": r"\[schema Insights\]",
+     "reply": '{"insights": [{"insight": "玛丽亚喜欢克劳斯", "evidence": [99]}]}'},
+    {"when": r"\[schema Triples\]",
+     "reply": '{"triples": [{"subject": "Maria Lopez", "predicate": "study", '
+              '"object": "physics"}]}'},
+    {"when": r"\[schema Rating\]", "reply": '{\n  "rating": 8\n}'},
+]
+
+
+def test_structured_replies_over_http(maria, tmp_path):
+    with ScriptedOpenAI(STRUCTURED_RULES, tmp_path=tmp_path, schemas="answer") as srv:
+        graph = create_reflection_graph(chat(srv), maria, force=True)
+        out = graph.invoke({}, {"max_concurrency": 1})  # the questions' calls in order
+        requests = srv.requests(refused=True)
+    assert out["status"] == "reflected" and out["llm_calls"] == len(requests) == 5
+    formats = [r["body"]["response_format"]["json_schema"] for r in requests]
+    assert [f["name"] for f in formats] == ["Questions", "Insights", "Insights", "Triples",
+                                            "Rating"]
+    assert formats[0]["schema"]["properties"]["questions"]["maxItems"] == 3
+    evidence = formats[1]["schema"]["properties"]["insights"]["items"]["properties"]["evidence"]
+    assert evidence["items"]["enum"] == list(range(30))  # only the statements shown
+    assert evidence["maxItems"] == 10
+    assert formats[3]["schema"]["properties"]["triples"]["maxItems"] == 1
+    assert [r["body"]["max_completion_tokens"] for r in requests] == [300, 600, 600, 128, 64]
+    assert all("Answer in JSON" in r["messages"][-1]["content"] for r in requests)
+
+    [written] = out["written"]
+    thought = maria.get(written)
+    first = out["insights"][0]
+    assert thought.description == "Maria Lopez studies physics every day"
+    assert thought.evidence == [first["retrieved"][0], first["retrieved"][2]]
+    assert thought.spo == ("Maria Lopez", "study", "physics") and thought.poignancy == 8
+    unreadable = [d for d in out["dropped"] if d["reason"] == "unreadable_reply"]
+    assert [d["question"] for d in unreadable] == ["玛丽亚和克劳斯是什么关系？"]

@@ -35,6 +35,15 @@ with ScriptedOpenAI([{"when": "天气", "reply": "晴天"}], tmp_path=tmp_path) 
 
 `srv.env()` gives `OPENAI_API_KEY` and `OPENAI_BASE_URL` for a subprocess (the CLI, examples),
 and `srv.requests()` the parsed log.
+
+Structured replies (a request with a `response_format`): by default (`schemas="refuse"`) the
+server refuses them as a server without JSON-schema support does, with HTTP 400
+`{"error": {"message": "... JSON schema ...", "type": "invalid_request_error"}}` (llama.cpp's
+shape), so a client that falls back to text prompts is tested on every run; such a request is
+logged with `"rule": "refused"` and left out of `srv.requests()` unless `refused=True`.
+`schemas="answer"` answers them from the script like any request (the script then holds the
+JSON replies), and a rule may also match the schema's name, which is appended to the prompt
+text as `[schema NAME]`.
 """
 
 from __future__ import annotations
@@ -170,15 +179,31 @@ def completion_chunks(model: str, prompt: str, reply: str, *, with_usage: bool) 
     return chunks
 
 
+REFUSAL = ("Unable to generate parser for this template. Automatic parser generation failed: "
+           "JSON schema error: response_format json_schema is not supported by this server")
+SCHEMA_MODES = ("refuse", "answer")
+
+
+def schema_name(body: dict[str, Any]) -> str | None:
+    """The name of the JSON schema a request asks for, "" for an unnamed one, None for none."""
+    response_format = body.get("response_format")
+    if not isinstance(response_format, dict):
+        return None
+    return str((response_format.get("json_schema") or {}).get("name") or "")
+
+
 class ScriptedServer(ThreadingHTTPServer):
     """A threading HTTP server that holds the script and the request log."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], script: Script, log_path: Path) -> None:
+    def __init__(
+        self, address: tuple[str, int], script: Script, log_path: Path, schemas: str = "refuse"
+    ) -> None:
         super().__init__(address, ScriptedHandler)
         self.script = script
         self.log_path = log_path
+        self.schemas = schemas
         self.log_lock = threading.Lock()
 
     def log_request_line(self, record: dict[str, Any]) -> None:
@@ -211,6 +236,15 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         messages = body.get("messages") or []
         model, stream = body.get("model") or MODEL_NAME, bool(body.get("stream"))
         text = prompt_text(messages)
+        schema = schema_name(body)
+        if schema is not None and self.server.schemas == "refuse":
+            self.server.log_request_line({"path": self.path, "model": model, "stream": stream,
+                                          "messages": messages, "body": body,
+                                          "rule": "refused", "reply": None})
+            self.send_error_json(400, REFUSAL, "invalid_request_error")
+            return
+        if schema is not None:
+            text += f"\n[schema {schema}]"
         rule, reply = self.server.script.answer(text)
         self.server.log_request_line({"path": self.path, "model": model, "stream": stream,
                                       "messages": messages, "body": body, "rule": rule,
@@ -266,10 +300,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 = any free port")
     parser.add_argument("--port-file", type=Path, help="where to write the bound port")
+    parser.add_argument("--schemas", choices=SCHEMA_MODES, default="refuse",
+                        help="refuse requests with a response_format (HTTP 400), or answer them")
     args = parser.parse_args(argv)
     script = Script(json.loads(args.script.read_text(encoding="utf-8")))
     args.log.touch()
-    server = ScriptedServer((args.host, args.port), script, args.log)
+    server = ScriptedServer((args.host, args.port), script, args.log, args.schemas)
     if args.port_file:
         tmp = args.port_file.with_suffix(".tmp")
         tmp.write_text(str(server.server_address[1]), encoding="utf-8")
@@ -286,6 +322,8 @@ class ScriptedOpenAI(ServerProcess):
         tmp_path: Folder for the script, the log and the server's output; default: a temporary
             folder removed on exit.
         startup_timeout: Seconds to wait for the server to answer.
+        schemas: `"refuse"` requests with a `response_format` (HTTP 400, as a server without
+            JSON-schema support), or `"answer"` them from the script.
 
     Attributes:
         base_url: `http://127.0.0.1:PORT/v1`, for `ChatOpenAI(base_url=...)`.
@@ -303,7 +341,11 @@ class ScriptedOpenAI(ServerProcess):
         default: str | None = None,
         tmp_path: Path | None = None,
         startup_timeout: float = 15.0,
+        schemas: str = "refuse",
     ) -> None:
+        if schemas not in SCHEMA_MODES:
+            raise ValueError(f"schemas: expected one of {SCHEMA_MODES}, got {schemas!r}")
+        self.schemas = schemas
         self._entries: list[dict[str, Any]] = [dict(rule) for rule in rules]
         if default is not None:
             self._entries.append({"default": default})
@@ -324,20 +366,24 @@ class ScriptedOpenAI(ServerProcess):
 
         self.launch([sys.executable, "-m", "tests.support.openai_server",
                      "--script", str(script_path), "--log", str(self.log_path),
-                     "--port", "0", "--port-file", str(port_path)],
+                     "--port", "0", "--port-file", str(port_path), "--schemas", self.schemas],
                     check=answers, what="scripted OpenAI server", cwd=REPO_ROOT)
 
-    def requests(self) -> list[dict[str, Any]]:
+    def requests(self, *, refused: bool = False) -> list[dict[str, Any]]:
         """Return the requests answered so far, oldest first, as logged by the server.
+
+        Args:
+            refused: also return the structured requests refused (`"rule": "refused"`).
 
         Returns:
             One dict per request: `path`, `model`, `stream`, `messages`, `body`, `rule` (the
-            index of the rule that answered, `"default"`, or None) and `reply`.
+            index of the rule that answered, `"default"`, `"refused"`, or None) and `reply`.
         """
         if not self.log_path.exists():
             return []
         lines = self.log_path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        logged = [json.loads(line) for line in lines if line.strip()]
+        return [r for r in logged if refused or r["rule"] != "refused"]
 
     def env(self) -> dict[str, str]:
         """Return the variables that point an OpenAI client in a subprocess at this server."""

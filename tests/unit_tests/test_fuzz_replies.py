@@ -234,3 +234,15 @@ def test_what_the_graph_keeps_of_a_reply_is_clean_text(stream: MemoryStream, rep
     out = graph.invoke({})
     assert out["dropped"]
     assert all(_clean(record.get("text", "")) for record in out["dropped"])
+
+
+ECHOES = [(name, reply) for name, reply in zip(IDS, REPLIES, strict=True)
+          if name.startswith("echo-")]
+
+
+@pytest.mark.parametrize("reply", [reply for _, reply in ECHOES],
+                         ids=[name for name, _ in ECHOES])
+def test_an_echo_of_the_prompt_is_never_a_rating(reply: str):
+    with pytest.raises(ParseError):
+        parse_rating(reply)
+    assert parse_ratings(reply, 2) == [None, None]

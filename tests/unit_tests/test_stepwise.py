@@ -402,3 +402,19 @@ def test_generate_insight_forced_on_an_empty_stream_makes_no_call(clock):
     assert generate_insight(new_stream(clock), model) is None
     assert generate_insight(new_stream(clock), model, force=True) == ([], [])
     assert model.calls == []
+
+
+def test_the_step_by_step_functions_take_the_settings(stream):
+    from langchain_genmem import ReflectionSettings
+    from langchain_genmem.reflection.stepwise import DESIGN_SETTINGS
+
+    # the design's window of 15 and threshold 3 unless settings say otherwise
+    assert (DESIGN_SETTINGS.window, DESIGN_SETTINGS.threshold) == (15, 3.0)
+    tight = ReflectionSettings(window=3, threshold=1.25)
+    assert generate_insight(stream, scripted(), settings=tight) is None  # 1.2 < 1.25
+    assert generate_insight(stream, scripted(), settings=tight, threshold=1.2) is not None
+    model = condenser("1. 洞察 [1]\n2. 洞察二 [2]\n3. 洞察三 [3]")
+    out = condense_insights([("a", [1]), ("b", [2])], model,
+                            settings=ReflectionSettings(max_insights=2))
+    assert out == "1. 洞察 [1]\n2. 洞察二 [2]"
+    assert model.calls[0][0] == DEFAULT_CONDENSE_SYSTEM_PROMPT.format(n=2)
