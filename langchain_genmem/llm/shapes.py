@@ -8,7 +8,8 @@ the model was asked; a reply that does not match its schema is an unreadable rep
 
 * :func:`rating_shape`: ``{"rating": 7}``, an integer from 1 to 10.
 * :func:`ratings_shape`: ``{"ratings": [7, 3]}``, exactly n integers from 1 to 10.
-* :func:`questions_shape`: ``{"questions": [...]}``, 1 to n texts.
+* :func:`questions_shape`: ``{"questions": [...]}``, 1 to n texts (every text of every shape
+  is bounded in characters too).
 * :func:`insights_shape`: ``{"insights": [{"insight": "...", "evidence": [0, 2]}]}``, 1 to n
   insights whose evidence can only be the numbers of the statements shown (an ``enum``).
 * :func:`triples_shape`: ``{"triples": [{"subject", "predicate", "object"}]}``, exactly n.
@@ -73,7 +74,17 @@ def _array(items: dict[str, Any], low: int, high: int) -> dict[str, Any]:
 
 
 _RATING = {"type": "integer", "minimum": 1, "maximum": 10}
-_TEXT = {"type": "string"}
+# Every text is bounded too: a small model's string, like an unbounded array, can run on to
+# max_tokens, and the reply is then cut and unreadable. Characters, not tokens: a question
+# of 160 Chinese characters is still well inside the questions' token bound.
+QUESTION_CHARS = 160
+INSIGHT_CHARS = 240
+SENTENCE_CHARS = 300
+TRIPLE_PART_CHARS = 80
+
+
+def _text(limit: int) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": limit}
 
 
 def _one_line(text: Any) -> str:
@@ -98,7 +109,7 @@ def questions_shape(n: int) -> Shape:
     """1 to ``n`` questions, read back as ``1) question`` lines."""
     return Shape(
         "Questions",
-        _object(questions=_array(_TEXT, 1, max(n, 1))),
+        _object(questions=_array(_text(QUESTION_CHARS), 1, max(n, 1))),
         lambda value: "".join(
             f"{i}) {_one_line(q)}\n" for i, q in enumerate(value["questions"], 1)
         ),
@@ -109,7 +120,7 @@ def insights_shape(numbers: Sequence[int], n: int) -> Shape:
     """1 to ``n`` insights citing only ``numbers``, read back as ``1. insight [0, 2]`` lines."""
     evidence = _array({"type": "integer", "enum": list(numbers)}, 1,
                       max(1, min(len(numbers), _MAX_EVIDENCE)))
-    insight = _object(insight=_TEXT, evidence=evidence)
+    insight = _object(insight=_text(INSIGHT_CHARS), evidence=evidence)
     return Shape("Insights", _object(insights=_array(insight, 1, max(n, 1))), _insight_lines)
 
 
@@ -122,7 +133,8 @@ def _insight_lines(value: Any) -> str:
 
 def triples_shape(n: int) -> Shape:
     """Exactly ``n`` triples in statement order, read back as a JSON list of triples."""
-    triple = _object(subject=_TEXT, predicate=_TEXT, object=_TEXT)
+    part = _text(TRIPLE_PART_CHARS)
+    triple = _object(subject=part, predicate=part, object=part)
     return Shape("Triples", _object(triples=_array(triple, n, n)), _triple_lists)
 
 
@@ -134,7 +146,8 @@ def _triple_lists(value: Any) -> str:
 
 def sentence_shape() -> Shape:
     """One sentence: ``{"sentence": "..."}``, read back as its first line."""
-    return Shape("Sentence", _object(sentence=_TEXT), lambda value: _one_line(value["sentence"]))
+    schema = _object(sentence=_text(SENTENCE_CHARS))
+    return Shape("Sentence", schema, lambda value: _one_line(value["sentence"]))
 
 
 def conforms(value: Any, schema: Mapping[str, Any]) -> bool:  # noqa: PLR0911
@@ -142,7 +155,7 @@ def conforms(value: Any, schema: Mapping[str, Any]) -> bool:  # noqa: PLR0911
 
     Checks what the shapes use: ``type`` (object, array, integer, string), ``properties``,
     ``required``, ``additionalProperties: false``, ``items``, ``minItems``, ``maxItems``,
-    ``enum``, ``minimum`` and ``maximum``.
+    ``enum``, ``minimum``, ``maximum``, ``minLength`` and ``maxLength``.
 
     Args:
         value: the decoded reply.
@@ -171,7 +184,9 @@ def conforms(value: Any, schema: Mapping[str, Any]) -> bool:  # noqa: PLR0911
             and schema.get("minimum", value) <= value <= schema.get("maximum", value)
         )
     if kind == "string":
-        return isinstance(value, str)
+        return isinstance(value, str) and (
+            schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
+        )
     return True
 
 

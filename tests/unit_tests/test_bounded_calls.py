@@ -135,7 +135,7 @@ def test_fake_models_get_the_text_prompt_and_no_options(fake):
 def test_a_bound_openai_model_is_still_recognised():
     model = openai_model(Server([]))
     assert takes_call_options(model.bind(temperature=0))
-    assert bounded(model, CallLimits(timeout=3), "answer").kwargs == {"max_tokens": 1024,
+    assert bounded(model, CallLimits(timeout=3), "answer").kwargs == {"max_tokens": 512,
                                                                        "timeout": 3.0}
 
 
