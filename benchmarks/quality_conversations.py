@@ -46,9 +46,10 @@ INGESTS: dict[str, dict[str, Any]] = {
     "turn + 2 previous": {"item_fields": ["conversation", "speaker"],
                           "stream": {"context_turns": 2}},
 }
-# --smoke: the first sessions of one conversation per language (every kind of question has an
-# answer in them), and the first few questions of each kind whose answers were said there.
-SMOKE_SESSIONS = {"en-03": 5, "zh-01": 4}
+# --smoke: the first sessions of one conversation per language (between them every kind of
+# question has an answer there: the Chinese one's four sessions hold the multi-session ones),
+# and the first few questions of each kind whose answers were said there.
+SMOKE_SESSIONS = {"en-03": 2, "zh-01": 4}
 SMOKE_PER_STRATUM = 2
 
 
