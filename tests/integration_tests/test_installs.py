@@ -40,7 +40,10 @@ class Installed:
 
     def install(self, requirement: str) -> None:
         done = subprocess.run(
-            [str(self.bin / "python"), "-m", "pip", "install", "--quiet", requirement],
+            # --no-compile: pip would byte-compile every module of some hundred packages
+            # (sympy, the Kubernetes client...); Python compiles the few that run on import
+            [str(self.bin / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
+             requirement],
             env=self.env(), capture_output=True, text=True, timeout=INSTALL_SECONDS,
             check=False,
         )
