@@ -136,8 +136,14 @@ def test_reflect_over_a_day(tmp_path, scripted_openai):
     assert f"{len(calls) - 7} model calls" in out  # 7 events were rated before reflecting
 
 
+# Usage lines of the examples' docstrings that a test here runs exactly as printed (from the
+# clone's root, nothing added); test_readme.py runs every other one.
+SMALLVILLE_AS_PRINTED = "python examples/smallville.py"
+RUN_AS_PRINTED = {SMALLVILLE_AS_PRINTED}
+
+
 def test_smallville(tmp_path):
-    done = run_example("smallville.py")
+    done = run_example(SMALLVILLE_AS_PRINTED.split("/", 1)[1])  # the script, no arguments
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "Maria Lopez: 267 memories, clock at 2023-02-13 15:17:40, recency_decay 0.99, " \
