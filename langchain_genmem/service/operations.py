@@ -247,6 +247,7 @@ class MemoryService:
                 focal_points=out.get("focal_points", []),
                 thoughts=[memory_of(stream.get(i)) for i in out.get("written", [])],
                 dropped=len(out.get("dropped", [])),
+                reasons=out.get("reasons", []),
                 llm_calls=out.get("llm_calls", 0),
             )
 

@@ -530,6 +530,11 @@ class ReflectResponse(BaseModel):
     focal_points: list[str]
     thoughts: list[Memory]
     dropped: int = Field(description="Insights or questions left out (see the logs).")
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="Why questions or insights were left out or calls skipped, one line each "
+        "(a reflection that wrote nothing says why here).",
+    )
     llm_calls: int
 
 

@@ -474,6 +474,20 @@ def test_one_reflection_per_persona_at_a_time(store):
         assert not lock.locked()
 
 
+def test_a_reflection_that_writes_nothing_says_why(store):
+    from langchain_core.language_models import FakeListChatModel
+
+    # no question can be read in the reply: nothing is written, and the response says why
+    service = create_service(store, model=FakeListChatModel(responses=["……"]))
+    with TestClient(create_app(service)) as c:
+        c.post("/memories", json={"persona_name": PERSONA, "description": "伊莎贝拉在看书",
+                                  "poignancy": 2})
+        out = c.post("/reflect", json={"persona_name": PERSONA, "force": True}).json()
+    assert out["status"] == "no_questions" and out["thoughts"] == []
+    assert out["reasons"] and all(isinstance(r, str) and r for r in out["reasons"])
+    assert out["reasons"][0].startswith("focal_points: ")
+
+
 def test_keyword_retrieval_finds_chinese_keywords(client):
     add(client, PERSONA, "伊莎贝拉在咖啡馆筹备派对", 5, subject="伊莎贝拉", predicate="筹备",
         object="派对")
