@@ -44,7 +44,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from langchain_genmem.core.errors import ValidationError
-from langchain_genmem.llm.calls import bounded
+from langchain_genmem.llm.calls import bounded, client_errors
 from langchain_genmem.llm.importance import ImportanceScorer, add_rated, reply_text
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import create_reflection_graph
@@ -148,10 +148,12 @@ def create_memory_agent(
         return {"recalled": [d.metadata["node_id"] for d in docs]}
 
     def respond(state: AgentState) -> dict[str, Any]:
-        return {"messages": [answering.invoke(_prompt(state))]}
+        with client_errors(model, settings.limits.timeout):
+            return {"messages": [answering.invoke(_prompt(state))]}
 
     async def arespond(state: AgentState) -> dict[str, Any]:
-        return {"messages": [await answering.ainvoke(_prompt(state))]}
+        with client_errors(model, settings.limits.timeout):
+            return {"messages": [await answering.ainvoke(_prompt(state))]}
 
     def _prompt(state: AgentState) -> list[BaseMessage]:
         docs = [stream.get(i) for i in state.get("recalled", [])]

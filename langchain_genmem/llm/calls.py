@@ -33,7 +33,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +52,7 @@ __all__ = [
     "ModelCaller",
     "OutputForm",
     "bounded",
+    "client_errors",
     "schema_refused",
     "takes_call_options",
 ]
@@ -156,6 +157,35 @@ def _cut(error: BaseException) -> bool:
 
 class _Refused(Exception):
     """The server refused a schema (internal: the batch is sent again as text)."""
+
+
+@contextmanager
+def client_errors(model: Any, timeout: float) -> Iterator[None]:
+    """Raise an error of the model's OpenAI client (a timeout...) as a one-line ChatModelError.
+
+    For any ``ChatOpenAI``, also one the caller built: the error says what to check or raise
+    (:func:`~langchain_genmem.llm.chat.model_error`). Other errors pass unchanged.
+
+    Args:
+        model: the chat model (or a binding of it).
+        timeout: the seconds each call was given, for the message.
+
+    Yields:
+        Nothing; the calls run inside.
+
+    Raises:
+        ChatModelError: the client failed (server down, key refused, timed out...).
+    """
+    try:
+        yield
+    except ChatModelError:
+        raise
+    except Exception as e:
+        base = getattr(_target(model), "openai_api_base", None)
+        hint = model_error(e, base=base, timeout=timeout)
+        if hint is None:
+            raise
+        raise hint from e
 
 
 def _text_of(reply: Any) -> str:
@@ -283,19 +313,9 @@ class ModelCaller:
                     self._refuse()
             return await self._abatch_text(calls, config)
 
-    @contextmanager
-    def _hints(self) -> Iterator[None]:
+    def _hints(self) -> AbstractContextManager[None]:
         """An error of the OpenAI client (a timeout...) raised as a one-line ChatModelError."""
-        try:
-            yield
-        except ChatModelError:
-            raise
-        except Exception as e:
-            base = getattr(_target(self.model), "openai_api_base", None)
-            hint = model_error(e, base=base, timeout=self.limits.timeout)
-            if hint is None:
-                raise
-            raise hint from e
+        return client_errors(self.model, self.limits.timeout)
 
     def _batch_structured(self, calls: Sequence[Call], config: RunnableConfig | None) -> list[str]:
         if len(calls) == 1:

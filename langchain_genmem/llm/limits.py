@@ -9,8 +9,8 @@ the package makes carries the ``max_tokens`` of its kind of reply and the timeou
 Defaults (tokens): one rating 64 (a JSON ``{"rating": 7}`` with the free whitespace a small
 model adds), a batch of ratings 64 + 24 per memory, questions 300, insights 600, a
 condensed list 600, triples 64 + 64 per statement, a sentence after a conversation 128, the
-chat agent's answer 512 (half a minute at the 15 tokens a second of a small model on one
-CPU thread, inside the timeout); timeout 60 s per call; 1 retry.
+chat agent's answer 512; timeout 120 s per call (the longest reply, 600 tokens of insights, at
+the 5 to 15 tokens a second of a small model on one busy CPU thread); 1 retry.
 
 :data:`FALLBACK_IMPORTANCE` is the importance a memory gets when the model gave no rating.
 """
@@ -87,7 +87,7 @@ class CallLimits(FrozenSettings):
     triple_per_item: int = Field(64, ge=1)
     sentence: int = Field(128, ge=1)
     answer: int = Field(512, ge=1)
-    timeout: float = Field(60.0, gt=0, allow_inf_nan=False)
+    timeout: float = Field(120.0, gt=0, allow_inf_nan=False)
     max_retries: int = Field(1, ge=0, le=10)
 
     def max_tokens(self, kind: ReplyKind, n: int = 1) -> int:

@@ -42,3 +42,14 @@ def test_a_user_built_chat_openai_times_out_at_the_package_timeout(silent_url):
     with pytest.raises(ChatModelError, match="timed out after 0.5 s"):
         scorer.score_many("玛丽亚", [("event", "玛丽亚的祖母今天去世了")])
     assert time.monotonic() - started < 10
+
+
+def test_the_chat_agents_answer_times_out_in_one_line(silent_url):
+    from langchain_genmem.agent import create_memory_agent
+
+    model = ChatOpenAI(model="m", api_key="k", base_url=silent_url, max_retries=0)
+    stream = MemoryStream("玛丽亚", clock=SimulationClock(datetime(2024, 3, 1, 9)))
+    settings = ReflectionSettings(limits=CallLimits(timeout=0.5))
+    agent = create_memory_agent(model, stream, settings=settings, reflect=False)
+    with pytest.raises(ChatModelError, match=r"timed out after 0\.5 s"):
+        agent.invoke({"messages": [("user", "你好")]})

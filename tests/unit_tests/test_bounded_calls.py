@@ -142,7 +142,7 @@ def test_a_bound_openai_model_is_still_recognised():
 def test_chat_model_from_env_has_the_package_timeout_and_retries():
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
     model = chat_model_from_env(env, **clients())
-    assert (model.request_timeout, model.max_retries) == (60.0, 1)
+    assert (model.request_timeout, model.max_retries) == (120.0, 1)
     model = chat_model_from_env(env, limits=CallLimits(timeout=5, max_retries=0), **clients())
     assert (model.request_timeout, model.max_retries) == (5.0, 0)
     assert chat_model_from_env(env, max_retries=3, **clients()).max_retries == 3
