@@ -41,7 +41,7 @@ from langchain_genmem import (
 from langchain_genmem.agent import create_memory_agent
 from langchain_genmem.llm.importance import UnratedWarning, add_rated, unrated_ids
 from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, ReplyKind
-from langchain_genmem.llm.llama_server import LlamaServer
+from langchain_genmem.llm.llama_server import LlamaServer, smollm2_gguf
 from langchain_genmem.reflection.state import ReflectionStatus
 from tests.support.llama_server import small_model_chat
 
@@ -61,8 +61,6 @@ SUBPROCESS_TIMEOUT = 600
 MEMORIES = [
     ("event", "Isabella Rodriguez is opening Hobbs Cafe at 8 am"),
     ("chat", "Isabella Rodriguez asked Maria Lopez to help decorate for the party"),
-    ("thought", "Isabella Rodriguez wants the Valentine's Day party to bring people together"),
-    ("event", "伊莎贝拉在咖啡馆的柜台后面擦杯子"),
     ("event", "伊莎贝拉收到了一封来自老朋友的信，信里说他病得很重"),
     ("thought", "伊莎贝拉觉得咖啡馆的常客就像她的家人"),
 ]
@@ -216,10 +214,9 @@ def is_rating(value: float | None) -> bool:
 # --- 1. importance ratings -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("output", ["structured", "text"])
-def test_ratings_batched_are_ratings_or_unrated_and_bounded(recorded, output):
+def test_ratings_batched_are_ratings_or_unrated_and_bounded(recorded):
     model, log = recorded
-    scorer = ImportanceScorer(model, limits=SMALL, output=output)
+    scorer = ImportanceScorer(model, limits=SMALL, output="structured")
     ratings = scorer.rate_many(ISABELLA, MEMORIES)
     assert len(ratings) == len(MEMORIES)
     assert all(r is None or is_rating(r) for r in ratings), ratings
@@ -231,9 +228,9 @@ def test_ratings_batched_are_ratings_or_unrated_and_bounded(recorded, output):
     assert len(batched) == 1
 
 
-def test_ratings_one_by_one_make_one_bounded_call_each(recorded):
+def test_ratings_one_by_one_in_text_make_one_bounded_call_each(recorded):
     model, log = recorded
-    scorer = ImportanceScorer(model, limits=SMALL, batch_size=1)
+    scorer = ImportanceScorer(model, limits=SMALL, batch_size=1, output="text")
     ratings = scorer.rate_many(ISABELLA, MEMORIES, config={"max_concurrency": 1})
     assert all(r is None or is_rating(r) for r in ratings), ratings
     assert log.check(SMALL, ["rating"]) == len(MEMORIES) == scorer.calls
@@ -288,7 +285,7 @@ def test_forced_reflection_writes_thoughts_on_evidence_or_says_why(recorded, isa
 
 # --- 3. genmem reflect -----------------------------------------------------------------------
 
-CLI_MAX_CALLS = 4
+CLI_MAX_CALLS = 2  # the questions and one question's insights: the rest is skipped
 THOUGHT_LINE = re.compile(r"^\S+: \S")
 EVIDENCE_LINE = re.compile(r"^    evidence \S+: \S")
 
@@ -320,15 +317,17 @@ def test_genmem_reflect_forced_prints_thoughts_or_reasons(small_model_server, se
 
 # --- 4. the chat agent -----------------------------------------------------------------------
 
+# Asking for short answers keeps a turn cheap (the agent's answer may take 512 tokens).
 TURNS = [
-    "Hi Ada, my sister Lena moved to Porto last week.",
-    "我下周要去北京出差，你能提醒我带护照吗？",
-    "Where does my sister live now?",
+    "Hi Ada, my sister Lena moved to Porto. Please answer in one short sentence.",
+    "我下周要去北京出差。请用一句话回答。",
+    "Where does my sister live now? One short sentence, please.",
 ]
 
 
-@pytest.mark.parametrize("limits", [SMALL, NO_ROOM], ids=["rated", "no-room-to-rate"])
-def test_chat_agent_answers_every_turn_and_remembers_it(recorded, tmp_path, limits):
+@pytest.mark.parametrize(("limits", "turns"), [(SMALL, TURNS), (NO_ROOM, TURNS[1:2])],
+                         ids=["rated", "no-room-to-rate"])
+def test_chat_agent_answers_every_turn_and_remembers_it(recorded, tmp_path, limits, turns):
     model, log = recorded
     settings = ReflectionSettings(limits=limits)
     with MemoryStream("Ada", path=str(tmp_path / "store")) as stream, \
@@ -336,7 +335,7 @@ def test_chat_agent_answers_every_turn_and_remembers_it(recorded, tmp_path, limi
         warnings.simplefilter("ignore", UnratedWarning)
         agent = create_memory_agent(model, stream, settings=settings)
         messages: list[Any] = []
-        for turn, text in enumerate(TURNS, 1):
+        for turn, text in enumerate(turns, 1):
             out = agent.invoke({"messages": [*messages, ("user", text)]})
             reply = out["messages"][-1]
             assert isinstance(reply, AIMessage) and isinstance(reply.content, str)
@@ -348,7 +347,7 @@ def test_chat_agent_answers_every_turn_and_remembers_it(recorded, tmp_path, limi
             assert len(unrated) == len(stream)
         assert all(stream.get(i).poignancy == FALLBACK_IMPORTANCE for i in unrated)
     answers = [c for c in log.calls.values() if c["max_tokens"] == limits.answer]
-    assert len(answers) >= len(TURNS)
+    assert len(answers) == len(turns)
     log.check(limits, ["answer", "ratings", "rating"], most_items=3)
 
 
@@ -406,13 +405,21 @@ def test_reflection_step_by_step_runs_every_step_on_the_model(small_model_server
     assert server_log.generated()
 
 
-def test_chat_agent_example_answers_every_scripted_turn(small_model_server, server_log,
-                                                        tmp_path):
+def test_chat_agent_example_answers_every_scripted_turn(tmp_path):
+    # Each turn sends the whole conversation and the memories recalled, answers of up to
+    # the default 512 tokens among them: three turns may need more than the 2048 tokens
+    # of context of the session's server (a request beyond it is refused in one line).
     script = tmp_path / "turns.txt"
     script.write_text("\n".join(TURNS) + "\n", "utf-8")
-    done = run(str(ROOT / "examples" / "chat_agent.py"), "--script", str(script),
-               "--path", str(tmp_path / "memory"), env=model_env(small_model_server),
-               cwd=tmp_path)
+    with LlamaServer(smollm2_gguf(), ctx=4096, log=tmp_path / "server.out") as server:
+        log = ServerLog(server)
+        try:
+            done = run(str(ROOT / "examples" / "chat_agent.py"), "--script", str(script),
+                       "--path", str(tmp_path / "memory"), env=model_env(server),
+                       cwd=tmp_path)
+            generated = log.generated()
+        finally:
+            print(f"--- llama.cpp's server log ---\n{log.text()[-4000:]}")
     lines = done.stdout.splitlines()
     asked = [i for i, line in enumerate(lines) if line.startswith("you> ")]
     assert [lines[i].removeprefix("you> ") for i in asked] == TURNS
@@ -421,3 +428,6 @@ def test_chat_agent_example_answers_every_scripted_turn(small_model_server, serv
         assert len(answers) == 1 and answers[0].removeprefix("Ada> ").strip(), done.stdout
     with MemoryStream("Ada", path=str(tmp_path / "memory")) as stream:
         assert len(stream) == 3 * len(TURNS)
+    # an answer and a batch of ratings a turn, and a rating alone for each left unrated
+    assert 2 * len(TURNS) <= len(generated) <= 5 * len(TURNS)
+    assert all(n <= CallLimits().answer for n in generated), generated
