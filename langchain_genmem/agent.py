@@ -32,12 +32,19 @@ measurement behind it, and ``retrieval=`` (or ``retriever=``) to choose otherwis
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    trim_messages,
+)
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -74,6 +81,42 @@ class AgentState(TypedDict, total=False):
     recalled: list[str]
     written: list[str]
     reflection: dict[str, Any]
+
+
+def approximate_tokens(messages: Sequence[BaseMessage]) -> int:
+    """A model-free count of the tokens of some messages, on the high side for any language.
+
+    A quarter of a token per ASCII character (English words), two per other character (a
+    Chinese character is one to three tokens in the tokenisers of small models), and three
+    per message for its role.
+
+    Args:
+        messages: the messages.
+
+    Returns:
+        The estimate.
+    """
+    text = "".join(reply_text(m) for m in messages)
+    ascii_chars = sum(c.isascii() for c in text)
+    return math.ceil(ascii_chars / 4) + 2 * (len(text) - ascii_chars) + 3 * len(messages)
+
+
+def recent_turns(messages: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
+    """The newest messages that fit ``budget`` tokens, as :func:`approximate_tokens` counts.
+
+    Whole messages only, starting on a human turn; the newest one always goes, even alone
+    over the budget.
+
+    Args:
+        messages: the conversation, oldest first.
+        budget: the most tokens to keep.
+
+    Returns:
+        The messages kept, oldest first.
+    """
+    kept = trim_messages(list(messages), max_tokens=budget, strategy="last", start_on="human",
+                         token_counter=approximate_tokens, allow_partial=False)
+    return kept or list(messages[-1:])
 
 
 def create_memory_agent(
@@ -159,7 +202,7 @@ def create_memory_agent(
         docs = [stream.get(i) for i in state.get("recalled", [])]
         memories = format_memories([Document(page_content=n.description) for n in docs])
         system = system_prompt.format(persona=persona, user=user, memories=memories)
-        return [SystemMessage(system), *state["messages"]]
+        return [SystemMessage(system), *recent_turns(state["messages"], settings.limits.history)]
 
     def remember(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         thread = (config.get("configurable") or {}).get("thread_id")

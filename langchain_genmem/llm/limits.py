@@ -9,8 +9,9 @@ the package makes carries the ``max_tokens`` of its kind of reply and the timeou
 Defaults (tokens): one rating 64 (a JSON ``{"rating": 7}`` with the free whitespace a small
 model adds), a batch of ratings 64 + 24 per memory, questions 300, insights 600, a
 condensed list 600, triples 64 + 64 per statement, a sentence after a conversation 128, the
-chat agent's answer 512; timeout 120 s per call (the longest reply, 600 tokens of insights, at
-the 5 to 15 tokens a second of a small model on one busy CPU thread); 1 retry.
+chat agent's answer 512, sent with at most 1,000 tokens of the conversation; timeout 120 s
+per call (the longest reply, 600 tokens of insights, at the 5 to 15 tokens a second of a
+small model on one busy CPU thread); 1 retry.
 
 :data:`FALLBACK_IMPORTANCE` is the importance a memory gets when the model gave no rating.
 """
@@ -71,6 +72,11 @@ class CallLimits(FrozenSettings):
         triple_per_item: tokens added per statement.
         sentence: tokens of the planning thought or memo after a conversation.
         answer: tokens of the chat agent's answer.
+        history: tokens of the conversation the chat agent sends with each question (counted
+            approximately; the oldest turns are left out first, the newest question always
+            goes). What is left out stays reachable through the memories it recalls, and a
+            small model's context (2,048 tokens on llama.cpp by default) does not overflow
+            as the conversation grows.
         timeout: seconds one call may take before it fails (the package's own, sent with
             every call).
         max_retries: how many times a failed call is tried again (given to the client of
@@ -87,6 +93,7 @@ class CallLimits(FrozenSettings):
     triple_per_item: int = Field(64, ge=1)
     sentence: int = Field(128, ge=1)
     answer: int = Field(512, ge=1)
+    history: int = Field(1000, ge=1)
     timeout: float = Field(120.0, gt=0, allow_inf_nan=False)
     max_retries: int = Field(1, ge=0, le=10)
 

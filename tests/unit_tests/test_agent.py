@@ -113,3 +113,36 @@ def test_retrieval_is_checked_naming_the_field(stream):
     with pytest.raises(ValidationError) as e:
         create_memory_agent(model(), stream, retrieval={"relevanse": "hybrid"})
     assert e.value.field == "relevanse"
+
+
+def test_the_answer_gets_only_the_newest_turns_that_fit_the_history_budget(tmp_path):
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_genmem import CallLimits, MemoryStream, ReflectionSettings
+    from langchain_genmem.agent import create_memory_agent
+
+    seen: list[list] = []
+
+    class Recording(GenericFakeChatModel):
+        def _generate(self, messages, *args, **kwargs):
+            seen.append(messages)
+            return super()._generate(messages, *args, **kwargs)
+
+    model = Recording(messages=iter([AIMessage("好的。") for _ in range(20)]))
+    stream = MemoryStream("Ada", path=str(tmp_path / "m"))
+    settings = ReflectionSettings(limits=CallLimits(history=60))
+    agent = create_memory_agent(model, stream, settings=settings, reflect=False,
+                                checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    turns = ["我叫山姆，住在波尔图。" * 3, "What is my name?", "我住在哪里？"]
+    for turn in turns:
+        agent.invoke({"messages": [("user", turn)]}, config)
+    answers = [m for m in seen if m[0].content.startswith("You are Ada")]
+    assert len(answers) == 3
+    last = answers[-1]
+    assert last[-1].content == turns[-1]  # the newest question always goes
+    assert last[1].type == "human"  # whole turns, starting on a question
+    assert turns[0] not in [m.content for m in last]  # the oldest turn is left out
+    assert len(agent.get_state(config).values["messages"]) == 6  # the thread keeps them all
