@@ -14,6 +14,9 @@ key             variable               default      meaning
 ``collection``  ``GENMEM_COLLECTION``  ``genmem``   the Chroma collection
 ``dsn``         ``GENMEM_DSN``         (none)       a PostgreSQL database instead of Chroma
 ``model``       ``OPENAI_MODEL``       gpt-4o-mini  the chat model's name
+``reflection``  (none)                 defaults     reflection settings, an object of
+                                                    :class:`~langchain_genmem.ReflectionSettings`
+                                                    fields (``{"n_focal_points": 1}``)
 ==============  =====================  ===========  =========================================
 
 The store is opened as ``genmem`` opens it
@@ -37,7 +40,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
-from langchain_genmem import MemoryStream
+from langchain_genmem import MemoryStream, ReflectionSettings
 from langchain_genmem.core.errors import ConfigurationError
 from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
 from langchain_genmem.memory.location import StoreLocation
@@ -54,6 +57,8 @@ class GenmemConfig(TypedDict, total=False):
         collection: the Chroma collection.
         dsn: a PostgreSQL database (``postgresql://...``) instead of Chroma.
         model: the chat model's name (default ``OPENAI_MODEL``).
+        reflection: :class:`~langchain_genmem.ReflectionSettings` fields (sizes, output form,
+            ``limits``...); those not given keep their defaults.
     """
 
     persona: str
@@ -63,6 +68,7 @@ class GenmemConfig(TypedDict, total=False):
     collection: str
     dsn: str
     model: str
+    reflection: dict[str, Any]
 
 
 def settings(config: RunnableConfig | None, env: Mapping[str, str] | None = None) -> GenmemConfig:
@@ -82,7 +88,17 @@ def settings(config: RunnableConfig | None, env: Mapping[str, str] | None = None
         collection=pick("collection", "GENMEM_COLLECTION", "genmem"),
         dsn=pick("dsn", "GENMEM_DSN", ""),
         model=pick("model", "OPENAI_MODEL", ""),
+        reflection=dict(given.get("reflection") or {}),
     )
+
+
+def reflection_settings(config: RunnableConfig | None = None) -> ReflectionSettings:
+    """The reflection settings of the run's config (``configurable["reflection"]``).
+
+    Raises:
+        ValidationError: a field that is unknown or out of range, named in one line.
+    """
+    return ReflectionSettings(**settings(config, env={})["reflection"])
 
 
 def stream_from_config(

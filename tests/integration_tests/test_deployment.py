@@ -123,6 +123,21 @@ def test_the_runs_config_chooses_persona_and_store(env, tmp_path):
     assert reflection.get_graph().nodes  # drawn as before
 
 
+def test_the_runs_config_sets_the_reflection_settings(env):
+    from graphs._common import reflection_settings
+    from langchain_genmem.core.errors import ValidationError
+
+    config = {"configurable": {"reflection": {"n_focal_points": 1, "output": "text",
+                                              "limits": {"answer": 40}}}}
+    chosen = reflection_settings(config)
+    assert (chosen.n_focal_points, chosen.output, chosen.limits.answer) == (1, "text", 40)
+    assert chosen.k == 30 and reflection_settings({}).n_focal_points == 3
+    with pytest.raises(ValidationError, match="k: "):
+        reflection_settings({"configurable": {"reflection": {"k": 0}}})
+    for name in ("reflection", "memory_agent"):
+        assert load(entries()[name])(config) is not None
+
+
 def test_a_configured_model_name_reaches_chatopenai(env):
     from graphs._common import model_from_config
 

@@ -41,7 +41,7 @@ from langchain_genmem import (
 from langchain_genmem.agent import create_memory_agent
 from langchain_genmem.llm.importance import UnratedWarning, add_rated, unrated_ids
 from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, ReplyKind
-from langchain_genmem.llm.llama_server import LlamaServer, smollm2_gguf
+from langchain_genmem.llm.llama_server import LlamaServer
 from langchain_genmem.reflection.state import ReflectionStatus
 from tests.support.llama_server import small_model_chat
 
@@ -363,7 +363,9 @@ def test_the_deployed_reflection_graph_reflects_with_the_model_of_the_environmen
         if name.startswith("OPENAI_"):
             monkeypatch.setenv(name, value)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    config = {"configurable": {"path": str(isabella), "persona": ISABELLA}}
+    sizes = {"k": 10, "n_focal_points": 1, "n_insights": 2, "max_insights": 2, "max_calls": 6}
+    config = {"configurable": {"path": str(isabella), "persona": ISABELLA,
+                               "reflection": sizes}}
     log = CallLog()
     graph = make_graph(config)
     out = graph.invoke({"force": True}, {**config, "callbacks": [log]})
@@ -371,11 +373,11 @@ def test_the_deployed_reflection_graph_reflects_with_the_model_of_the_environmen
     assert bool(out["written"]) == (out["status"] == "reflected")
     if not out["written"]:
         assert out["reasons"], out
-    defaults = ReflectionSettings()
-    assert out["llm_calls"] <= defaults.max_calls
+    chosen = ReflectionSettings(**sizes)  # the config's sizes reached the graph
+    assert out["llm_calls"] <= chosen.max_calls
     kinds = ["questions", "insights", "condense", "triples", "ratings", "rating"]
-    assert log.check(defaults.limits, kinds, most_items=defaults.n_focal_points
-                     * defaults.max_insights) == out["llm_calls"]
+    assert log.check(chosen.limits, kinds, most_items=chosen.n_focal_points
+                     * chosen.max_insights) == out["llm_calls"]
     with MemoryStream(ISABELLA, path=str(isabella)) as stream:
         for node_id in out["written"]:
             assert set(stream.get(node_id).evidence) <= {n.node_id for n in stream.nodes()}
@@ -406,21 +408,16 @@ def test_reflection_step_by_step_runs_every_step_on_the_model(small_model_server
     assert server_log.generated()
 
 
-def test_chat_agent_example_answers_every_scripted_turn(tmp_path):
-    # Each turn sends the whole conversation and the memories recalled, answers of up to
-    # the default 512 tokens among them: three turns may need more than the 2048 tokens
-    # of context of the session's server (a request beyond it is refused in one line).
+def test_chat_agent_example_answers_every_scripted_turn(small_model_server, server_log,
+                                                         tmp_path):
+    # each turn sends the newest turns that fit the history budget, so the conversation
+    # stays inside the 2048 tokens of context of the session's server
     script = tmp_path / "turns.txt"
     script.write_text("\n".join(TURNS) + "\n", "utf-8")
-    with LlamaServer(smollm2_gguf(), ctx=4096, log=tmp_path / "server.out") as server:
-        log = ServerLog(server)
-        try:
-            done = run(str(ROOT / "examples" / "chat_agent.py"), "--script", str(script),
-                       "--path", str(tmp_path / "memory"), env=model_env(server),
-                       cwd=tmp_path)
-            generated = log.generated()
-        finally:
-            print(f"--- llama.cpp's server log ---\n{log.text()[-4000:]}")
+    done = run(str(ROOT / "examples" / "chat_agent.py"), "--script", str(script),
+               "--path", str(tmp_path / "memory"), env=model_env(small_model_server),
+               cwd=tmp_path)
+    generated = server_log.generated()
     lines = done.stdout.splitlines()
     asked = [i for i, line in enumerate(lines) if line.startswith("you> ")]
     assert [lines[i].removeprefix("you> ") for i in asked] == TURNS
