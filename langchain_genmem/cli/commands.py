@@ -405,6 +405,7 @@ def reflect(
     """Run the reflection graph with an OpenAI-compatible chat model (OPENAI_* variables).
 
     The trigger is checked first: when it is not due, this says why, and no model is needed.
+
     A reflection that writes nothing prints why, one `reason:` line each.
     """
     settings = ReflectionSettings(output=output.value, max_calls=max_calls,

@@ -42,6 +42,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 
 from langchain_genmem.core.errors import ChatModelError, ValidationError
+from langchain_genmem.core.text import clean_text
 from langchain_genmem.llm.chat import model_error
 from langchain_genmem.llm.limits import CallLimits, ReplyKind
 from langchain_genmem.llm.shapes import Shape, read_structured
@@ -53,6 +54,7 @@ __all__ = [
     "OutputForm",
     "bounded",
     "client_errors",
+    "reply_text",
     "schema_refused",
     "takes_call_options",
 ]
@@ -188,9 +190,32 @@ def client_errors(model: Any, timeout: float) -> Iterator[None]:
         raise hint from e
 
 
-def _text_of(reply: Any) -> str:
-    from langchain_genmem.llm.importance import reply_text
+def reply_text(message: BaseMessage) -> str:
+    """Return the text of a model reply, whether its content is a string or a block list.
 
+    The text is cleaned (:func:`~langchain_genmem.core.text.clean_text`: lone surrogates
+    replaced, NUL removed), so what a caller keeps of a reply (in records, in state that a
+    checkpointer serialises) is valid Unicode.
+
+    Args:
+        message: the model's reply.
+
+    Returns:
+        The text parts of the reply, joined.
+    """
+    content = message.content
+    if isinstance(content, str):
+        return clean_text(content)
+    return clean_text(
+        "".join(
+            part if isinstance(part, str) else str(part.get("text", ""))
+            for part in content
+            if isinstance(part, str) or part.get("type") == "text"
+        )
+    )
+
+
+def _text_of(reply: Any) -> str:
     return reply if isinstance(reply, str) else reply_text(reply)
 
 

@@ -24,8 +24,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langchain_genmem.core.errors import ParseError, ValidationError
 from langchain_genmem.core.nodes import NODE_TYPES
-from langchain_genmem.core.text import clean_text
-from langchain_genmem.llm.calls import Call, ModelCaller, OutputForm
+from langchain_genmem.llm.calls import Call, ModelCaller, OutputForm, reply_text
 from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, CallLimits
 from langchain_genmem.llm.parsers import format_numbered, parse_rating, parse_ratings
 from langchain_genmem.llm.prompts import (
@@ -64,31 +63,6 @@ IDLE_MARKER = "is idle"
 """An event whose description holds this text scores 1 without a call (as in the original)."""
 
 IDLE_SCORE = 1.0
-
-
-def reply_text(message: BaseMessage) -> str:
-    """Return the text of a model reply, whether its content is a string or a block list.
-
-    The text is cleaned (:func:`~langchain_genmem.core.text.clean_text`: lone surrogates
-    replaced, NUL removed), so what a caller keeps of a reply (in records, in state that a
-    checkpointer serialises) is valid Unicode.
-
-    Args:
-        message: the model's reply.
-
-    Returns:
-        The text parts of the reply, joined.
-    """
-    content = message.content
-    if isinstance(content, str):
-        return clean_text(content)
-    return clean_text(
-        "".join(
-            part if isinstance(part, str) else str(part.get("text", ""))
-            for part in content
-            if isinstance(part, str) or part.get("type") == "text"
-        )
-    )
 
 
 class _Scoring:

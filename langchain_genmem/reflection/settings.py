@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.llm.calls import OutputForm
 from langchain_genmem.llm.limits import CallLimits, FrozenSettings
 
@@ -91,8 +92,6 @@ class ReflectionSettings(FrozenSettings):
             ValidationError: ``settings`` is not a ReflectionSettings, or a bad value
                 (naming its field).
         """
-        from langchain_genmem.core.errors import ValidationError
-
         if settings is not None and not isinstance(settings, ReflectionSettings):
             msg = f"settings: expected a ReflectionSettings, got {type(settings).__name__}"
             raise ValidationError(msg, field="settings")
