@@ -19,7 +19,7 @@ it says is close to random: assert structure and ranges, never its ratings or wo
 ```python
 def test_rating(small_model):
     rating = small_model.with_structured_output(Rating, method="json_schema").invoke(prompt)
-    assert 1 <= rating.rating <= 10
+    assert rating.rating in range(1, 11)
 ```
 """
 
