@@ -397,7 +397,7 @@ class GenerativeAgentsStore(BaseStore):
         if refresh:
             stream.refresh()
         items = self._items_of.setdefault(persona, _Items())
-        state = stream._state
+        state = stream.committed
         if items.rev != state.rev:
             items.sync(state.extra.get(REGISTRY, {}))
             items.rev = state.rev
@@ -447,8 +447,8 @@ class GenerativeAgentsStore(BaseStore):
     def _write_persona(self, persona: str, ops: Sequence[PutOp]) -> None:
         held = self._items(persona)  # caught up with the state this write starts from
         stream = self.stream(persona)
-        base_rev = stream._state.rev
-        extra = {**stream._state.extra}
+        base_rev = stream.committed.rev
+        extra = {**stream.committed.extra}
         # Entries are never changed in place: copy the namespaces' dicts, not every entry.
         registry = {ns: dict(items) for ns, items in extra.get(REGISTRY, {}).items()}
         now = naive(stream.clock())
@@ -492,7 +492,7 @@ class GenerativeAgentsStore(BaseStore):
         """
         if self._personas is not None:
             self._personas.add(persona)
-        state = self.stream(persona)._state
+        state = self.stream(persona).committed
         if held.rev != base_rev or state.extra.get(REGISTRY) is not registry:
             return
         for op in ops:
@@ -578,7 +578,7 @@ class GenerativeAgentsStore(BaseStore):
         if flt:
             stream, passes = self.stream(persona), make_filter(**flt).passes
             records = [r for r in records if passes(stream.get(r.node_id))]  # type: ignore[union-attr]
-        registry = self.stream(persona)._state.extra.get(REGISTRY, {})
+        registry = self.stream(persona).committed.extra.get(REGISTRY, {})
         place = {tuple(json.loads(ns_text)): i for i, ns_text in enumerate(registry)}
         records.sort(key=lambda r: place[r.namespace])  # type: ignore[union-attr]
         return records  # type: ignore[return-value]

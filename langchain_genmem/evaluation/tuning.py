@@ -233,7 +233,7 @@ class PreparedExamples:
         self._recency: list[dict[float, np.ndarray]] = [{} for _ in self._items]
 
     def _prepare(self, stream: MemoryStream, example: Example, index: Any) -> _Prepared:
-        cache = stream._cache
+        cache = stream.columns
         chats = self.retriever.candidate_filter().chats
         static = cache.candidates(self.retriever.idle_filter, chats=chats)
         now = to_epoch(example.at if example.at is not None else stream.clock())
@@ -393,7 +393,7 @@ def _examples(stream: MemoryStream, given: Iterable[Example | tuple[Any, ...]]) 
             example = item if isinstance(item, Example) else _from_tuple(item)
         except ValidationError as e:
             raise ValidationError(f"examples[{n}]: {e}", field=e.field) from e
-        missing = [r for r in example.relevant if stream._row(r) is None]
+        missing = [r for r in example.relevant if stream.row_of(r) is None]
         if missing:
             msg = (
                 f"examples[{n}] ({example.id or example.query!r}): relevant: no memory "

@@ -60,7 +60,7 @@ def retrieve_in_database(
     stream.refresh()
     now = naive(stream.clock())
     vector = embed_query(stream.embeddings, query)
-    state = stream._state
+    state = stream.committed
     ranking = backend.rank(
         stream.persona, vector, k=k, mode=retriever.recency_mode,
         decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
@@ -69,7 +69,7 @@ def retrieve_in_database(
     )
     skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
     if not stream.lazy:
-        cache = stream._cache
+        cache = stream.columns
         static = cache.candidates(chats=flt.chats)
         skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
     if not ranking.rows:
@@ -79,7 +79,7 @@ def retrieve_in_database(
     if retriever.update_access:
         backend.write_access(stream.persona, {n.node_id: to_epoch(now) for n in nodes})
         if not stream.lazy:
-            stream._cache.merge_access({n.node_count: to_epoch(now) for n in nodes})
+            stream.columns.merge_access({n.node_count: to_epoch(now) for n in nodes})
         for n in nodes:
             n.last_accessed = max(n.last_accessed, now)
     docs = [

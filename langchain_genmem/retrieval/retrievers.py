@@ -377,7 +377,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             return _timed(retrieve_in_database(self, query, k, flt), window, "no_memory_in_window")
         stream = self.memory_stream
         stream.refresh()
-        cache = stream._cache
+        cache = stream.columns
         now = to_epoch(stream.clock())
         static = cache.candidates(self.idle_filter, chats=flt.chats)
         # Rows up to the candidates' size only: a write from another thread may append
@@ -411,7 +411,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
             cosine=cosine,
         )
 
-        state = stream._state
+        state = stream.committed
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         order = None
         if self.recency_mode == "reverie":
@@ -426,7 +426,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
                       recency_error=recency_error, exact_recency=exact_recency)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
-            stream._touch_rows(rows[best], now)
+            stream.record_access(rows[best], now)
         docs = [
             self._document(rows[i], i, place, ranked, skipped, with_dense=mode != "lexical")
             for place, i in enumerate(best)
@@ -496,7 +496,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         Returns:
             Its own, or the persona's (``relevance_mode``, ``lexical_weight``) where None.
         """
-        state = self.memory_stream._state
+        state = self.memory_stream.committed
         mode = state.relevance_mode if self.relevance is None else self.relevance
         share = state.lexical_weight if self.lexical_weight is None else self.lexical_weight
         return mode, float(share)
@@ -569,7 +569,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         Returns:
             The resolved weights and gains.
         """
-        state = self.memory_stream._state
+        state = self.memory_stream.committed
         return Weights(
             recency_w=state.recency_w if self.recency_w is None else self.recency_w,
             relevance_w=state.relevance_w if self.relevance_w is None else self.relevance_w,
@@ -590,7 +590,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         dense = with_dense and r.dense is not None
         return memory_document(
             self.memory_stream.persona,
-            self.memory_stream._cache.nodes[row],
+            self.memory_stream.columns.nodes[row],
             score=float(r.scored.score[i]),
             recency=float(r.scored.recency[i]),
             relevance=float(r.scored.relevance[i]),

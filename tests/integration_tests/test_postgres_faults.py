@@ -211,7 +211,7 @@ def test_an_earlier_clock_never_moves_a_later_access_time_back_in_either_path(ds
             "SELECT node_id, last_accessed FROM memory_nodes WHERE persona_name = %s",
             (PERSONA,)).fetchall())
     assert stored["node_3"] == later and stored["node_7"] == later
-    cached = mine._cache.last_accessed[: mine._cache.n]
+    cached = mine.columns.last_accessed[: mine.columns.n]
     assert cached[2] == cached[6] == to_epoch(later)
     assert retrieve("process") == retrieve("database")
     other.close()

@@ -16,7 +16,7 @@ T0 = datetime(2024, 5, 1, 8)
 
 
 def full_sort(stream: MemoryStream) -> list[int]:
-    cache = stream._cache
+    cache = stream.columns
     static = cache.candidates()
     rows = static.rows
     c = Candidates(cache.last_accessed[rows], static.type_code, static.node_count,
@@ -41,13 +41,13 @@ def test_kept_order_equals_a_full_sort_after_accesses_adds_and_merges(seed):
     clock = {"now": T0 + timedelta(hours=1)}
     stream = MemoryStream("p", clock=lambda: clock["now"])
     fill(stream, rng, 300, 0)
-    cache = stream._cache
+    cache = stream.columns
     assert cache.access_order(cache.candidates()).tolist() == full_sort(stream)
     for step in range(30):
         action = step % 3
         if action == 0:  # a retrieval's touch, some at the same time as earlier ones
             rows = rng.choice(cache.n, 20, replace=False)
-            stream._touch_rows(rows, (T0 + timedelta(hours=int(rng.integers(1, 3)))).timestamp())
+            stream.record_access(rows, (T0 + timedelta(hours=int(rng.integers(1, 3)))).timestamp())
         elif action == 1:
             fill(stream, rng, int(rng.integers(1, 5)), 1000 + step * 10)
         else:  # access times loaded from another process (some older: ignored)
@@ -68,7 +68,7 @@ def test_reverie_retrieval_with_the_kept_order_equals_a_fresh_sort():
     reader = GenerativeAgentsRetriever(stream=stream, k=10, recency_mode="reverie",
                                        update_access=False)
     toucher = reader.model_copy(update={"update_access": True})
-    cache = stream._cache
+    cache = stream.columns
     for i in range(12):
         clock["now"] += timedelta(minutes=int(rng.integers(0, 2)))  # often the same time
         kept = reader.retrieve_with_report(str(i))
@@ -90,12 +90,12 @@ def test_an_access_at_an_earlier_clock_keeps_the_later_time_another_process_merg
                           clock=lambda: clock["now"])
     fill(stream, np.random.default_rng(7), 30, 0)
     later = T0 + timedelta(hours=20)
-    stream._cache.merge_access({3: to_epoch(later), 7: to_epoch(later)})  # another process
-    held = stream._cache.last_accessed[:30].copy()
+    stream.columns.merge_access({3: to_epoch(later), 7: to_epoch(later)})  # another process
+    held = stream.columns.last_accessed[:30].copy()
     docs = GenerativeAgentsRetriever(stream=stream, k=30, recency_mode="reverie").invoke("记忆")
     assert {"node_3", "node_7"} <= {d.metadata["node_id"] for d in docs}  # touched at 5 h
-    cache = stream._cache
+    cache = stream.columns
     assert cache.last_accessed[2] == cache.last_accessed[6] == held[2] == to_epoch(later)
     assert stream.get("node_3").last_accessed == stream.get("node_7").last_accessed == later
-    assert "node_3" not in stream._pending  # nothing older is sent to the store either
+    assert "node_3" not in stream._access.pending  # nothing older is sent to the store either
     assert np.all(cache.last_accessed[:30] >= held)

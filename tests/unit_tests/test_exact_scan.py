@@ -82,7 +82,7 @@ def add(stream: MemoryStream, seed: int, n: int, batches: int, skip: int = 0) ->
 def ranked_from_cache(
     stream: MemoryStream, q: np.ndarray, mode: str, w: Weights, k: int, decay: float = 0.99
 ):
-    cache = stream._cache
+    cache = stream.columns
     static = cache.candidates()
     rows = static.rows
     approx, error = approximate_cosine(cache, cache.n, q, int8=True)
@@ -141,7 +141,7 @@ def test_int8_scan_ranks_adversarial_streams_as_float64_brute_force(
 
 def test_rows_added_later_widen_the_bound_of_the_rows_held_before():
     stream, q = fill(7, 900, batches=2)
-    cache = stream._cache
+    cache = stream.columns
     before = cache.max_relative_residual
     add(stream, 7, 900, 3, skip=2)  # the batch of poorly coded rows
     assert cache.max_relative_residual > 2 * before
@@ -181,7 +181,7 @@ def test_float32_hours_recency_stays_within_its_bound_at_any_age(decay):
 @pytest.mark.parametrize(("spread_s", "decay"), [(2.0, 0.99), (36_000.0, 0.99), (3600.0, 1.0)])
 def test_rank_on_float32_recency_is_exact_for_narrow_and_wide_spreads(spread_s, decay):
     stream, q = fill(5, 1200)
-    cache = stream._cache
+    cache = stream.columns
     rng = np.random.default_rng(5)
     when = (T0 + timedelta(hours=5)).timestamp() - spread_s * rng.integers(0, 4, cache.n)
     cache.last_accessed[: cache.n] = when  # few access times within spread_s

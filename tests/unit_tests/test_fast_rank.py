@@ -148,12 +148,12 @@ def test_filtered_retrieval_equals_brute_force_over_the_kept_memories(first_pass
     retriever = GenerativeAgentsRetriever(stream=stream, k=40, update_access=False,
                                           first_pass=first_pass, min_poignancy=2)
     report = retriever.retrieve_with_report("q")
-    cache = stream._cache
+    cache = stream.columns
     rows = np.flatnonzero(cache.poignancy[: cache.n] >= 2)
     c = cands(cache.last_accessed[rows], type_code=cache.type_code[rows], node_count=rows + 1,
               poignancy=cache.poignancy[rows])
     exact = batch_exact(cache.vectors[rows], cache.norms[rows], query)
-    state = stream._state
+    state = stream.committed
     w = Weights(state.recency_w, state.relevance_w, state.importance_w)
     truth = score(replace_cos(c, exact(np.arange(len(c)))),
                   recency(c, "hours", state.recency_decay, to_epoch(when)), w)

@@ -250,7 +250,7 @@ def test_the_lexical_index_is_never_stale_after_adds():
     assert len(index) == len(stream)
     fresh = index.scores("超导磁体", np.arange(len(stream)))
     rebuilt = type(index)()
-    rebuilt.sync(stream._cache)
+    rebuilt.sync(stream.columns)
     assert fresh.tolist() == rebuilt.scores("超导磁体", np.arange(len(stream))).tolist()
 
 
@@ -291,8 +291,8 @@ def test_reverie_order_is_right_with_and_without_the_idle_filter():
 
     for idle_filter in (True, False, True, False, False, True):
         got = result(idle_filter)
-        stream._cache._order = None  # the order sorted afresh
-        stream._cache._moved = []
+        stream.columns._order = None  # the order sorted afresh
+        stream.columns._moved = []
         assert len(got) == (2 if idle_filter else 4)
         # same access times as before the call (update_access moved them): compare orders
         assert [i for i, _ in got] == [i for i, _ in sorted(got, key=lambda x: -x[1])]

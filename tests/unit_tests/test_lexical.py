@@ -304,19 +304,19 @@ def test_scores_survive_a_restart_of_a_real_stream(tmp_path: Path):
     stream = MemoryStream("玛丽亚", path=tmp_path)
     index = LexicalIndex()
     stream.add_event(ENGLISH[1], poignancy=4)
-    index.sync(stream._cache)
+    index.sync(stream.columns)
     for text in MIXED + CHINESE[:2]:
         stream.add_event(text, poignancy=4)
     stream.add_thought("玛丽亚喜欢物理", poignancy=6, subject="玛丽亚", predicate="喜欢",
                        object="物理")
-    index.sync(stream._cache)  # catches up with the adds since the first sync
+    index.sync(stream.columns)  # catches up with the adds since the first sync
     rows = np.arange(len(stream))
     before = {q: index.scores(q, rows) for q in QUERIES + ["喜欢物理"]}
     stream.close()
 
     reopened = MemoryStream("玛丽亚", path=tmp_path)
     fresh = LexicalIndex()
-    fresh.sync(reopened._cache)
+    fresh.sync(reopened.columns)
     assert len(fresh) == len(reopened) == len(rows)
     for query, scores in before.items():
         np.testing.assert_allclose(fresh.scores(query, rows), scores, rtol=1e-12, atol=0)

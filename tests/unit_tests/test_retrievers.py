@@ -569,7 +569,7 @@ def test_a_memory_committed_while_a_retrieval_reads_does_not_break_it(clock):
     stream = make_stream(clock)
     for i in range(3):
         stream.add_event(f"event {i}", poignancy=i + 1)
-    cache = stream._cache
+    cache = stream.columns
     candidates = cache.candidates
     landed = []
 

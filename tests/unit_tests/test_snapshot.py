@@ -41,8 +41,8 @@ def filled(path, n: int = 12, persona: str = PERSONA) -> MemoryStream:
 
 def view(stream: MemoryStream) -> tuple:
     return (stream.state, [n.model_dump() for n in stream.nodes()],
-            stream._cache.vectors[: len(stream)].tolist(),
-            stream._cache.last_accessed[: len(stream)].tolist(), stream.keyword_index)
+            stream.columns.vectors[: len(stream)].tolist(),
+            stream.columns.last_accessed[: len(stream)].tolist(), stream.keyword_index)
 
 
 def snapshot_file(path, persona: str = PERSONA):

@@ -50,7 +50,7 @@ def items(n: int, start: int = 0) -> list[dict]:
 
 def view(stream: MemoryStream) -> tuple:
     n = len(stream)
-    cache = stream._cache
+    cache = stream.columns
     columns = {name: getattr(cache, name)[:n].tolist() for name in (
         "vectors", "codes", "norms", "inv_norms", "unit_scale", "last_accessed", "created",
         "expiration", "poignancy", "type_code", "idle", "type_count", "depth")}
@@ -92,7 +92,7 @@ def test_a_snapshot_open_equals_a_chroma_open(closed, monkeypatch):
     expected = from_chroma(closed)
     no_chroma_reads(monkeypatch)
     again = open_stream(closed)
-    assert isinstance(again._cache.nodes, LazyNodes)
+    assert isinstance(again.columns.nodes, LazyNodes)
     assert view(again) == expected
     assert again.retrieve_relevant_events("玛丽亚", "", "physics")[0].node_id == "node_40"
 
@@ -100,7 +100,7 @@ def test_a_snapshot_open_equals_a_chroma_open(closed, monkeypatch):
 def test_nodes_are_made_on_demand_once_each(closed, monkeypatch):
     no_chroma_reads(monkeypatch)
     again = open_stream(closed)
-    held = again._cache.nodes._held
+    held = again.columns.nodes._held
     assert held.count(None) == len(again)  # nothing made by opening
     docs = GenerativeAgentsRetriever(stream=again, k=3, update_access=False).invoke("书")
     assert len(docs) == 3 and held.count(None) == len(again) - 3
@@ -108,7 +108,7 @@ def test_nodes_are_made_on_demand_once_each(closed, monkeypatch):
     assert again.get("node_7") is first
     every = again.nodes()
     assert held.count(None) == 0
-    assert every[-7] is first and list(again._cache.nodes)[6] is first
+    assert every[-7] is first and list(again.columns.nodes)[6] is first
 
 
 def test_access_times_reach_made_and_unmade_nodes(closed, monkeypatch):
@@ -119,7 +119,7 @@ def test_access_times_reach_made_and_unmade_nodes(closed, monkeypatch):
     again.mark_accessed(["node_5", "node_6"], when=later)
     assert made.last_accessed == later
     assert again.get("node_6").last_accessed == later
-    again._cache.merge_access({9: (later + timedelta(hours=1)).timestamp()})
+    again.columns.merge_access({9: (later + timedelta(hours=1)).timestamp()})
     assert again.get("node_9").last_accessed == later + timedelta(hours=1)
 
 
@@ -281,7 +281,7 @@ def test_threads_asking_for_the_same_nodes_get_the_same_objects(closed):
     sys.setswitchinterval(1e-6)  # threads interleave as often as they can
     try:
         for _ in range(8):
-            again._cache.nodes._held = [None] * len(ids)  # every node to be made again
+            again.columns.nodes._held = [None] * len(ids)  # every node to be made again
             seen: list[list] = []
             threads = [threading.Thread(target=ask, args=(s, seen)) for s in range(8)]
             for t in threads:
@@ -299,7 +299,7 @@ def test_an_intact_snapshot_that_does_not_fit_the_cache_is_not_used(closed, capl
     expected = from_chroma(closed)
     again = open_stream(closed)
     key = again.backend.snapshot_key(PERSONA)
-    content = again._cache.snapshot_content()
+    content = again.columns.snapshot_content()
     del content.rows["codes"]  # well formed and checksummed, but short of a column
     content.meta["keywords"] = {}
     snapshot.write(snapshot_file(closed), key, content)

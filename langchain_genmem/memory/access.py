@@ -1,0 +1,110 @@
+"""Access times: exact in process at once, written to the store behind.
+
+A retrieval moves its results' ``last_accessed`` forward in the stream's columns at once;
+the store gets them within ``flush_interval`` seconds (a timer), at a flush, at close or at
+interpreter exit (:mod:`~langchain_genmem.memory.shutdown`). A lazy stream holds no column
+and writes them at once. See :mod:`~langchain_genmem.memory.mirror` for the parts of a
+stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from langchain_genmem.core.errors import StorageError
+
+if TYPE_CHECKING:
+    from langchain_genmem.memory.loader import StreamLoader
+    from langchain_genmem.memory.mirror import StreamMirror
+
+logger = logging.getLogger(__name__)
+
+
+class AccessRecorder:
+    """Records one persona's access times and sends them to the store behind.
+
+    Args:
+        mirror: the stream's mirror.
+        loader: gives the columns (loading them first when the stream is lazy).
+        flush_interval: seconds within which deferred access times reach the store.
+
+    Attributes:
+        flush_interval: as given; may be changed.
+        pending: access times not stored yet, by node id (epoch seconds).
+    """
+
+    def __init__(self, mirror: StreamMirror, loader: StreamLoader, flush_interval: float) -> None:
+        self.mirror = mirror
+        self.loader = loader
+        self.flush_interval = flush_interval
+        self.pending: dict[str, float] = {}
+        self._timer: threading.Timer | None = None
+
+    def mark(self, rows: np.ndarray, when: float) -> None:
+        """Record an access of rows: at once in the store when lazy, else as :meth:`record`.
+
+        Args:
+            rows: the rows (``node_{row+1}``), known to the mirror.
+            when: the access time, epoch seconds.
+        """
+        m = self.mirror
+        if m.lazy:
+            m.backend.write_access(m.persona, {f"node_{r + 1}": when for r in rows})
+            return
+        self.record(rows, when)
+
+    def record(self, rows: np.ndarray, when: float) -> None:
+        """Move the rows' access times to ``when`` where that is later; store them behind.
+
+        Args:
+            rows: the rows (int64 array) of held nodes.
+            when: the access time, epoch seconds.
+        """
+        m = self.mirror
+        with m.lock:
+            cache = self.loader.columns()
+            moved = cache.touch(rows, when)  # never backwards: only later times move
+            nodes = cache.nodes
+            for row in moved.tolist():
+                self.pending[nodes[row].node_id] = when
+            if self._timer is None and self.pending:
+                self._timer = threading.Timer(self.flush_interval, self._flush_from_timer)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _flush_from_timer(self) -> None:
+        try:
+            self.flush()
+        except StorageError:
+            logger.warning("deferred access times of %r not stored yet", self.mirror.persona,
+                           exc_info=True)
+
+    def flush(self) -> int:
+        """Write deferred access times to the store now.
+
+        Returns:
+            How many access times were written.
+
+        Raises:
+            StorageError: the store refused them (they stay pending).
+        """
+        m = self.mirror
+        with m.lock:
+            pending, self.pending = self.pending, {}
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not pending:
+                return 0
+            try:
+                m.backend.write_access(m.persona, pending)
+            except Exception as e:
+                self.pending = {**pending, **self.pending}
+                msg = f"could not store access times of {m.persona!r}: {e}"
+                raise StorageError(msg) from e
+            return len(pending)
+
