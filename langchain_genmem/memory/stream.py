@@ -210,7 +210,7 @@ class MemoryStream:
 
     @context_turns.setter
     def context_turns(self, n: int) -> None:
-        self._writer.context_turns = validation.top_k(n, "context_turns")
+        self._writer.context_turns = n
 
     @property
     def flush_interval(self) -> float:
