@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -57,17 +57,16 @@ from langchain_genmem.cli.reports import (
 from langchain_genmem.cli.store import Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
-from langchain_genmem.evaluation.metrics import load_examples
-from langchain_genmem.evaluation.tuning import fit_weights
-from langchain_genmem.interop.generative_agents import (
-    dump_associative_memory,
-)
-from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
 from langchain_genmem.llm.limits import CallLimits
 from langchain_genmem.memory.inputs import validate_items
 from langchain_genmem.memory.stats import trigger_text
-from langchain_genmem.memory.stream import MemoryStream
-from langchain_genmem.reflection import ReflectionSettings, create_reflection_graph
+from langchain_genmem.reflection.settings import ReflectionSettings
+
+if TYPE_CHECKING:
+    from langchain_genmem.memory.stream import MemoryStream
+
+# A command imports what only it uses (tuning, export, a chat model, the reflection graph)
+# when it runs: every `genmem` start-up, `--help` included, would pay for them otherwise.
 
 
 @app.command("import")
@@ -118,6 +117,8 @@ def export(
     ],
 ) -> None:
     """Export a persona in the original format (nodes.json, embeddings.json, kw_strength.json)."""
+    from langchain_genmem.interop.generative_agents import dump_associative_memory
+
     stream = store_of(ctx).open()
     dump_associative_memory(stream, folder)
     typer.echo(f"Exported {stream.persona}: {count_text(stream)} to {folder}")
@@ -352,6 +353,9 @@ def tune(
     as_json: AsJson = False,
 ) -> None:
     """Learn the retrieval weights, decay and lexical weight from labelled questions."""
+    from langchain_genmem.evaluation.metrics import load_examples
+    from langchain_genmem.evaluation.tuning import fit_weights
+
     stream = store_of(ctx).open()
     labelled = persona_examples(load_examples(examples), stream.persona, examples)
     result = fit_weights(
@@ -408,6 +412,9 @@ def reflect(
 
     A reflection that writes nothing prints why, one `reason:` line each.
     """
+    from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
+    from langchain_genmem.reflection.graph import create_reflection_graph
+
     settings = ReflectionSettings(output=output.value, max_calls=max_calls,
                                   limits=CallLimits(timeout=timeout))
     stream = store_of(ctx).open()

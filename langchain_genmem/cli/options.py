@@ -33,7 +33,6 @@ from langchain_genmem.core.nodes import NODE_TYPES, TYPE_CHOICES
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT
 from langchain_genmem.core.timeutil import SCRATCH_TIME_FORMAT
 from langchain_genmem.numerics.candidate_filter import make_filter
-from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 from langchain_genmem.retrieval.time_window import find_time_window
 
 if TYPE_CHECKING:
@@ -265,6 +264,8 @@ class RetrievalOptions:
         Returns:
             The retriever.
         """
+        from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever  # LangChain
+
         return GenerativeAgentsRetriever(
             stream=stream,
             k=k,

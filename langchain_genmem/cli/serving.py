@@ -27,19 +27,14 @@ from langchain_genmem.cli.options import ScoreIn, ScoreInOption
 from langchain_genmem.cli.store import CHROMA_FILE, Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.extras import require_extra
-from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
-from langchain_genmem.service import (
-    KeyRing,
-    MemoryService,
-    StreamPool,
-    check_listen,
-    create_service,
-)
-from langchain_genmem.service.security import KEY_VARIABLE
-from langchain_genmem.service.streams import DEFAULT_MAX_OPEN
+from langchain_genmem.service.security import KEY_VARIABLE, KeyRing, check_listen
+from langchain_genmem.service.streams import DEFAULT_MAX_OPEN, StreamPool
 
 if TYPE_CHECKING:
-    from langchain_genmem.service import KeyRing, MemoryService
+    from langchain_genmem.service.operations import MemoryService
+
+# The service, its chat model and the web framework are imported by the commands that run
+# them, when they run: every other `genmem` command starts without them.
 
 Host = Annotated[
     str,
@@ -153,6 +148,8 @@ def openapi(
     def unused() -> Any:
         raise ConfigurationError("the schema needs no store")
 
+    from langchain_genmem.service.operations import MemoryService
+
     service = MemoryService(StreamPool(unused, unused))
     schema = _http_app(service, KeyRing(), client_url(host, port, public_url)).openapi()
     text = json.dumps(schema, ensure_ascii=False, indent=2)
@@ -223,6 +220,8 @@ def _service(
     ctx: typer.Context, model: str | None, base_url: str | None, score_in: ScoreIn,
     max_open: int,
 ) -> MemoryService:
+    from langchain_genmem.service.operations import create_service
+
     return create_service(store_of(ctx), model=_chat_model(model, base_url),
                           score_in=score_in.value, max_open_personas=max_open)
 
@@ -273,6 +272,8 @@ def _store_exists(store: Store) -> bool:
 
 def _chat_model(model: str | None, base_url: str | None) -> Any:
     """The chat model of the OPENAI_* variables and flags, or None without a key or server."""
+    from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
+
     env = dict(os.environ)
     if model:
         env["OPENAI_MODEL"] = model

@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -44,7 +44,7 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from langchain_genmem.core.errors import ChatModelError, ValidationError
 from langchain_genmem.core.text import clean_text
 from langchain_genmem.llm.chat import model_error
-from langchain_genmem.llm.limits import CallLimits, ReplyKind
+from langchain_genmem.llm.limits import CallLimits, OutputForm, ReplyKind
 from langchain_genmem.llm.shapes import Shape, read_structured
 
 __all__ = [
@@ -58,11 +58,6 @@ __all__ = [
     "schema_refused",
     "takes_call_options",
 ]
-
-OutputForm = Literal["auto", "structured", "text"]
-"""How replies are asked for: ``"auto"`` (structured where the server takes JSON schemas,
-else text), ``"structured"`` (always; a server that refuses is an error) or ``"text"``
-(the original's text prompts, read leniently)."""
 
 OUTPUT_FORMS: tuple[str, ...] = ("auto", "structured", "text")
 

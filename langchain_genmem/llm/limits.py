@@ -25,7 +25,12 @@ from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.core.validation import from_pydantic
 
-__all__ = ["FALLBACK_IMPORTANCE", "CallLimits", "FrozenSettings", "ReplyKind"]
+OutputForm = Literal["auto", "structured", "text"]
+"""How replies are asked for: ``"auto"`` (structured where the server takes JSON schemas,
+else text), ``"structured"`` (always; a server that refuses is an error) or ``"text"``
+(the original's text prompts, read leniently)."""
+
+__all__ = ["FALLBACK_IMPORTANCE", "CallLimits", "FrozenSettings", "OutputForm", "ReplyKind"]
 
 FALLBACK_IMPORTANCE = 4.0
 """The importance (poignancy) of a memory the model could not rate, even asked alone: the

@@ -15,38 +15,64 @@
 
 from __future__ import annotations
 
-from langchain_genmem.llm.parsers import parse_insights
-from langchain_genmem.reflection.conversation import (
-    ConversationReflection,
-    areflect_on_conversation,
-    reflect_on_conversation,
-)
-from langchain_genmem.reflection.graph import (
-    DEFAULT_REFLECTION_PROMPTS,
-    PROMPT_FIELDS,
-    STRUCTURED_REFLECTION_PROMPTS,
-    create_reflection_graph,
-)
-from langchain_genmem.reflection.settings import ReflectionSettings
-from langchain_genmem.reflection.state import (
-    Dropped,
-    Insight,
-    QuestionInsights,
-    ReflectionInput,
-    ReflectionOutput,
-    ReflectionState,
-    ReflectionStatus,
-    TriggerPolicy,
-    TriggerReport,
-)
-from langchain_genmem.reflection.stepwise import (
-    acondense_insights,
-    agenerate_insight,
-    agenerate_reflection,
-    condense_insights,
-    generate_insight,
-    generate_reflection,
-)
+from typing import TYPE_CHECKING
+
+from langchain_genmem.core.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from langchain_genmem.llm.parsers import parse_insights
+    from langchain_genmem.reflection.conversation import (
+        ConversationReflection,
+        areflect_on_conversation,
+        reflect_on_conversation,
+    )
+    from langchain_genmem.reflection.graph import (
+        DEFAULT_REFLECTION_PROMPTS,
+        PROMPT_FIELDS,
+        STRUCTURED_REFLECTION_PROMPTS,
+        create_reflection_graph,
+    )
+    from langchain_genmem.reflection.settings import ReflectionSettings
+    from langchain_genmem.reflection.state import (
+        Dropped,
+        Insight,
+        QuestionInsights,
+        ReflectionInput,
+        ReflectionOutput,
+        ReflectionState,
+        ReflectionStatus,
+        TriggerPolicy,
+        TriggerReport,
+    )
+    from langchain_genmem.reflection.stepwise import (
+        acondense_insights,
+        agenerate_insight,
+        agenerate_reflection,
+        condense_insights,
+        generate_insight,
+        generate_reflection,
+    )
+
+# Loaded on first use, so that importing one module of the package does not import them all.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "langchain_genmem.llm.parsers": ["parse_insights"],
+    "langchain_genmem.reflection.conversation": [
+        "ConversationReflection", "areflect_on_conversation", "reflect_on_conversation",
+    ],
+    "langchain_genmem.reflection.graph": [
+        "DEFAULT_REFLECTION_PROMPTS", "PROMPT_FIELDS", "STRUCTURED_REFLECTION_PROMPTS",
+        "create_reflection_graph",
+    ],
+    "langchain_genmem.reflection.settings": ["ReflectionSettings"],
+    "langchain_genmem.reflection.state": [
+        "Dropped", "Insight", "QuestionInsights", "ReflectionInput", "ReflectionOutput",
+        "ReflectionState", "ReflectionStatus", "TriggerPolicy", "TriggerReport",
+    ],
+    "langchain_genmem.reflection.stepwise": [
+        "acondense_insights", "agenerate_insight", "agenerate_reflection",
+        "condense_insights", "generate_insight", "generate_reflection",
+    ],
+})
 
 __all__ = [
     "DEFAULT_REFLECTION_PROMPTS",

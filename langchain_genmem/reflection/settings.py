@@ -23,8 +23,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from langchain_genmem.core.errors import ValidationError
-from langchain_genmem.llm.calls import OutputForm
-from langchain_genmem.llm.limits import CallLimits, FrozenSettings
+from langchain_genmem.llm.limits import CallLimits, FrozenSettings, OutputForm
 
 __all__ = ["UNSET", "ReflectionSettings"]
 

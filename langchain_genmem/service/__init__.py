@@ -12,11 +12,26 @@ which shares one stream per persona between all requests
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from langchain_genmem.service.operations import MemoryService, create_service
-from langchain_genmem.service.security import ApiKey, KeyRing, check_listen
-from langchain_genmem.service.streams import StreamPool
+from langchain_genmem.core.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from langchain_genmem.service.http import create_app
+    from langchain_genmem.service.mcp import create_mcp_server
+    from langchain_genmem.service.operations import MemoryService, create_service
+    from langchain_genmem.service.security import ApiKey, KeyRing, check_listen
+    from langchain_genmem.service.streams import StreamPool
+
+# Loaded on first use: the HTTP app and the MCP server need optional extras, and a module of
+# the package (the CLI imports the streams' defaults) should not load the whole service.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "langchain_genmem.service.http": ["create_app"],
+    "langchain_genmem.service.mcp": ["create_mcp_server"],
+    "langchain_genmem.service.operations": ["MemoryService", "create_service"],
+    "langchain_genmem.service.security": ["ApiKey", "KeyRing", "check_listen"],
+    "langchain_genmem.service.streams": ["StreamPool"],
+})
 
 __all__ = [
     "ApiKey",
@@ -28,16 +43,3 @@ __all__ = [
     "create_mcp_server",
     "create_service",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "create_app":
-        from langchain_genmem.service.http import create_app  # lazy: optional extra
-
-        return create_app
-    if name == "create_mcp_server":
-        from langchain_genmem.service.mcp import create_mcp_server  # lazy: optional extra
-
-        return create_mcp_server
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
