@@ -28,14 +28,16 @@ Layout (personas may share both collections; every read names its persona):
   own number); at most :data:`CHAIN_MAX` of them, then a commit writes the state record
   again. A record above the committed count without ``commit`` is a crashed write's
   leftover (removed at the next write), never part of the run.
-- Forgetting (:meth:`ChromaBackend.forget`; Chroma has no transactions): the state record
-  that lists the forgotten numbers is written first, with the metadata key ``forgetting``
-  set to its revision: that write is the commit point. Then the node records of every range
-  forgotten at that revision or later are deleted, the snapshot file too, and ``forgetting``
-  is removed. A forget interrupted after the commit point is finished by the next write of
-  the persona (:meth:`ChromaBackend.remove_uncommitted`, which sees the key); meanwhile
-  :meth:`ChromaBackend.read_nodes` leaves the forgotten records out, so only a reader of the
-  raw Chroma collection could still see them. Before the commit point nothing changed.
+- Forgetting (:meth:`ChromaBackend.forget`; Chroma has no transactions): the persona's
+  snapshot file is deleted, then the state record that lists the forgotten numbers is
+  written, with the metadata key ``forgetting`` set to its revision: that write is the
+  commit point. Then the node records of every range forgotten at that revision or later
+  are deleted, and ``forgetting`` is removed. A forget interrupted after the commit point
+  is finished by the next write of the persona (:meth:`ChromaBackend.remove_uncommitted`,
+  which sees the key); meanwhile every reader gets the new state and
+  :meth:`ChromaBackend.read_nodes` leaves the forgotten records out, so only a reader of
+  the raw Chroma collection could still see them. Before the commit point nothing changed
+  but the snapshot (the next open reads Chroma and writes it again).
 - ``<name>-lease`` (server clients only): one write lease per persona being written, and
   a fence record per lease ever taken over from a holder that lost it. Records written
   under a lease carry its token (metadata ``lease``). A single-memory commit there counts
@@ -675,7 +677,7 @@ class ChromaBackend:
         self._record[persona] = (state.rev, state.node_count)
 
     def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
-        """Commit ``state``, then delete the forgotten nodes' records and the snapshot.
+        """Delete the snapshot, commit ``state``, then delete the forgotten nodes' records.
 
         The state record, written with ``forgetting`` set to its revision, is the commit
         point (see the module docstring): an interruption before it changes nothing, one
@@ -689,8 +691,11 @@ class ChromaBackend:
                 after it (the message says so) the next write deletes the records.
         """
         forgotten_runs(persona, node_numbers, state)
-        self._store_state(persona, state, f"could not forget memories of {persona!r}; "
-                          "nothing was forgotten", **{FORGETTING_KEY: state.rev})
+        failing = f"could not forget memories of {persona!r}; nothing was forgotten"
+        with self._snapshot_lock(persona):  # no snapshot of the old state saved in between
+            with _wrapped(failing):
+                self._remove_snapshot(persona)  # it holds the nodes: gone before the commit
+            self._store_state(persona, state, failing, **{FORGETTING_KEY: state.rev})
         with _wrapped(f"persona {persona!r}: the forget is committed, but deleting its "
                       "records failed (the next write of the persona deletes them)"):
             self._finish_forget(persona, state, state.rev)

@@ -158,6 +158,10 @@ class _Embeddings:
         return random_vectors(1, DIM, seed=seed)[0].tolist()
 
 
+def _crash(*args: Any, **kwargs: Any) -> None:
+    raise KeyboardInterrupt  # the process stops right after the state record was written
+
+
 def _states(backend: ChromaBackend) -> dict[str, Any]:
     return backend.states.get(ids=[f"{P}::state"], include=["metadatas"])["metadatas"][0]
 
@@ -170,11 +174,8 @@ def test_a_chroma_forget_interrupted_after_its_commit_point_is_finished_by_the_n
     assert isinstance(writer, ChromaBackend)
     commit_nodes(writer, P, random_vectors(6, DIM))
 
-    def crash(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt  # the process stops right after the state record was written
-
     with monkeypatch.context() as patch:
-        patch.setattr(ChromaBackend, "_finish_forget", crash)
+        patch.setattr(ChromaBackend, "_finish_forget", _crash)
         with pytest.raises(KeyboardInterrupt):
             forget(writer, P, [2, 5])
     assert _states(writer)[FORGETTING_KEY] == 2  # committed, records not deleted yet
@@ -210,7 +211,9 @@ def test_a_chroma_forget_interrupted_before_its_commit_point_changes_nothing(
 
 
 @pytest.mark.parametrize("store", ["chroma"], indirect=True)
-def test_a_snapshot_from_before_a_forget_is_deleted_and_never_used(store: Store) -> None:
+def test_a_snapshot_from_before_a_forget_is_deleted_and_never_used(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     stream = store.open(P, embeddings=_Embeddings())
     stream.add_many([{"type": "event", "description": f"玛丽亚第{i}次散步", "poignancy": 3}
                      for i in range(4)])
@@ -221,8 +224,11 @@ def test_a_snapshot_from_before_a_forget_is_deleted_and_never_used(store: Store)
     assert isinstance(backend, ChromaBackend)
     stale = backend.read_snapshot(P)
     assert stale is not None
-    forget(backend, P, [2])
-    assert _snapshot_files(store) == []
+    with monkeypatch.context() as patch:  # stopped after its commit point: records still there
+        patch.setattr(ChromaBackend, "_finish_forget", _crash)
+        with pytest.raises(KeyboardInterrupt):
+            forget(backend, P, [2])
+    assert _snapshot_files(store) == []  # the snapshot went before the commit point
     assert backend.read_snapshot(P) is None
     key = backend.begin_load(P)
     # a cache that still holds node_2 (no row numbers) cannot be saved under the new state
