@@ -18,7 +18,17 @@ serialised behind the first (and numbers after it) or refused with
 :class:`~langchain_genmem.core.errors.ConcurrentWriterError`; it is never silently lost.
 ``write_access`` (access times of existing nodes) needs no lock.
 
-Required and optional: every backend provides the methods of :class:`MemoryBackend` (ten
+Forgetting (:meth:`MemoryBackend.forget`) deletes nodes for good: their records (text,
+vector, fields, keyword and access rows) leave the store, and the state that lists their
+numbers in :attr:`~langchain_genmem.core.state.StreamState.forgotten` is committed with the
+deletion, all or nothing. Numbers are never reused (``node_count`` stays the highest ever
+given), so :meth:`MemoryBackend.read_nodes` returns the nodes of a range that still exist,
+with gaps, and a process that cached an older revision drops
+:meth:`~langchain_genmem.core.state.StreamState.forgotten_since` its revision. It is a
+required method, not a capability: a user's right to have a memory deleted holds on every
+store.
+
+Required and optional: every backend provides the methods of :class:`MemoryBackend` (eleven
 for the memory, ``close`` to release what it holds) and says in ``capabilities`` which
 optional ones it adds, each a protocol here: :class:`SnapshotStore` (``"snapshots"``: the
 stream opens from a saved copy of its cache), :class:`AccessLog` (``"access_log"``: access
@@ -45,9 +55,10 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 import numpy as np
 
 from langchain_genmem.backends import snapshot
+from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.modes import RecencyMode
 from langchain_genmem.core.nodes import MemoryNode
-from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.state import StreamState, number_runs
 from langchain_genmem.numerics.scoring import Weights
 
 Capability = Literal["snapshots", "access_log", "ranking", "views"]
@@ -73,7 +84,7 @@ class Head:
 
     Attributes:
         rev: the state's revision.
-        node_count: committed nodes.
+        node_count: the highest committed node number (forgotten ones included).
         access_rev: bumped when access times are stored, where the backend tracks it
             (PostgreSQL); a stream that saw another value reloads the changed times.
     """
@@ -137,17 +148,23 @@ class MemoryBackend(Protocol):
         """The persona's committed state, or None for a persona never written."""
 
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
-        """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
+        """The nodes numbered ``first`` .. ``last`` (inclusive) that exist, with their vectors.
+
+        In ascending order; forgotten numbers are left out (the list may have gaps), also
+        while a forget is being finished. A committed number that is neither stored nor
+        forgotten raises :class:`~langchain_genmem.core.errors.StorageError`.
+        """
 
     def write_lock(self, persona: str) -> AbstractContextManager[None]:
         """Hold the exclusive right to write ``persona`` until the ``with`` block exits.
 
         What the stream does inside the block, in this order, all in the one thread that
         entered it: ``read_head`` (and ``read_state``/``read_nodes`` if the head moved since
-        its cache), ``remove_uncommitted``, then exactly one ``commit`` (new nodes) or
-        ``write_state`` (settings, trigger reset, extras). Counters, ``kw_strength``,
-        depths and node numbers are computed from the committed state read there. Slow work
-        (scoring, embedding) happens before the block; ``write_access`` never takes it.
+        its cache), ``remove_uncommitted``, then exactly one ``commit`` (new nodes),
+        ``forget`` (deleting nodes) or ``write_state`` (settings, trigger reset, extras).
+        Counters, ``kw_strength``, depths and node numbers are computed from the committed
+        state read there. Slow work (scoring, embedding) happens before the block;
+        ``write_access`` never takes it.
 
         The stream mirrors the write in its cache only after the block exits without an
         exception, so a backend may make the write durable at exit (PostgreSQL: one
@@ -214,6 +231,32 @@ class MemoryBackend(Protocol):
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes (settings, counters)."""
 
+    def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
+        """Delete nodes for good and commit the state that says so; all or nothing.
+
+        Called inside :meth:`write_lock` (after ``read_head``/``read_state`` and
+        ``remove_uncommitted``), instead of ``commit``/``write_state``. Each node's record
+        goes whole (description, vector, fields, keyword and access-time rows); ``state``
+        is the committed state with ``rev`` one above it, ``node_count`` unchanged and the
+        numbers added to ``forgotten``
+        (:meth:`~langchain_genmem.core.state.StreamState.forgetting`), its counters
+        adjusted by the caller. A forget interrupted midway is either not
+        visible at all or finished by the next writer of the persona (its
+        ``remove_uncommitted``); readers never get a forgotten node from :meth:`read_nodes`
+        once ``state`` is committed.
+
+        Args:
+            persona: the persona.
+            node_numbers: the numbers to forget (committed, not forgotten yet).
+            state: the state that commits the forget.
+
+        Raises:
+            ValidationError: ``state`` does not list exactly these numbers as newly
+                forgotten at its revision.
+            StorageError: the store failed; nothing was forgotten (or, where the store has
+                no transactions, the next write finishes it).
+        """
+
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
         """Store last-access times (epoch seconds) of existing nodes, by node id.
 
@@ -225,7 +268,7 @@ class MemoryBackend(Protocol):
         """Every persona with a committed state."""
 
     def drop(self, persona: str) -> None:
-        """Delete every node and the state of a persona."""
+        """Delete everything of a persona: nodes, state, keyword strengths, access, snapshots."""
 
     def close(self) -> None:
         """Release what the backend holds (connections, a folder's write right); reads reopen."""
@@ -350,6 +393,34 @@ def contract_problems(backend: object) -> list[str]:
         problems += [f"{capability}: missing {name}()" for name in _methods(protocol)
                      if not callable(getattr(backend, name, None))]
     return problems
+
+
+def forgotten_runs(
+    persona: str, node_numbers: Sequence[int], state: StreamState
+) -> list[tuple[int, int]]:
+    """The ``(first, last)`` runs a forget deletes, checked against the state that commits it.
+
+    Args:
+        persona: the persona (for the message).
+        node_numbers: the numbers the caller forgets.
+        state: the state it commits.
+
+    Returns:
+        The runs, ascending.
+
+    Raises:
+        ValidationError: ``state`` does not list exactly these numbers, at its revision.
+    """
+    wanted = sorted({int(n) for n in node_numbers})
+    listed = [(lo, hi) for lo, hi, rev in state.forgotten if rev == state.rev]
+    if not wanted or number_runs(wanted) != sorted(listed):
+        msg = (
+            f"persona {persona!r}: forget: the state of revision {state.rev} must list the "
+            f"{len(wanted)} numbers forgotten as its newest ranges "
+            "(use StreamState.forgetting); nothing was forgotten"
+        )
+        raise ValidationError(msg, field="state")
+    return number_runs(wanted)
 
 
 def _methods(protocol: type) -> list[str]:

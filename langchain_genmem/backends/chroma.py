@@ -28,6 +28,16 @@ Layout (personas may share both collections; every read names its persona):
   own number); at most :data:`CHAIN_MAX` of them, then a commit writes the state record
   again. A record above the committed count without ``commit`` is a crashed write's
   leftover (removed at the next write), never part of the run.
+- Forgetting (:meth:`ChromaBackend.forget`; Chroma has no transactions): the persona's
+  snapshot file is deleted, then the state record that lists the forgotten numbers is
+  written, with the metadata key ``forgetting`` set to its revision: that write is the
+  commit point. Then the node records of every range forgotten at that revision or later
+  are deleted, and ``forgetting`` is removed. A forget interrupted after the commit point
+  is finished by the next write of the persona (:meth:`ChromaBackend.remove_uncommitted`,
+  which sees the key); meanwhile every reader gets the new state and
+  :meth:`ChromaBackend.read_nodes` leaves the forgotten records out, so only a reader of
+  the raw Chroma collection could still see them. Before the commit point nothing changed
+  but the snapshot (the next open reads Chroma and writes it again).
 - ``<name>-lease`` (server clients only): one write lease per persona being written, and
   a fence record per lease ever taken over from a holder that lost it. Records written
   under a lease carry its token (metadata ``lease``). A single-memory commit there counts
@@ -57,6 +67,7 @@ float32 values it stores.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import uuid
@@ -68,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from langchain_genmem.backends import snapshot
-from langchain_genmem.backends.base import Capability, Head, StoredNode
+from langchain_genmem.backends.base import Capability, Head, StoredNode, forgotten_runs
 from langchain_genmem.backends.gate import FolderGate
 from langchain_genmem.backends.locks import (
     FolderLock,
@@ -88,6 +99,8 @@ from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import from_epoch, to_epoch
 
+logger = logging.getLogger(__name__)
+
 # Chroma caps a get at 32,766 ids, but a page of vectors that large costs it over a GB of
 # transient memory at 100k memories; 1,000 keeps a whole open within 1 GB at no loss of speed.
 GET_PAGE = 1_000
@@ -99,6 +112,8 @@ DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_ne
 # (every read of the head looks them up in one get of this many ids).
 CHAIN_MAX = 32
 COMMIT_KEY = "commit"
+# on the state record: the revision of a forget whose records may not all be deleted yet
+FORGETTING_KEY = "forgetting"
 LEASE_KEY = "lease"  # on a server: the token of the write lease a record was written under
 FOLDER_WAIT = 5.0  # seconds a second process waits for an embedded folder by default
 LEASE_WAIT = 30.0  # seconds a writer waits for a server lease by default
@@ -165,6 +180,8 @@ class ChromaBackend:
         self._above: dict[str, tuple[int, bool]] = {}
         # per persona: (rev, node_count) of the state record as this backend last read or wrote it
         self._record: dict[str, tuple[int, int]] = {}
+        # per persona: the unfinished forget's revision the last read of the state record saw
+        self._pending: dict[str, int | None] = {}
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -287,6 +304,7 @@ class ChromaBackend:
                 return None
             meta = got["metadatas"][0]
             own = self._record[persona] = (int(meta["rev"]), int(meta["node_count"]))
+            self._pending[persona] = meta.get(FORGETTING_KEY)
         head = Head(rev=own[0], node_count=own[1])
         chain, above = self._read_chain(persona, head.node_count)
         self._chain[persona] = len(chain)
@@ -422,17 +440,21 @@ class ChromaBackend:
         return len(tokens)
 
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
-        """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
+        """The nodes numbered ``first`` .. ``last`` that exist, with their vectors, in order.
+
+        Records of forgotten nodes are left out, also those a forget not finished yet left
+        in Chroma. The forgotten numbers are read after the records, so a forget committed
+        in between explains the records it deleted.
+
+        Raises:
+            StorageError: a number neither stored nor forgotten (a damaged store).
+        """
         out: list[StoredNode] = []
         for lo in range(first, last + 1, GET_PAGE):
             hi = min(last, lo + GET_PAGE - 1)
             ids = [_node_id(persona, f"node_{i}") for i in range(lo, hi + 1)]
             with self._reading(persona):
                 got = self.nodes.get(ids=ids, include=["embeddings", "metadatas", "documents"])
-            if len(got["ids"]) != len(ids):
-                missing = sorted(set(ids) - set(got["ids"]))[:3]
-                msg = f"persona {persona!r}: committed nodes missing from the store: {missing}"
-                raise StorageError(msg)
             rows = sorted(
                 zip(got["metadatas"], got["documents"], got["embeddings"], strict=False),
                 key=lambda r: r[0]["node_count"],
@@ -440,7 +462,25 @@ class ChromaBackend:
             out.extend(
                 StoredNode(_node_from(m, d), np.asarray(v, dtype=np.float32)) for m, d, v in rows
             )
+        live = self._live_numbers(persona, first, last)
+        if len(out) != live.shape[0]:
+            alive = set(live.tolist())
+            out = [s for s in out if s.node.node_count in alive]
+        if len(out) != live.shape[0]:
+            found = {s.node.node_count for s in out}
+            missing = [_node_id(persona, f"node_{n}") for n in live.tolist() if n not in found]
+            msg = f"persona {persona!r}: committed nodes missing from the store: {missing[:3]}"
+            raise StorageError(msg)
         return out
+
+    def _live_numbers(self, persona: str, first: int, last: int) -> np.ndarray:
+        """The numbers ``first`` .. ``last`` the state record does not list as forgotten."""
+        with self._reading(persona):
+            got = self.states.get(ids=[_state_id(persona)], include=["documents"])
+        document = got["documents"][0] if got["ids"] else ""
+        ranges = json.loads(document).get("forgotten", []) if '"forgotten"' in document else []
+        held = StreamState.model_construct(node_count=last, forgotten=[tuple(r) for r in ranges])
+        return held.live_numbers(first, last)
 
     def personas(self) -> list[str]:
         """Every persona with a committed state, sorted."""
@@ -483,6 +523,9 @@ class ChromaBackend:
         write right, already knows that id absent: it read it, or this backend's own last
         write completed); only then are they all looked up and deleted.
 
+        A forget interrupted after its commit point, seen by that ``read_head``, is finished
+        first (its records are not counted here).
+
         Args:
             persona: the persona.
             node_count: the committed node count.
@@ -490,6 +533,9 @@ class ChromaBackend:
         Returns:
             How many records were removed.
         """
+        pending = self._pending.pop(persona, None)
+        if pending is not None:  # a forget was interrupted after its commit point
+            self._finish_interrupted(persona, int(pending))
         where = {"$and": [{"persona": persona}, {"node_count": {"$gt": node_count}}]}
         if self._above.pop(persona, None) == (node_count, False):
             return 0  # the read_head of this write found nothing above the committed count
@@ -583,11 +629,12 @@ class ChromaBackend:
             or nodes[0].node.node_count != state.node_count
             or self._chain.get(persona, CHAIN_MAX) >= CHAIN_MAX - 1
             or known.extra != state.extra
+            or known.forgotten != state.forgotten
         ):
             return None
         if any(kind not in state.kw_strength for kind in known.kw_strength):
             return None
-        change = state.model_dump(mode="json", exclude={"kw_strength", "extra"})
+        change = state.model_dump(mode="json", exclude={"kw_strength", "extra", "forgotten"})
         if strength_changes is not None:  # the writer knows them: no comparison of every one
             change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
             return change
@@ -609,18 +656,80 @@ class ChromaBackend:
             ConcurrentWriterError: this write's server lease expired or was taken over
                 (the writer stalled longer than ``lease_ttl``); nothing is stored.
         """
+        self._store_state(persona, state, f"could not store the state of {persona!r}")
+        self._wrote(persona)
+
+    def _store_state(
+        self, persona: str, state: StreamState, failing: str, **meta: int
+    ) -> None:
+        """Write the state record (with ``meta`` keys besides its own); the commit point."""
         self._check_lease(persona)
         self._forget(persona)  # until the write is known to have happened
-        with _wrapped(f"could not store the state of {persona!r}"):
+        with _wrapped(failing):
             self.states.upsert(
                 ids=[_state_id(persona)],
                 embeddings=np.ones((1, 1), dtype=np.float32),
-                metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count}],
+                metadatas=[{"persona": persona, "rev": state.rev, "node_count": state.node_count,
+                            **meta}],
                 documents=[state.model_dump_json()],
             )
         self._known[persona], self._chain[persona] = state, 0
         self._record[persona] = (state.rev, state.node_count)
+
+    def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
+        """Delete the snapshot, commit ``state``, then delete the forgotten nodes' records.
+
+        The state record, written with ``forgetting`` set to its revision, is the commit
+        point (see the module docstring): an interruption before it changes nothing, one
+        after it is finished by the next write. A reader meanwhile gets the new state and
+        no forgotten node from :meth:`read_nodes`.
+
+        Raises:
+            ValidationError: ``state`` does not list exactly these numbers as forgotten.
+            ConcurrentWriterError: this write's server lease was lost; nothing was forgotten.
+            StorageError: Chroma failed: before the commit point nothing was forgotten;
+                after it (the message says so) the next write deletes the records.
+        """
+        forgotten_runs(persona, node_numbers, state)
+        failing = f"could not forget memories of {persona!r}; nothing was forgotten"
+        with self._snapshot_lock(persona):  # no snapshot of the old state saved in between
+            with _wrapped(failing):
+                self._remove_snapshot(persona)  # it holds the nodes: gone before the commit
+            self._store_state(persona, state, failing, **{FORGETTING_KEY: state.rev})
+        with _wrapped(f"persona {persona!r}: the forget is committed, but deleting its "
+                      "records failed (the next write of the persona deletes them)"):
+            self._finish_forget(persona, state, state.rev)
         self._wrote(persona)
+
+    def _finish_forget(self, persona: str, state: StreamState, since: int) -> None:
+        """Delete the records of ranges forgotten at revision ``since`` or later, then the mark."""
+        numbers = [n for lo, hi, rev in state.forgotten if rev >= since
+                   for n in range(lo, hi + 1)]
+        ids = [_node_id(persona, f"node_{n}") for n in numbers]
+        for chunk in _chunks(ids, self.batch):
+            self.nodes.delete(ids=list(chunk))
+        self._remove_snapshot(persona)
+        self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
+        self._pending[persona] = None
+
+    def _finish_interrupted(self, persona: str, since: int) -> None:
+        """Finish a forget of revision ``since`` that an interrupted writer committed."""
+        with _wrapped(f"could not finish an interrupted forget of {persona!r}"):
+            state = self.read_state(persona)
+            if state is not None:
+                self._finish_forget(persona, state, since)
+        logger.warning("persona %r: finished an interrupted forget (revision %d)",
+                       persona, since)
+
+    def _remove_snapshot(self, persona: str) -> None:
+        """Delete the persona's snapshot file (it may hold forgotten nodes), if any."""
+        if self.kind == "folder":
+            with self._snapshot_lock(persona):
+                snapshot.remove(snapshot.path_of(self.where, self.name, persona))
+
+    def _snapshot_lock(self, persona: str) -> AbstractContextManager[Any]:
+        """Serialises, in this process, a snapshot's check and write with its removal."""
+        return thread_lock("chroma-snapshot", self.where, self.name, persona)
 
     def _check_lease(self, persona: str) -> None:
         """Refuse to commit when this write's server lease was lost."""
@@ -711,14 +820,16 @@ class ChromaBackend:
             :mod:`~langchain_genmem.backends.snapshot`); None means: open from Chroma.
         """
         key = self.snapshot_key(persona)
-        if key is None or key.node_count == 0:
+        state = self._known.get(persona)
+        if key is None or state is None or state.live_count == 0:
             return None
         spare = int(key.node_count * max(0.0, growth - 1.0))
-        got = snapshot.read(snapshot.path_of(self.where, self.name, persona), key, spare)
-        if got is None:
+        path = snapshot.path_of(self.where, self.name, persona)
+        got = snapshot.read(path, key, spare, rows=state.live_count)
+        if got is None or not _numbered_as(got, state):
             return None
         self._stamps[persona] = key.access_stamp
-        return self._known[persona], got
+        return state, got
 
     def begin_load(self, persona: str) -> snapshot.Key | None:
         """The key to write a snapshot under once a full load that starts now is done."""
@@ -736,38 +847,47 @@ class ChromaBackend:
             key: the key the caller's view was read at (:meth:`begin_load`), or None to
                 take the store's key now (after this process's own writes and flushes); a
                 snapshot already taken at that key is kept as it is.
-            content: the stream cache's content (``meta["n"]`` nodes).
+            content: the stream cache's content (``meta["n"]`` nodes; once nodes were
+                forgotten, a :data:`~langchain_genmem.backends.snapshot.NUMBERS` row array
+                must name the nodes of its rows, each existing one once).
 
         Returns:
             True when a snapshot was written.
         """
-        now = self.snapshot_key(persona)
-        if now is None or now.node_count != content.meta["n"]:
-            return False
-        path = snapshot.path_of(self.where, self.name, persona)
-        if key is None:  # only times this process wrote or loaded: nobody else's
-            if self._stamps.get(persona) != now.access_stamp or snapshot.matches(path, now):
+        with self.read_view(persona), self._snapshot_lock(persona):  # no forget meanwhile
+            now = self.snapshot_key(persona)
+            state = self._known.get(persona)
+            if now is None or state is None or not _numbered_as(content, state):
                 return False
-            key = now
-        elif key != now:
-            return False
-        try:
-            snapshot.write(path, key, content)
-        except OSError as e:
-            snapshot.logger.warning("could not write the snapshot of %r: %s", persona, e)
-            return False
-        return True
+            path = snapshot.path_of(self.where, self.name, persona)
+            if key is None:  # only times this process wrote or loaded: nobody else's
+                if self._stamps.get(persona) != now.access_stamp or snapshot.matches(path, now):
+                    return False
+                key = now
+            elif key != now:
+                return False
+            try:
+                snapshot.write(path, key, content, rows=state.live_count)
+            except OSError as e:
+                snapshot.logger.warning("could not write the snapshot of %r: %s", persona, e)
+                return False
+            return True
 
     def drop(self, persona: str) -> None:
-        """Delete every node and the state of a persona (a write: takes an embedded folder)."""
+        """Delete everything of a persona: its node records, state record and snapshot file.
+
+        A write: takes an embedded folder. Keyword strengths live in the state record and
+        access times on the node records, so they go with them.
+        """
         if self._folder is not None:
             self._folder.acquire(persona)
-        with self._exclusive(persona):
+        with self._exclusive(persona), _wrapped(f"could not delete persona {persona!r}"):
             self.nodes.delete(where={"persona": persona})
             self.states.delete(ids=[_state_id(persona)])
+            self._remove_snapshot(persona)
         self._forget(persona)
-        self._known.pop(persona, None)
-        self._chain.pop(persona, None)
+        for held in (self._known, self._chain, self._pending, self._above, self._stamps):
+            held.pop(persona, None)
 
     def _undo(self, ids: list[str], token: str | None = None) -> None:
         """Delete this write's records again (best effort: the next write removes the rest).
@@ -913,6 +1033,23 @@ def _meta_of(persona: str, node: MemoryNode) -> dict[str, Any]:
 def _fresh_meta(persona: str, node: MemoryNode) -> dict[str, Any]:
     """:func:`_meta_of` without its None values, for a record id known to be free."""
     return {k: v for k, v in _meta_of(persona, node).items() if v is not None}
+
+
+def _numbered_as(content: snapshot.Content, state: StreamState) -> bool:
+    """Whether a snapshot's rows are exactly the state's existing nodes, in order.
+
+    Before anything was forgotten, ``meta["n"]`` rows are ``node_1`` .. ``node_n``; after,
+    the :data:`~langchain_genmem.backends.snapshot.NUMBERS` row array must list them.
+    """
+    if int(content.meta.get("n", -1)) != state.live_count:
+        return False
+    if not state.forgotten:
+        return True
+    numbers = content.rows.get(snapshot.NUMBERS)
+    if numbers is None:
+        return False
+    return bool(np.array_equal(numbers[: state.live_count],
+                               state.live_numbers(1, state.node_count)))
 
 
 def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:

@@ -51,6 +51,7 @@ from langchain_genmem.backends.base import (
     Head,
     ScoredRow,
     StoredNode,
+    forgotten_runs,
 )
 from langchain_genmem.backends.postgres_schema import (
     ensure_schema,
@@ -96,7 +97,7 @@ READ_COLUMNS = (
 STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
     "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay",
-    "relevance_mode", "lexical_weight", "extra",
+    "relevance_mode", "lexical_weight", "extra", "forgotten",
 )
 
 
@@ -435,7 +436,14 @@ class PostgresBackend:
 
     @storage_errors("load the memories of persona {persona}", retry=True)
     def read_nodes(self, persona: str, first: int, last: int) -> list[StoredNode]:
-        """Nodes ``node_first`` .. ``node_last`` (inclusive) with their vectors, in order."""
+        """The nodes numbered ``first`` .. ``last`` that exist, with their vectors, in order.
+
+        Forgotten nodes' rows are deleted in the transaction that lists them as forgotten;
+        the list is read after the rows, so a forget committed in between explains them.
+
+        Raises:
+            StorageError: a number neither stored nor forgotten (a damaged store).
+        """
         with self._conn() as conn, conn.cursor(binary=True) as cur:
             cur.execute(
                 f"SELECT {READ_COLUMNS}, embedding FROM memory_nodes WHERE persona_name = %s "
@@ -443,13 +451,30 @@ class PostgresBackend:
                 (persona, first, last),
             )
             rows = cur.fetchall()
-        if len(rows) != last - first + 1:
+            if len(rows) != last - first + 1:
+                rows = self._existing(conn, persona, rows, first, last)
+        return [StoredNode(node_from_row(r[:-1]), _as_array(r[-1])) for r in rows]
+
+    @staticmethod
+    def _existing(
+        conn: Any, persona: str, rows: list[Any], first: int, last: int
+    ) -> list[Any]:
+        """The rows of a range with gaps, checked against the forgotten numbers."""
+        got = conn.execute(
+            "SELECT forgotten FROM genmem_personas WHERE persona_name = %s", (persona,)
+        ).fetchone()
+        ranges = [tuple(r) for r in (got[0] if got else [])]
+        live = StreamState.model_construct(node_count=last, forgotten=ranges)
+        wanted = live.live_numbers(first, last).tolist()
+        alive = set(wanted)
+        kept = [r for r in rows if r[0] in alive]
+        if [r[0] for r in kept] != wanted:
             msg = (
                 f"persona {persona!r}: committed nodes missing from the store "
-                f"(wanted node_{first}..node_{last}, found {len(rows)})"
+                f"(wanted {len(wanted)} of node_{first}..node_{last}, found {len(kept)})"
             )
             raise StorageError(msg)
-        return [StoredNode(node_from_row(r[:-1]), _as_array(r[-1])) for r in rows]
+        return kept
 
     @storage_errors("read the access times of persona {persona}", retry=True)
     def read_access(self, persona: str, since: int) -> dict[int, float]:
@@ -627,6 +652,27 @@ class PostgresBackend:
                 self._copy_nodes(conn, persona, nodes)
             self._store_state(conn, persona, state)
 
+    @storage_errors("forget memories of persona {persona}", "; nothing was forgotten")
+    def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
+        """Delete the nodes' rows and store ``state``; one transaction.
+
+        A row holds every field, the vector, the keywords (and their index entries) and
+        the access time of its node, so deleting it removes all of them; the keyword
+        strengths are stored from ``state``. A database ranking that starts after the
+        commit never sees the rows.
+
+        Raises:
+            ValidationError: ``state`` does not list exactly these numbers as forgotten.
+            StorageError: PostgreSQL failed; nothing was forgotten.
+        """
+        forgotten_runs(persona, node_numbers, state)
+        with self._writing(persona) as conn:
+            conn.execute(
+                "DELETE FROM memory_nodes WHERE persona_name = %s AND node_count = ANY(%s)",
+                (persona, sorted({int(n) for n in node_numbers})),
+            )
+            self._store_state(conn, persona, state)
+
     @storage_errors("store the state of persona {persona}", "; nothing was committed")
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes (settings, counters)."""
@@ -657,7 +703,7 @@ class PostgresBackend:
 
     @storage_errors("delete persona {persona}", "; nothing was deleted")
     def drop(self, persona: str) -> None:
-        """Delete every node, keyword strength and the state of a persona."""
+        """Delete every node (with its access time), keyword strength and the state of a persona."""
         with self._writing(persona) as conn:
             for table in ("memory_nodes", "kw_strength", "genmem_personas"):
                 conn.execute(f"DELETE FROM {table} WHERE persona_name = %s", (persona,))
@@ -715,6 +761,7 @@ class PostgresBackend:
         values = state.model_dump(include=set(STATE_COLUMNS))
         values["type_count"] = json.dumps(values["type_count"])
         values["extra"] = json.dumps(values["extra"], ensure_ascii=False)
+        values["forgotten"] = json.dumps(values.get("forgotten", []))
         names = [c for c in STATE_COLUMNS]
         placeholders = ", ".join(f"%({c})s" for c in names)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)

@@ -8,8 +8,9 @@ Tables (one database may hold any number of personas; every row names its person
 - ``kw_strength``: the Dify workflow's keyword strength table, written with its
   ``INSERT ... ON CONFLICT ... DO UPDATE`` upsert;
 - ``genmem_personas``: one row per persona with the counters and settings the original keeps
-  in ``scratch.json``, and two revisions other processes poll cheaply (``rev``: nodes or
-  state changed; ``access_rev``: access times changed);
+  in ``scratch.json``, the ranges of forgotten node numbers, and two revisions other
+  processes poll cheaply (``rev``: nodes or state changed; ``access_rev``: access times
+  changed);
 - ``genmem_schema_version``: the migrations applied.
 
 There is no ANN index: scoring is exact over every candidate. A release that changes the
@@ -111,9 +112,16 @@ MIGRATION_4 = """\
 ALTER TABLE kw_strength ALTER COLUMN persona_name TYPE text;
 """
 
+# Forgetting: the forgotten node numbers, as [first, last, rev] ranges (rows written before
+# forgot nothing).
+MIGRATION_5 = """\
+ALTER TABLE genmem_personas
+    ADD COLUMN IF NOT EXISTS forgotten jsonb NOT NULL DEFAULT '[]';
+"""
+
 # Append only: (version, SQL). Never edit a released migration.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4),
+    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -43,6 +43,9 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 FOLDER = "genmem-snapshots"
+# The row array naming each row's node number; needed once nodes were forgotten (rows skip
+# their numbers), absent before (row i is node_{i+1}).
+NUMBERS = "node_number"
 VERSION = 2
 MAGIC = b"GENMEMSS"
 SUFFIX = ".snap"
@@ -82,8 +85,9 @@ class Content:
     """What a snapshot holds.
 
     Attributes:
-        rows: arrays with one entry (or row) per node, ``node_{i+1}`` at ``i``. Read back
-            with room for ``spare`` more rows (see :func:`read`), the first ``node_count``
+        rows: arrays with one entry (or row) per existing node, ``node_{i+1}`` at ``i``
+            until nodes are forgotten (then :data:`NUMBERS` names each row's node). Read
+            back with room for ``spare`` more rows (see :func:`read`), the first ``rows``
             filled.
         arrays: other arrays, read back as written.
         meta: JSON-ready values.
@@ -121,21 +125,23 @@ def path_of(folder: str, collection: str, persona: str) -> Path:
     return Path(folder) / FOLDER / f"{digest.hexdigest()[:32]}{SUFFIX}"
 
 
-def write(path: Path, key: Key, content: Content) -> None:
+def write(path: Path, key: Key, content: Content, rows: int | None = None) -> None:
     """Write a snapshot atomically (a temporary file renamed over the old one).
 
     Args:
         path: from :func:`path_of`.
         key: what it was taken at.
-        content: the arrays and values; every row array must have ``key.node_count`` rows.
+        content: the arrays and values; every row array must have ``rows`` rows.
+        rows: how many nodes exist (None: ``key.node_count``, nothing forgotten).
 
     Raises:
         ValueError: a row array of another length.
         OSError: the file could not be written (nothing is replaced then).
     """
+    n = key.node_count if rows is None else rows
     for name, column in content.rows.items():
-        if column.shape[0] != key.node_count:
-            msg = f"snapshot column {name}: {column.shape[0]} rows for {key.node_count} nodes"
+        if column.shape[0] != n:
+            msg = f"snapshot column {name}: {column.shape[0]} rows for {n} nodes"
             raise ValueError(msg)
     meta = np.frombuffer(
         json.dumps(content.meta, ensure_ascii=False).encode("utf-8", "surrogatepass"), np.uint8
@@ -179,7 +185,7 @@ def _write_body(f: IO[bytes], parts: list[tuple[str, np.ndarray, bool]]) -> tupl
     return entries, crc
 
 
-def read(path: Path, key: Key, spare: int = 0) -> Content | None:
+def read(path: Path, key: Key, spare: int = 0, rows: int | None = None) -> Content | None:
     """The snapshot's content if it matches ``key`` and is intact, else None.
 
     Args:
@@ -187,6 +193,7 @@ def read(path: Path, key: Key, spare: int = 0) -> Content | None:
         key: the store's committed key now.
         spare: room for this many more rows in each row array (grown into by later adds
             without copying; untouched room costs no resident memory).
+        rows: how many nodes exist (None: ``key.node_count``, nothing forgotten).
 
     Returns:
         The content, or None (missing, stale, foreign or corrupt; logged).
@@ -205,11 +212,24 @@ def read(path: Path, key: Key, spare: int = 0) -> Content | None:
             if {k: header.get(k) for k in key.as_dict()} != key.as_dict():
                 logger.info("snapshot %s is stale for %r: rebuilding it", path.name, key.persona)
                 return None
-            return _body(f, header, key.node_count, spare)
+            return _body(f, header, key.node_count if rows is None else rows, spare)
         except Exception as e:  # noqa: BLE001 - a bad snapshot is never fatal: Chroma has it all
             logger.warning("snapshot %s of %r is unreadable (%s): rebuilding it", path.name,
                            key.persona, e)
             return None
+
+
+def remove(path: Path) -> None:
+    """Delete a snapshot file (and a version 1 one beside it), if there is one.
+
+    Args:
+        path: from :func:`path_of`.
+
+    Raises:
+        OSError: a file is there and could not be deleted.
+    """
+    path.unlink(missing_ok=True)
+    path.with_suffix(_LEGACY_SUFFIX).unlink(missing_ok=True)
 
 
 def matches(path: Path, key: Key) -> bool:

