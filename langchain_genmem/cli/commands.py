@@ -117,7 +117,9 @@ def export(
     ],
 ) -> None:
     """Export a persona in the original format (nodes.json, embeddings.json, kw_strength.json)."""
-    from langchain_genmem.interop.generative_agents import dump_associative_memory
+    from langchain_genmem.interop.generative_agents import (  # lazy: start-up time
+        dump_associative_memory,
+    )
 
     stream = store_of(ctx).open()
     dump_associative_memory(stream, folder)
@@ -353,8 +355,8 @@ def tune(
     as_json: AsJson = False,
 ) -> None:
     """Learn the retrieval weights, decay and lexical weight from labelled questions."""
-    from langchain_genmem.evaluation.metrics import load_examples
-    from langchain_genmem.evaluation.tuning import fit_weights
+    from langchain_genmem.evaluation.metrics import load_examples  # lazy: start-up time
+    from langchain_genmem.evaluation.tuning import fit_weights  # lazy: start-up time
 
     stream = store_of(ctx).open()
     labelled = persona_examples(load_examples(examples), stream.persona, examples)
@@ -412,8 +414,11 @@ def reflect(
 
     A reflection that writes nothing prints why, one `reason:` line each.
     """
-    from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
-    from langchain_genmem.reflection.graph import create_reflection_graph
+    from langchain_genmem.llm.chat import (  # lazy: start-up time
+        UnconfiguredChatModel,
+        chat_model_from_env,
+    )
+    from langchain_genmem.reflection.graph import create_reflection_graph  # lazy: start-up time
 
     settings = ReflectionSettings(output=output.value, max_calls=max_calls,
                                   limits=CallLimits(timeout=timeout))

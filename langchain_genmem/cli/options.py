@@ -264,7 +264,9 @@ class RetrievalOptions:
         Returns:
             The retriever.
         """
-        from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever  # LangChain
+        from langchain_genmem.retrieval.retrievers import (
+            GenerativeAgentsRetriever,  # lazy: start-up time
+        )
 
         return GenerativeAgentsRetriever(
             stream=stream,

@@ -31,7 +31,7 @@ from langchain_genmem.service.security import KEY_VARIABLE, KeyRing, check_liste
 from langchain_genmem.service.streams import DEFAULT_MAX_OPEN, StreamPool
 
 if TYPE_CHECKING:
-    from langchain_genmem.service.operations import MemoryService
+    from langchain_genmem.service.operations import MemoryService  # lazy: start-up time
 
 # The service, its chat model and the web framework are imported by the commands that run
 # them, when they run: every other `genmem` command starts without them.
@@ -148,7 +148,7 @@ def openapi(
     def unused() -> Any:
         raise ConfigurationError("the schema needs no store")
 
-    from langchain_genmem.service.operations import MemoryService
+    from langchain_genmem.service.operations import MemoryService  # lazy: start-up time
 
     service = MemoryService(StreamPool(unused, unused))
     schema = _http_app(service, KeyRing(), client_url(host, port, public_url)).openapi()
@@ -220,7 +220,7 @@ def _service(
     ctx: typer.Context, model: str | None, base_url: str | None, score_in: ScoreIn,
     max_open: int,
 ) -> MemoryService:
-    from langchain_genmem.service.operations import create_service
+    from langchain_genmem.service.operations import create_service  # lazy: start-up time
 
     return create_service(store_of(ctx), model=_chat_model(model, base_url),
                           score_in=score_in.value, max_open_personas=max_open)
@@ -272,7 +272,10 @@ def _store_exists(store: Store) -> bool:
 
 def _chat_model(model: str | None, base_url: str | None) -> Any:
     """The chat model of the OPENAI_* variables and flags, or None without a key or server."""
-    from langchain_genmem.llm.chat import chat_model_configured, chat_model_from_env
+    from langchain_genmem.llm.chat import (  # lazy: start-up time
+        chat_model_configured,
+        chat_model_from_env,
+    )
 
     env = dict(os.environ)
     if model:
