@@ -1,9 +1,11 @@
-"""Perturb the bundled embedding model in every Python process a noisy test run starts.
+"""Apply the test run's embedding settings in every Python process the tests start.
 
-`tests/support/embedding_noise.py` explains the noise; `tests/conftest.py` puts this folder
-first on PYTHONPATH when GENMEM_TEST_EMBEDDING_NOISE is set, so Python runs this file at
-start-up. It loads that module by its path (a child's working folder may be anywhere), applies
-the noise, then runs the environment's own sitecustomize, if it has one, which this file hides.
+`tests/support/embedding_noise.py` (vectors as on another CPU, GENMEM_TEST_EMBEDDING_NOISE)
+and `tests/support/embedding_cache.py` (each text embedded once per run,
+GENMEM_TEST_EMBEDDING_CACHE) explain them; `tests/conftest.py` puts this folder first on
+PYTHONPATH when either is set, so Python runs this file at start-up. It loads those modules
+by their paths (a child's working folder may be anywhere), applies the noise, then the cache
+over it, then runs the environment's own sitecustomize, if it has one, which this file hides.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ _noise = _load("_genmem_embedding_noise", importlib.util.spec_from_file_location
     "_genmem_embedding_noise", os.path.join(os.path.dirname(_HERE), "embedding_noise.py")))
 if _noise is not None:
     _noise.activate()
+_cache = _load("_genmem_embedding_cache", importlib.util.spec_from_file_location(
+    "_genmem_embedding_cache", os.path.join(os.path.dirname(_HERE), "embedding_cache.py")))
+if _cache is not None:
+    _cache.activate()
 
 _others = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 _load("_genmem_next_sitecustomize",
