@@ -226,16 +226,15 @@ class Forgetter:
                 return self._report(plan, dry_run=True, live=m.live() - len(plan.numbers))
         planned: list[Plan] = []
 
-        def make() -> Made:
+        def make() -> Made | None:
             plan = self._plan(chosen, keep_derived)
             if not plan.numbers:
-                raise _NothingToForget
+                return None  # nothing matches once caught up: nothing is written
             planned.append(plan)
             return [], self._next_state(plan), None
 
-        try:
-            state = self.writer.write(make)
-        except _NothingToForget:
+        state = self.writer.write(make)
+        if not planned:
             return self._report(Plan((), (), (), (0.0, 0)), dry_run=False, live=m.live())
         return self._report(planned[0], dry_run=False, live=m.live(), rev=state.rev)
 
@@ -314,10 +313,6 @@ class Forgetter:
             if events else state.importance_trigger_curr,
             "importance_ele_n": max(0, state.importance_ele_n - events),
         })
-
-
-class _NothingToForget(Exception):  # noqa: N818 - a signal inside this module, never raised out
-    """The selection matched no memory once caught up: the write is called off."""
 
 
 def _matches(node: MemoryNode, chosen: Selection) -> bool:

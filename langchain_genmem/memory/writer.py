@@ -73,7 +73,7 @@ class StreamWriter:
 
     # ------------------------------------------------------------------ committing
 
-    def write(self, make: Callable[[], Made]) -> StreamState:
+    def write(self, make: Callable[[], Made | None]) -> StreamState:
         """One write: under the persona's write right, catch up, sweep, ``make``, store.
 
         ``make`` numbers and counts from the committed state the stream just caught up
@@ -83,16 +83,21 @@ class StreamWriter:
         write durable only then (a transaction).
 
         Args:
-            make: builds the write from the caught-up mirror (under its lock).
+            make: builds the write from the caught-up mirror (under its lock); None calls
+                the write off (nothing left to do once caught up).
 
         Returns:
-            The state stored.
+            The state stored (the committed state caught up with, when ``make`` called the
+            write off).
         """
         m = self.mirror
         with self._mutex:
             with m.backend.write_lock(m.persona), m.lock:
                 self._sweep()
-                stored, state, changes = make()
+                made = make()
+                if made is None:
+                    return m.state
+                stored, state, changes = made
                 forgets = state.forgotten_since(m.state.rev)
                 try:
                     if forgets:
