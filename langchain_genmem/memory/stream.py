@@ -298,22 +298,33 @@ class MemoryStream:
 
     # ------------------------------------------------------------------ reading
 
-    def lexical_index(self) -> LexicalIndex:
+    def lexical_index(self, columns: NodeCache | None = None) -> LexicalIndex:
         """The persona's BM25 index, caught up with every committed memory.
 
         Built on first use (a stream only retrieved densely never pays for it) and synced
-        at every call, so it is never stale after ``add_*`` or a refresh.
+        at every call, so it is never stale after ``add_*`` or a refresh. A forget replaces
+        the stream's columns (their rows move): the index is then built again.
+
+        Args:
+            columns: the columns the caller reads (a retrieval's, taken once); None or the
+                stream's own gives the stream's index. Older columns (a forget ran since)
+                get an index of their own, so its rows stay theirs.
 
         Returns:
-            The index (rows are the cache's rows).
+            The index (rows are the columns' rows).
         """
+        from langchain_genmem.numerics.lexical import LexicalIndex  # lazy: start-up time
+
         m = self._mirror
         with m.lock:
-            index, cache = m.lexical, self.columns
-            if index is None:
-                from langchain_genmem.numerics.lexical import LexicalIndex  # lazy: start-up time
-
+            current = self.columns
+            cache = current if columns is None else columns
+            if cache is not current:
+                index = LexicalIndex()
+            elif m.lexical is None:
                 index = m.lexical = LexicalIndex()
+            else:
+                index = m.lexical
         index.sync(cache)
         return index
 

@@ -244,3 +244,18 @@ def test_a_later_turn_no_longer_quotes_a_forgotten_turn(store: Store) -> None:
     stream, seeds = seeded(store)
     stream.forget([seeds["turn1"]])
     assert all(seeds.text["turn1"] not in n.embedding_key for n in stream.nodes())
+
+
+def test_columns_taken_before_a_forget_keep_lexical_scores_of_their_own_rows(
+    store: Store,
+) -> None:
+    stream, seeds = seeded(store)
+    before = stream.columns  # a retrieval in another thread holds these
+    stream.lexical_index()
+    stream.forget([seeds["library"]], keep_derived=True)
+    old = stream.lexical_index(before).scores("blueberry pancake", np.arange(before.n))
+    assert int(np.argmax(old)) == before.row_of_number(2) == 1
+    now = stream.lexical_index()
+    assert now is stream.lexical_index(stream.columns) is not stream.lexical_index(before)
+    new = now.scores("blueberry pancake", np.arange(stream.columns.n))
+    assert int(np.argmax(new)) == stream.columns.row_of_number(2) == 0
