@@ -46,8 +46,10 @@ added later cannot be read from its own Chroma index.
 The stream is a facade over parts in modules of their own that share one
 :class:`~langchain_genmem.memory.mirror.StreamMirror` (what it holds in process): loading and
 catching up (:mod:`~langchain_genmem.memory.loader`), writing
-(:mod:`~langchain_genmem.memory.writer`) and access times
-(:mod:`~langchain_genmem.memory.access`). Retrievers and other readers use its public views:
+(:mod:`~langchain_genmem.memory.writer`), access times
+(:mod:`~langchain_genmem.memory.access`) and forgetting
+(:mod:`~langchain_genmem.memory.forgetting`: :meth:`MemoryStream.forget` deletes memories
+for good, numbers are never reused). Retrievers and other readers use its public views:
 :attr:`MemoryStream.columns`, :attr:`MemoryStream.committed`, :meth:`MemoryStream.row_of`
 and :meth:`MemoryStream.record_access`.
 """
@@ -131,9 +133,9 @@ class MemoryStream:
             counters and settings only; ``len``, ``get``, adds and
             ``GenerativeAgentsRetriever(score_in="database")`` read and write only the rows
             they need, and access times go to the store at once. What needs every node
-            (in-process scoring, ``nodes()``, keyword lookups, export, reflection) loads
-            the persona on first use and the stream stays loaded. For a store that ranks
-            (PostgreSQL).
+            (in-process scoring, ``nodes()``, keyword lookups, export, reflection,
+            forgetting) loads the persona on first use and the stream stays loaded. For a
+            store that ranks (PostgreSQL).
 
     Attributes:
         persona: the persona's name.
