@@ -65,7 +65,8 @@ class StreamState(BaseModel):
         node_count: the highest node number ever committed; ``node_1`` ..
             ``node_{node_count}`` exist but for the :attr:`forgotten` ones (numbers are
             never reused).
-        type_count: committed nodes per type.
+        type_count: the highest per-type number given (forgotten nodes included: like
+            ``node_count``, it numbers new nodes and never goes back).
         dim: size of the persona's vectors, once one is stored.
         rev: bumped by every commit, so other processes can tell the state changed.
         importance_trigger_max: reflection threshold (the original's default is 150).
@@ -130,6 +131,25 @@ class StreamState(BaseModel):
             The ranges whose nodes that cache must drop (none when nothing was forgotten).
         """
         return [(first, last) for first, last, at in self.forgotten if at > rev]
+
+    def is_forgotten(self, number: int) -> bool:
+        """Whether ``node_{number}`` was forgotten.
+
+        Args:
+            number: a node number.
+
+        Returns:
+            True when a forgotten range holds it.
+        """
+        return any(lo <= number <= hi for lo, hi, _ in self.forgotten)
+
+    def forgotten_numbers(self) -> frozenset[int]:
+        """Every forgotten node number.
+
+        Returns:
+            The numbers (empty when nothing was forgotten).
+        """
+        return frozenset(n for lo, hi, _ in self.forgotten for n in range(lo, hi + 1))
 
     def live_numbers(self, first: int, last: int) -> np.ndarray:
         """The node numbers from ``first`` to ``last`` (inclusive) that are not forgotten.

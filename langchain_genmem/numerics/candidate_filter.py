@@ -58,11 +58,12 @@ class CandidateFilter:
         min_poignancy: keep memories whose poignancy is at least this.
         node_ids: keep only these memories (``node_N`` ids), e.g. the live items of a
             LangGraph store namespace.
-        node_mask: keep only the memories whose row (node number - 1) is True in this
-            boolean array, or in the array a zero-argument callable returns when the
-            retrieval picks its candidates (after it caught up with the store, so the
-            caller's array can follow writes made meanwhile); rows past its end are left
-            out. The same set as ``node_ids`` without naming every id.
+        node_mask: keep only the memories whose node number - 1 is True in this boolean
+            array (indexed by number, not by cache row: forgotten numbers leave gaps), or
+            in the array a zero-argument callable returns when the retrieval picks its
+            candidates (after it caught up with the store, so the caller's array can follow
+            writes made meanwhile); numbers past its end are left out. The same set as
+            ``node_ids`` without naming every id.
     """
 
     created_after: datetime | None = None

@@ -396,7 +396,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         bonus = None
         if window is not None and self.time_in_query == "weight":
             bonus, use = self._time_bonus(window, cache.created[rows]), "weighted"
-        bm25 = None if mode == "dense" else stream.lexical_index().scores(query, rows)
+        bm25 = None if mode == "dense" else stream.lexical_index(cache).scores(query, rows)
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
         if mode == "lexical":  # no dense part: no query embedding
             cosine, error = np.zeros(rows.size), 0.0
