@@ -203,6 +203,12 @@ def _not_blank(value: str) -> str:
     return value
 
 
+def _known_types(value: str | None) -> str | None:
+    """Comma-separated memory types, checked (an unknown type raises, naming ``types``)."""
+    make_filter(types=split_list(value) or None)
+    return value
+
+
 def split_list(text: str | None) -> list[str] | None:
     """Comma-separated text as a list (also ``，``, ``、``, ``;`` and new lines).
 
@@ -267,8 +273,7 @@ class RetrieveRequest(_Request):
     @field_validator("types")
     @classmethod
     def _types(cls, value: str | None) -> str | None:
-        make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
-        return value
+        return _known_types(value)
 
     def scoring(self, *, in_database: bool = False) -> dict[str, Any]:
         """How the request scores, as retriever arguments: its preset's, then the fields given.
@@ -606,8 +611,7 @@ class ForgetRequest(_Request):
     @field_validator("types")
     @classmethod
     def _types(cls, value: str | None) -> str | None:
-        make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
-        return value
+        return _known_types(value)
 
     @field_validator("conversation", "speaker", "text")
     @classmethod

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,11 @@ from langchain_genmem.cli import Store
 from langchain_genmem.interop.generative_agents import dump_associative_memory
 from langchain_genmem.service import ApiKey, KeyRing, create_app, create_service
 from langchain_genmem.service.schemas import MAX_FORGET_IDS, MAX_TEXT_CHARS
+from tests.unit_tests.test_service_http import ADMIN, ISABELLA_ONLY, NOW, PERSONA, bearer
 
-NOW = datetime(2023, 2, 14, 9, 0, 0)
-ADMIN = "admin-key-0123456789abcdef"
-ISABELLA_ONLY = "isabella-key-0123456789abcdef"
-PERSONA = "伊莎贝拉"
 OTHER = "克劳斯"
 SECRET = "伊莎贝拉的银行卡密码是四七一一"
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
+SCOPES = KeyRing([ApiKey(ADMIN), ApiKey(ISABELLA_ONLY, frozenset({PERSONA}))])
 
 
 @pytest.fixture
@@ -36,8 +29,7 @@ def store(tmp_path: Path) -> Store:
 
 @pytest.fixture
 def client(store: Store) -> Iterator[TestClient]:
-    keys = KeyRing([ApiKey(ADMIN), ApiKey(ISABELLA_ONLY, frozenset({PERSONA}))])
-    with TestClient(create_app(create_service(store), keys=keys)) as c:
+    with TestClient(create_app(create_service(store), keys=SCOPES)) as c:
         yield c
 
 
