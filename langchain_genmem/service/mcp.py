@@ -70,7 +70,8 @@ INSTRUCTIONS = (
     "Long-term memory of one or more personas (Generative Agents memory stream). Call "
     "`recall` before answering anything that depends on what the persona has experienced, "
     "`remember` after something worth keeping happens (one memory per fact or event, in the "
-    "persona's language), and `reflect` now and then to form higher-level thoughts."
+    "persona's language), `reflect` now and then to form higher-level thoughts, and `forget` "
+    "when the user asks that something be forgotten."
 )
 
 Persona = Annotated[
