@@ -2,11 +2,11 @@
 
 `assert_forgotten` searches one stream (in this process, in a child process, after a reopen)
 for memories that were forgotten, retrieving first (a retrieval catches up with what other
-streams committed, as a reader of another process does): by id, by their exact texts (the fake embeddings make a
-text's own vector the query's, so dense retrieval would rank it first) and by their keywords.
-`memories` seeds a persona with Chinese and English memories, conversation turns and
-thoughts citing them, whose texts and keywords are unique, so a hit is never a coincidence.
-"""
+streams committed, as a reader of another process does): by id, by their exact texts (the fake
+embeddings make a text's own vector the query's, so dense retrieval would rank it first) and by
+their keywords. `memories` seeds a persona with Chinese and English memories, conversation
+turns and thoughts citing them, whose texts and keywords are unique, so a hit is never a
+coincidence. """
 
 from __future__ import annotations
 
