@@ -235,3 +235,12 @@ def _original_load(nodes: dict, vectors: dict) -> dict[str, tuple[str, int, list
             depth = 1 + max((held[i][1] for i in details["filling"]), default=0)
         held[node_id] = (details["type"], depth, details["filling"])
     return held
+
+
+@pytest.mark.xfail(strict=True, reason="a later turn's embedding_key and vector quote the turns "
+                   "before it; rewriting them in the forget's write needs the backend to replace "
+                   "kept records (MemoryBackend.forget deletes only)")
+def test_a_later_turn_no_longer_quotes_a_forgotten_turn(store: Store) -> None:
+    stream, seeds = seeded(store)
+    stream.forget([seeds["turn1"]])
+    assert all(seeds.text["turn1"] not in n.embedding_key for n in stream.nodes())
