@@ -1,6 +1,7 @@
-"""The ``genmem`` commands: import, export, add, search, keywords, stats, explain, tune, reflect.
+"""The ``genmem`` commands, from ``import`` to ``reflect``.
 
-``demo`` comes last.
+import, export, add, forget, search, keywords, stats, explain, tune, reflect; ``demo`` comes
+last.
 
 They are registered on the app in this order, the order the help lists them.
 """
@@ -25,6 +26,8 @@ from langchain_genmem.cli.options import (
     RetrievalOptions,
     ScoreIn,
     ScoreInOption,
+    Since,
+    Until,
     parse_time,
     renamed,
     weight_options,
@@ -182,6 +185,92 @@ def add(
         echo_json(node.model_dump())
     else:
         typer.echo(f"Added {node.node_id} ({node.type}, depth {node.depth}) to {stream.persona}")
+
+
+@app.command()
+def forget(
+    ctx: typer.Context,
+    node_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Ids of the memories to forget (node_3 node_9); with options, "
+                       "only those of them the options select."),
+    ] = None,
+    since: Since = None,
+    until: Until = None,
+    types: Annotated[
+        list[str] | None,
+        typer.Option("--type", help=f"Only memories of this type: {TYPE_CHOICES} (repeat; "
+                     "without it, every type)."),
+    ] = None,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", help="Only turns of this conversation.")
+    ] = None,
+    speaker: Annotated[
+        str | None, typer.Option("--speaker", help="Only turns this speaker said.")
+    ] = None,
+    text: Annotated[
+        str | None,
+        typer.Option("--text", help="Only memories whose description contains this text "
+                     "(case-insensitive)."),
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Forget every memory of the persona (asks first).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before --all.")] = False,
+    keep_derived: Annotated[
+        bool,
+        typer.Option("--keep-derived", help="Keep thoughts citing forgotten memories (their "
+                     "evidence loses the forgotten ids); by default they are forgotten too."),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be forgotten; forget nothing.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Forget memories for good: by id, by selectors (all must hold), or --all.
+
+    Thoughts citing a forgotten memory go too unless --keep-derived. Numbers are never reused.
+    """
+    from langchain_genmem.cli.forgetting import (  # lazy: start-up time
+        confirm_all,
+        report_lines,
+    )
+
+    selectors = {"created_after": since, "created_before": until, "types": types,
+                 "conversation": conversation, "speaker": speaker, "text": text}
+    window = RetrievalOptions(since=since, until=until, types=types)  # checks, naming options
+    given = bool(node_ids) or any(v is not None for v in selectors.values())
+    if every and given:
+        msg = "--all: forgets every memory; give no node id or selector with it"
+        raise ValidationError(msg, field="--all")
+    if not every and not given:
+        msg = ("forget: nothing selected; give node ids, a selector (--since, --until, --type, "
+               "--conversation, --speaker, --text) or --all")
+        raise ValidationError(msg, field="node_ids")
+    stream = store_of(ctx).open()
+    if every:
+        if not dry_run and not yes and len(stream):
+            confirm_all(stream.persona, len(stream))
+        report = stream.forget_all(dry_run=dry_run)
+    else:
+        selectors.update(window.filters(stream.clock()))
+        selectors.pop("min_poignancy")
+        try:
+            report = stream.forget(node_ids or (), keep_derived=keep_derived, dry_run=dry_run,
+                                   **selectors)
+        except ValidationError as e:
+            raise renamed(e, _FORGET_OPTIONS.get(e.field or "", e.field or "node_ids")) from None
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    shown = {i: stream.get(i) for i in report.forgotten} if dry_run else {}
+    for line in report_lines(report, shown):
+        typer.echo(line)
+
+
+_FORGET_OPTIONS = {"created_after": "--since", "created_before": "--until", "types": "--type",
+                   "conversation": "--conversation", "speaker": "--speaker", "text": "--text",
+                   "node_ids": "node id"}
 
 
 @app.command()

@@ -20,6 +20,7 @@ from langchain_genmem.cli.reports import (
     effective_gains,
     number,
 )
+from langchain_genmem.core.nodes import TYPE_CODES
 from langchain_genmem.memory.stats import plural
 
 if TYPE_CHECKING:
@@ -76,8 +77,9 @@ def count_text(stream: MemoryStream) -> str:
     Returns:
         The words.
     """
-    types = stream.state.type_count
-    parts = ", ".join(plural(types.get(t, 0), t) for t in ("event", "thought", "chat"))
+    cache = stream.columns  # what exists: forgotten memories are no row
+    codes = cache.type_code[: cache.n].tolist()
+    parts = ", ".join(plural(codes.count(TYPE_CODES[t]), t) for t in ("event", "thought", "chat"))
     return f"{memories(len(stream))} ({parts})"
 
 

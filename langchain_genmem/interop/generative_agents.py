@@ -599,6 +599,12 @@ def dump_associative_memory(stream: MemoryStream, folder: str | os.PathLike[str]
     scratch values into ``folder/../scratch.json``, updating only those keys of an existing
     file. Each file is written whole or not at all (temporary file, then rename).
 
+    A persona with forgotten memories is renumbered: the original reads ``node_1`` ..
+    ``node_{len}`` with no gap, so the memories left are numbered ``node_1`` upward in
+    their order, with per-type counts to match, and the ids in fillings (a thought's
+    evidence) follow them (:func:`renumbered`). ``embeddings.json`` is keyed by
+    embedding_key, a text, and holds the keys of the memories left only.
+
     Args:
         stream: the persona's stream.
         folder: the ``associative_memory`` folder (created if missing).
@@ -616,7 +622,7 @@ def dump_associative_memory(stream: MemoryStream, folder: str | os.PathLike[str]
     strength = stream.kw_strength
     vectors = stream.embeddings_by_key()
     files: list[tuple[Path, Any]] = [
-        (root / NODES_FILE, {n.node_id: node_record(n) for n in stream.nodes()}),
+        (root / NODES_FILE, renumbered(stream.nodes())),
         (root / EMBEDDINGS_FILE, {k: _json_vector(v) for k, v in vectors.items()}),
         (root / KW_STRENGTH_FILE, _strength_record(strength)),
         (scratch_path, scratch),
@@ -637,6 +643,40 @@ def _exported(state: StreamState, scratch: Mapping[str, Any]) -> list[str]:
         if name not in NEW_SETTINGS or name in scratch
         or getattr(state, name) != getattr(defaults, name)
     ]
+
+
+def renumbered(nodes: Sequence[MemoryNode]) -> dict[str, dict[str, Any]]:
+    """The ``nodes.json`` records of nodes, numbered ``node_1`` upward without gaps.
+
+    Numbers follow the nodes' order; ``type_count`` counts per type the same way, and each
+    ``node_N`` id in a filling is changed to the new id of that node (ids of nodes not
+    given are left out). Nodes numbered without gaps come out as they are.
+
+    Args:
+        nodes: the nodes, newest first (as ``MemoryStream.nodes()`` gives them).
+
+    Returns:
+        ``{node_id: record}``, newest first.
+    """
+    oldest_first = sorted(nodes, key=lambda n: n.node_count)
+    new_id = {n.node_id: f"node_{k}" for k, n in enumerate(oldest_first, start=1)}
+    per_type: dict[str, int] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for k, node in enumerate(oldest_first, start=1):
+        per_type[node.type] = per_type.get(node.type, 0) + 1
+        record = node_record(node)
+        record.update(node_count=k, type_count=per_type[node.type],
+                      filling=_renumbered_filling(node.filling, new_id))
+        out[f"node_{k}"] = record
+    return dict(reversed(out.items()))
+
+
+def _renumbered_filling(filling: Any, new_id: Mapping[str, str]) -> Any:
+    """A filling with its ``node_N`` ids changed to the exported ones."""
+    if not isinstance(filling, list):
+        return filling
+    return [new_id[x] if isinstance(x, str) and x in new_id else x for x in filling
+            if not (isinstance(x, str) and NODE_ID_RE.match(x) and x not in new_id)]
 
 
 def node_record(node: MemoryNode) -> dict[str, Any]:
