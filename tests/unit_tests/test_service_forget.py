@@ -167,6 +167,17 @@ def test_forgetting_a_whole_persona_leaves_the_others(client, store, tmp_path):
     assert SECRET not in text and "重新开始" in text
 
 
+def test_deleting_one_memory_may_keep_the_thoughts_citing_it(client):
+    fill(client)
+    r = client.delete(f"/personas/{PERSONA}/memories/node_1", headers=bearer(ADMIN),
+                      params={"keep_derived": "true"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["forgotten"], r.json()["kept"]) == (["node_1"], ["node_5"])
+    thought = client.post("/keyword-retrieve", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "subject": PERSONA}).json()["thoughts"]
+    assert [(t["node_id"], t["evidence"]) for t in thought] == [("node_5", [])]
+
+
 def test_a_scoped_key_forgets_only_in_its_personas(client):
     fill(client)
     add(client, OTHER, [{"description": "克劳斯在图书馆写论文", "poignancy": 5}])
