@@ -33,6 +33,7 @@ def confirm_all(persona: str, count: int, answers: TextIO | None = None) -> None
                nl=False)
     answer = (answers or sys.stdin).readline()
     if not answer:
+        typer.echo("", err=True)  # the prompt's line ends: the error is a line of its own
         msg = (f"--all: no answer on stdin; nothing was forgotten (add --yes to forget every "
                f"memory of {persona} without asking)")
         raise ValidationError(msg, field="--all")

@@ -65,7 +65,8 @@ class StreamState(BaseModel):
         node_count: the highest node number ever committed; ``node_1`` ..
             ``node_{node_count}`` exist but for the :attr:`forgotten` ones (numbers are
             never reused).
-        type_count: committed nodes per type.
+        type_count: the highest per-type number given (forgotten nodes included: like
+            ``node_count``, it numbers new nodes and never goes back).
         dim: size of the persona's vectors, once one is stored.
         rev: bumped by every commit, so other processes can tell the state changed.
         importance_trigger_max: reflection threshold (the original's default is 150).

@@ -10,6 +10,7 @@ EXPECTED_ALL = sorted([
     "ConcurrentWriterError",
     "ConfigurationError",
     "EmbeddingDimensionError",
+    "ForgetReport",
     "GenMemError",
     "GenerativeAgentsRetriever",
     "GenerativeAgentsStore",
