@@ -10,7 +10,8 @@ refused (:class:`~langchain_genmem.core.errors.IdempotencyKeyReusedError`).
 Bounds: a key is 1 to :data:`KEY_MAX_CHARS` printable ASCII characters (what an HTTP header
 carries: a UUID fits), and a persona remembers the keys of its latest :data:`KEYS_KEPT`
 keyed writes; a key older than that is forgotten and would write again. Memories of a keyed
-write forgotten since are left out of its replay.
+write forgotten since are left out of its replay. On Chroma a keyed write stores the state
+record (the key is in it) rather than the one-record commit of a single memory.
 """
 
 from __future__ import annotations
