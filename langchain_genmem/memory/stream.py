@@ -643,7 +643,7 @@ class MemoryStream:
         """
         writer = self._writer
         claim = Claim.of(idempotency_key, items, state)
-        done = await asyncio.to_thread(writer.replay, claim)
+        done = await asyncio.to_thread(writer.replay, claim) if claim is not None else None
         if done is not None:
             return done
         prepared = writer.prepare(items, state)
