@@ -6,7 +6,8 @@ Every error the package raises on purpose derives from one root, so callers can 
     GenMemError
     ├── ValidationError            bad input: names the field and the value (also a ValueError)
     │   ├── UnknownNodeError       a node id that the stream does not hold (also a KeyError)
-    │   └── EmbeddingDimensionError a vector whose size does not fit the collection
+    │   ├── EmbeddingDimensionError a vector whose size does not fit the collection
+    │   └── IdempotencyKeyReusedError an idempotency key sent again with other memories
     ├── StorageError               the backing store refused or failed a call; nothing was committed
     │   └── ConcurrentWriterError  another process holds the right to write this persona (names it)
     ├── InteropError               a Generative Agents folder could not be read (names file, node)
@@ -58,6 +59,22 @@ class EmbeddingDimensionError(ValidationError):
         )
         self.expected = expected
         self.got = got
+
+
+class IdempotencyKeyReusedError(ValidationError):
+    """An idempotency key already used by a write of other memories; nothing was written.
+
+    Attributes:
+        key: the key.
+    """
+
+    def __init__(self, key: str, *, persona: str) -> None:
+        super().__init__(
+            f"idempotency_key: {key!r} was used by an earlier write of persona {persona!r} "
+            "with other memories; nothing was written (use a new key for a new write)",
+            field="idempotency_key",
+        )
+        self.key = key
 
 
 class StorageError(GenMemError):

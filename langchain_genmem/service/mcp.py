@@ -39,9 +39,11 @@ from langchain_genmem.core.modes import (
     describe,
 )
 from langchain_genmem.core.validation import K_MIN
+from langchain_genmem.memory.idempotency import KEY_MAX_CHARS
 from langchain_genmem.numerics.candidate_filter import when
 from langchain_genmem.retrieval.presets import Preset
 from langchain_genmem.service.operations import MemoryService
+from langchain_genmem.service.readiness import retry_advice
 from langchain_genmem.service.schemas import (
     MAX_FIELD_CHARS,
     MAX_IDS_CHARS,
@@ -246,6 +248,11 @@ class _Tools:
             str | None, Field(max_length=MAX_PERSONA_CHARS, description="For a turn: who said "
                               "it.")
         ] = None,
+        idempotency_key: Annotated[
+            str | None, Field(max_length=KEY_MAX_CHARS, description="A unique id of this "
+                              "memory (e.g. a UUID): calling again with the same id stores "
+                              "nothing new and returns the memory stored the first time.")
+        ] = None,
     ) -> dict[str, Any]:
         """Store one memory of the persona: something it saw, did, said or concluded.
 
@@ -257,7 +264,8 @@ class _Tools:
                   "subject": subject, "predicate": predicate, "object": object,
                   "evidence": evidence, "conversation": conversation, "speaker": speaker}
         item = _valid(MemoryItem, fields)
-        out = await self._call(self.service.add, name, [item], names={"items[0].": ""})
+        out = await self._call(self.service.add, name, [item], idempotency_key,
+                               names={"items[0].": ""})
         return out.memories[0].model_dump(mode="json")
 
     async def recall(
@@ -451,7 +459,7 @@ class _Tools:
         try:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         except GenMemError as e:
-            raise ToolError(_renamed(str(e), names or {})) from e
+            raise ToolError(_renamed(retry_advice(e), names or {})) from e
 
 
 # The request fields recall fills, by the names of recall's own arguments.

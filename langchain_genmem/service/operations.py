@@ -20,7 +20,6 @@ from langchain_genmem.core.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
     GenMemError,
-    StorageError,
     UnknownNodeError,
     ValidationError,
 )
@@ -93,8 +92,9 @@ class MemoryService:
     def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
         """The Dify workflow's weighted retrieval for one focal text.
 
-        An unknown or empty persona is ``no_candidates``; a store or embedding failure is
-        ``error`` with its message (so a workflow can branch on ``status``).
+        An unknown or empty persona is ``no_candidates``; a query vector that does not fit
+        the store is ``error`` with its message (so a workflow can branch on ``status``).
+        A store that fails raises, as for every other request.
 
         Args:
             request: the validated request.
@@ -116,7 +116,7 @@ class MemoryService:
         )
         try:
             report = retriever.retrieve_with_report(request.focal_text)
-        except (StorageError, EmbeddingDimensionError) as e:
+        except EmbeddingDimensionError as e:  # a store failing raises: 503 over HTTP
             return _empty("error", str(e))
         left_out = ""
         if report.skipped_filtered:
@@ -191,12 +191,17 @@ class MemoryService:
 
     # ------------------------------------------------------------------ writing
 
-    def add(self, persona: str, items: Sequence[MemoryItem]) -> AddResponse:
+    def add(
+        self, persona: str, items: Sequence[MemoryItem], idempotency_key: str | None = None
+    ) -> AddResponse:
         """Add memories in one all-or-nothing write.
 
         Args:
             persona: the persona (created by its first memory).
             items: the memories, oldest first.
+            idempotency_key: names the write: sent again (to any replica), it stores nothing
+                and returns the first write's memories (see
+                :mod:`~langchain_genmem.memory.idempotency`).
 
         Returns:
             The stored memories.
@@ -216,7 +221,7 @@ class MemoryService:
                     )
                     raise ValidationError(msg, field="poignancy")
         with self.streams.writing(persona) as stream:
-            nodes = stream.add_many(inputs)
+            nodes = stream.add_many(inputs, idempotency_key=idempotency_key)
         return AddResponse(persona_name=persona, count=len(nodes),
                            memories=[memory_of(n) for n in nodes])
 

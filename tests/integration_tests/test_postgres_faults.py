@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import signal
 import socket
 import threading
 from datetime import datetime, timedelta
@@ -21,10 +19,9 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, StorageError, ValidationError
-from langchain_genmem.backends.local_postgres import postgres_argv
 from langchain_genmem.backends.postgres import PostgresBackend
 from langchain_genmem.core.timeutil import to_epoch
-from tests.support.postgres_server import SETTINGS, PostgresServer
+from tests.support.postgres_server import RestartablePostgres
 
 T0 = datetime(2023, 2, 13, 9, 0)
 PERSONA = "玛丽亚 Lopez"
@@ -41,23 +38,6 @@ def dsn(request, tmp_path):
 
 def fake() -> DeterministicFakeEmbedding:
     return DeterministicFakeEmbedding(size=8)
-
-
-class RestartablePostgres(PostgresServer):
-    """A server of this test alone, killed by its pid and started again on its data folder."""
-
-    def kill(self) -> None:
-        """Immediate shutdown (SIGQUIT): clients are cut off mid-use, no clean checkpoint."""
-        assert self._proc is not None
-        os.kill(self.pid, signal.SIGQUIT)
-        self._proc.wait(timeout=30)
-
-    def start_again(self) -> None:
-        """Start postgres on the same data folder and socket (crash recovery runs)."""
-        argv = postgres_argv(self.folder / "data", port=self.port, listen="",
-                             socket_dir=self.socket_dir, settings=SETTINGS)
-        self.launch(argv, check=self._answers, what="postgres again", interval=0.1,
-                    user=self.user)
 
 
 def test_a_stream_fails_with_storage_errors_while_the_server_is_down_and_recovers():

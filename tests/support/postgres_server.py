@@ -19,6 +19,7 @@ with PostgresServer() as server:
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -35,7 +36,7 @@ from langchain_genmem.backends.local_postgres import (
 )
 from tests.support.processes import ServerProcess
 
-__all__ = ["PostgresServer", "postgres_bin"]
+__all__ = ["PostgresServer", "RestartablePostgres", "postgres_bin"]
 
 # Throwaway data: durability settings off make each commit cheap on a busy machine.
 SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=300",
@@ -132,3 +133,20 @@ class PostgresServer(ServerProcess):
             except subprocess.TimeoutExpired:
                 pass
         super().close()
+
+
+class RestartablePostgres(PostgresServer):
+    """A server of one test alone, killed by its pid and started again on its data folder."""
+
+    def kill(self) -> None:
+        """Immediate shutdown (SIGQUIT): clients are cut off mid-use, no clean checkpoint."""
+        assert self._proc is not None
+        os.kill(self.pid, signal.SIGQUIT)
+        self._proc.wait(timeout=30)
+
+    def start_again(self) -> None:
+        """Start postgres on the same data folder and socket (crash recovery runs)."""
+        argv = postgres_argv(self.folder / "data", port=self.port, listen="",
+                             socket_dir=self.socket_dir, settings=SETTINGS)
+        self.launch(argv, check=self._answers, what="postgres again", interval=0.1,
+                    user=self.user)

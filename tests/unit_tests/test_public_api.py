@@ -15,6 +15,7 @@ EXPECTED_ALL = sorted([
     "GenerativeAgentsRetriever",
     "GenerativeAgentsStore",
     "ImportanceScorer",
+    "IdempotencyKeyReusedError",
     "InteropError",
     "MemoryNode",
     "MemoryStream",
