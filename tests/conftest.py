@@ -21,17 +21,24 @@ save took 7 s of CPU on one thread and 13 s on two, with the other core busy).
 `GENMEM_TEST_EMBEDDING_NOISE=2e-3` runs the whole suite as if on another CPU: the bundled
 embedding model's vectors get a little deterministic noise, in pytest and in every Python
 process the tests start (`tests/support/embedding_noise.py`).
+
+The bundled model embeds each text once per run: every process of the run reads the vectors
+of texts embedded before from one SQLite file (`tests/support/embedding_cache.py`), made
+fresh for each run. `GENMEM_TEST_EMBEDDING_CACHE=` (empty) runs without it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from pytest_socket import disable_socket, socket_allow_hosts
 
-from tests.support.embedding_noise import activate
+from tests.support import embedding_cache
+from tests.support.embedding_noise import activate, put_site_first
 
 pytest_plugins = ["tests.support.fixtures"]
 
@@ -43,12 +50,27 @@ EMBEDDING_NOISE = activate()
 
 
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_CACHE_FOLDER = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One thread per process, unless set: before xdist starts the workers (they inherit it)."""
+    """Before xdist starts the workers (they inherit it): one thread per process, unless set,
+    and a fresh embedding cache for the run, unless one is named (or turned off)."""
     for variable in ONE_THREAD:
         os.environ.setdefault(variable, "1")
+    if embedding_cache.CACHE_VARIABLE not in os.environ:
+        folder = tempfile.mkdtemp(prefix="genmem-test-embeddings-")
+        config.stash[_CACHE_FOLDER] = folder
+        os.environ[embedding_cache.CACHE_VARIABLE] = os.path.join(folder, "vectors.sqlite3")
+    if embedding_cache.activate() is not None:
+        put_site_first(os.environ)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's embedding cache (the process that made it does)."""
+    folder = config.stash.get(_CACHE_FOLDER, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_report_header() -> str | None:

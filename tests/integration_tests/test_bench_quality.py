@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.benchmarks import run_benchmark
+from tests.support.benchmarks import load_benchmark, run_benchmark
 
 
 def cells(line: str) -> list[str]:
@@ -128,9 +128,9 @@ def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None
     ('x={"update_access": true}', "'update_access' is set by the benchmark"),
 ])
 def test_bench_quality_refuses_a_bad_config(config: str, message: str) -> None:
-    out = run_benchmark("bench_quality.py", "--config", config, "--smoke", timeout=120)
-    assert out.returncode != 0
-    assert message in out.stderr
+    with pytest.raises(SystemExit) as refused:
+        load_benchmark("bench_quality.py").main(["--config", config, "--smoke"])
+    assert message in str(refused.value.code)
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
@@ -143,7 +143,14 @@ def test_bench_quality_refuses_a_bad_config(config: str, message: str) -> None:
 def test_bench_quality_refuses_a_bad_conversation_option(
     option: str, value: str, message: str
 ) -> None:
-    out = run_benchmark("bench_quality.py", "--set", "conversations", "--smoke", option, value,
-                        timeout=120)
-    assert out.returncode != 0
-    assert message in out.stderr
+    with pytest.raises(SystemExit) as refused:
+        load_benchmark("bench_quality.py").main(["--set", "conversations", "--smoke", option,
+                                                 value])
+    assert message in str(refused.value.code)
+
+
+def test_bench_quality_refuses_before_it_starts_in_one_line_as_a_process() -> None:
+    out = run_benchmark("bench_quality.py", "--set", "conversations", "--smoke", "--only",
+                        "没有这一行", timeout=120)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("--only '没有这一行': known are")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["REPO", "run_benchmark"]
+__all__ = ["REPO", "load_benchmark", "run_benchmark"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,3 +30,28 @@ def run_benchmark(
         [sys.executable, str(REPO / "benchmarks" / script), *args],
         capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
     )
+
+
+def load_benchmark(script: str) -> ModuleType:
+    """Import ``benchmarks/<script>`` in this process (once), to call its functions directly.
+
+    For checks of what a benchmark refuses before it starts: a process of its own costs
+    seconds of imports each time; one run as a process shows the exit itself.
+
+    Args:
+        script: the file name in ``benchmarks/``.
+
+    Returns:
+        The module.
+    """
+    name = f"_benchmark_{Path(script).stem}"
+    if name not in sys.modules:
+        folder = str(REPO / "benchmarks")
+        if folder not in sys.path:  # the benchmarks import their siblings by name
+            sys.path.insert(0, folder)
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / script)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -26,10 +26,11 @@ real builds, so a suite that passes with it holds on other machines with a margi
     GENMEM_TEST_EMBEDDING_NOISE=2e-3 GENMEM_TEST_EMBEDDING_NOISE_SEED=7 python -m pytest -q
 
 ``tests/conftest.py`` calls :func:`activate` when the variable is set: it perturbs the model
-in the pytest process and puts ``tests/support/embedding_noise_site/`` first on
-``PYTHONPATH``, whose ``sitecustomize.py`` does the same in every Python process the tests
-start (command-line runs, README blocks, examples, benchmarks, servers). A test that builds a
-child's environment from scratch must keep ``PYTHONPATH`` and the ``GENMEM_TEST_*`` variables.
+in the pytest process and puts ``tests/support/site/`` first on ``PYTHONPATH``
+(:func:`put_site_first`), whose ``sitecustomize.py`` does the same in every Python process
+the tests start (command-line runs, README blocks, examples, benchmarks, servers). A test
+that builds a child's environment from scratch must keep ``PYTHONPATH`` and the
+``GENMEM_TEST_*`` variables.
 Fake embeddings and the original simulation's saved vectors are never touched. Nothing here is
 library code.
 """
@@ -46,11 +47,12 @@ from typing import Any
 import numpy as np
 
 __all__ = ["SCALE_VARIABLE", "SEED_VARIABLE", "SITE_DIR", "NoiseSettings", "activate",
-           "install", "installed", "original_encode", "perturb", "settings_from"]
+           "install", "installed", "original_encode", "perturb", "put_site_first",
+           "settings_from"]
 
 SCALE_VARIABLE = "GENMEM_TEST_EMBEDDING_NOISE"
 SEED_VARIABLE = "GENMEM_TEST_EMBEDDING_NOISE_SEED"
-SITE_DIR = Path(__file__).resolve().parent / "embedding_noise_site"
+SITE_DIR = Path(__file__).resolve().parent / "site"
 
 Encode = Callable[[Any, Any, bool], np.ndarray]
 
@@ -196,7 +198,18 @@ def activate(environ: MutableMapping[str, str] | None = None) -> NoiseSettings |
     if settings is None:
         return None
     install(settings)
+    put_site_first(environ)
+    return settings
+
+
+def put_site_first(environ: MutableMapping[str, str]) -> None:
+    """Put the site folder first on ``PYTHONPATH``: every Python child then runs its
+    ``sitecustomize.py``, which applies the noise and the vector cache
+    (:mod:`tests.support.embedding_cache`) the environment asks for.
+
+    Args:
+        environ: the environment to extend.
+    """
     paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(SITE_DIR) not in paths:
         environ["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *paths])
-    return settings
