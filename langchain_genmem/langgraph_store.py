@@ -22,14 +22,20 @@ How the store maps onto the stream:
   (any id) and ``value["speaker"]``; a value with a speaker put from a LangGraph run without
   a conversation is a turn of the run's ``thread_id``. A turn is embedded with the turns
   before it (see :mod:`langchain_genmem.memory.turns`).
-- **put on an existing key** adds a new memory that *supersedes* the old one; **delete**
-  retires the key. The stream is append-only, so node numbering never changes: retired
-  memories stay in the stream as history, and the store's ``get``/``search`` see only each
-  key's live memory (search passes the live node ids to the retriever as its candidate
-  filter). A plain :class:`~langchain_genmem.GenerativeAgentsRetriever` over the persona
-  still sees every version. ``created_at`` is kept across updates (as LangGraph's
-  PostgreSQL store does; ``InMemoryStore`` resets it) and ``updated_at`` is the latest put.
-  Item times are the stream's clock, read as UTC.
+- **put on an existing key** adds a new memory that *supersedes* the old one: node
+  numbering never changes, the old memory stays in the stream, and the store's
+  ``get``/``search`` see only each key's live memory (search passes the live node ids to the
+  retriever as its candidate filter). The key's record lists the memories it superseded.
+  ``created_at`` is kept across updates (as LangGraph's PostgreSQL store does;
+  ``InMemoryStore`` resets it) and ``updated_at`` is the latest put. Item times are the
+  stream's clock, read as UTC.
+- **delete** (``put(..., None)``, a batch's deletes) *forgets* the key's memory and every
+  memory it superseded (:meth:`~langchain_genmem.MemoryStream.forget`, with the thoughts
+  concluded from them): afterwards no retriever over the persona finds them, exports leave
+  them out, and the key's record with its value is gone. Forgotten node numbers are never
+  reused. ``keep_history=True`` only retires the key instead: its memories stay in the
+  stream as history, which a plain :class:`~langchain_genmem.GenerativeAgentsRetriever`
+  over the persona still finds.
 - **search** with a query ranks the namespace's live items with the retriever's exact
   scoring (access times updated, ``SearchItem.score`` is the weighted score). It scores as
   the persona is set: its weights, decay, ``relevance_mode`` (dense, lexical or hybrid) and
@@ -243,6 +249,9 @@ class GenerativeAgentsStore(BaseStore):
             :data:`~langchain_genmem.retrieval.presets.CHAT_RETRIEVAL`, measured best on
             conversations; ``{}`` ranks by the persona's settings (the simulation's
             weights unless changed).
+        keep_history: ``delete`` retires the key and keeps its memories in the stream (as
+            history a retriever over the persona still finds); False (the default) forgets
+            them for good.
 
     Raises:
         ValidationError: a bad argument, naming it.
@@ -267,6 +276,7 @@ class GenerativeAgentsStore(BaseStore):
         type_field: str = "type",
         poignancy_field: str = "poignancy",
         retriever_kwargs: Mapping[str, Any] | None = None,
+        keep_history: bool = False,
     ) -> None:
         names = set(GenerativeAgentsRetriever.model_fields) - {"memory_stream"}
         validation.known_arguments(retriever_kwargs or {}, names, "retriever_kwargs")
@@ -287,6 +297,7 @@ class GenerativeAgentsStore(BaseStore):
         if self.retriever_kwargs.get("score_in") != "database":  # the database always filters
             # Items are what users said, never a simulation's idle markers: keep them all.
             self.retriever_kwargs.setdefault("idle_filter", False)
+        self.keep_history = keep_history
         self._streams: dict[str, MemoryStream] = {}
         self._items_of: dict[str, _Items] = {}  # each persona's live items, as last read
         self._rankers: dict[str, GenerativeAgentsRetriever] = {}
@@ -453,17 +464,20 @@ class GenerativeAgentsStore(BaseStore):
         registry = {ns: dict(items) for ns, items in extra.get(REGISTRY, {}).items()}
         now = naive(stream.clock())
         adds = [op for op in ops if op.value is not None]
-        for op in ops:
-            if op.value is None:
-                registry.get(_ns_text(op.namespace), {}).pop(op.key, None)
+        deleted = [entry for op in ops if op.value is None
+                   for entry in [registry.get(_ns_text(op.namespace), {}).pop(op.key, None)]
+                   if entry is not None]
         registry = {ns: items for ns, items in registry.items() if items}
+        if deleted and not self.keep_history:  # before the key records that name them go
+            _forget_versions(stream, deleted)
         items = [self._memory(op, now) for op in adds]
         if not items:
             stream.set_extra(**{REGISTRY: registry})
             self._note_write(persona, held, base_rev, registry, ops)
             return
-        # Node ids are known before the write: the stream numbers nodes in order.
-        first = len(stream) + 1
+        # Node ids are known before the write: the stream numbers nodes in order, after the
+        # highest number ever used (forgotten ones included).
+        first = stream.committed.node_count + 1
         for i, op in enumerate(adds):
             entries = registry.setdefault(_ns_text(op.namespace), {})
             old = entries.get(op.key)
@@ -474,6 +488,8 @@ class GenerativeAgentsStore(BaseStore):
                 "updated_at": now.isoformat(),
                 "indexed": op.index is not False,
             }
+            if old:  # the memories this one supersedes, for a delete to forget
+                entries[op.key]["superseded"] = _versions(old)
         nodes = stream.add_many(items, state={"extra": {**extra, REGISTRY: registry}})
         wrote = [n.node_id for n in nodes]
         expected = [f"node_{first + i}" for i in range(len(adds))]
@@ -622,6 +638,18 @@ def _thread_id() -> str | None:
         return None
     thread = (config.get("configurable") or {}).get("thread_id")
     return None if thread is None else str(thread)
+
+
+def _versions(entry: Mapping[str, Any]) -> list[str]:
+    """Every memory a key's record stands for: those it superseded, then its live one."""
+    return [*entry.get("superseded", ()), entry["node_id"]]
+
+
+def _forget_versions(stream: MemoryStream, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Forget the memories of deleted keys, every version (those forgotten before skipped)."""
+    ids = [i for entry in entries for i in _versions(entry) if i in stream]
+    if ids:
+        stream.forget(ids)
 
 
 def _ns_text(namespace: tuple[str, ...]) -> str:

@@ -178,7 +178,7 @@ def mcp_(
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
 ) -> None:
-    """Serve the memory as MCP tools: remember, recall, recall_keywords, reflect, persona_stats."""
+    """Serve MCP tools: remember, recall, recall_keywords, reflect, persona_stats, forget."""
     keys = _keys(api_key, keys_file)
     from langchain_genmem.service import check_listen, create_mcp_server  # lazy: optional extra
 

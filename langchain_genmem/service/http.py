@@ -8,19 +8,26 @@
 ``POST /memories/batch``    ``add_memories``      add several memories, all or nothing
 ``POST /keyword-retrieve``  ``keyword_retrieve``  the original retrieve() by subject/pred./object
 ``POST /reflect``           ``reflect``           run the reflection graph (needs a chat model)
+``POST /forget``            ``forget``            forget memories by id or by selector
 ``GET /personas``           ``list_personas``     the personas the key may see
 ``GET /personas/{name}``    ``get_persona``       counts, reflection trigger and settings
+``DELETE /personas/{name}`` ``forget_persona``    forget every memory of a persona
+``DELETE .../{node_id}``    ``forget_memory``     forget the memory ``node_id`` of ``{name}``
 ``GET /healthz``            ``health``            liveness and the input limits (no key needed)
 ``GET /docs``               (not in the schema)   Swagger UI, with a plain listing of these
                                                   endpoints for a browser offline (no key)
 ``GET /openapi.json``       (the schema)          what Dify imports (no key needed)
 ==========================  ====================  ===========================================
 
+``forget_memory``'s path is ``DELETE /personas/{name}/memories/{node_id}``.
+
 Every error is ``{"status": "error", "message": ..., "field": ...}``: 401 without a valid
-key, 403 for a persona outside the key's scope, 413 for a body over the limit, 422 for bad
-input (naming the field), 409 while a persona is already reflecting, 503 when the store or
-the chat model is missing. The app's lifespan closes (flushes) every open stream at shutdown,
-which uvicorn runs on SIGTERM and SIGINT.
+key, 403 for a persona outside the key's scope, 404 for a persona without memories or a
+memory never stored (forgetting one forgotten before is a success that forgets nothing
+more), 413 for a body over the limit, 422 for bad input (naming the field), 409 while a
+persona is already reflecting, 503 when the store or the chat model is missing. The app's
+lifespan closes (flushes) every open stream at shutdown, which uvicorn runs on SIGTERM and
+SIGINT.
 
 Example:
     .. code-block:: python
@@ -42,6 +49,8 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
+from pydantic import ValidationError as PydanticValidationError
+
 from langchain_genmem.core.errors import (
     ConfigurationError,
     GenMemError,
@@ -51,13 +60,19 @@ from langchain_genmem.core.errors import (
 )
 from langchain_genmem.core.extras import require_extra
 from langchain_genmem.service.docs_page import docs_page
-from langchain_genmem.service.operations import MemoryService, ReflectionBusyError
+from langchain_genmem.service.operations import (
+    MemoryService,
+    NotStoredError,
+    ReflectionBusyError,
+)
 from langchain_genmem.service.schemas import (
     LIMITS,
     MAX_BODY_BYTES,
     MAX_PERSONA_CHARS,
     AddResponse,
     ErrorReply,
+    ForgetRequest,
+    ForgetResponse,
     Health,
     KeywordRequest,
     KeywordResponse,
@@ -75,7 +90,15 @@ from langchain_genmem.service.security import ApiKey, KeyRing
 require_extra("fastapi", "service", "genmem serve")
 
 import anyio  # noqa: E402 - after the check that says which extra to install
-from fastapi import Depends, FastAPI, HTTPException, Path, Request, Security  # noqa: E402
+from fastapi import (  # noqa: E402
+    Depends,
+    FastAPI,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    Security,
+)
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
@@ -98,12 +121,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorReply, "description": "The store (or the chat model) is unavailable."},
 }
 _NOT_FOUND = {404: {"model": ErrorReply, "description": "No memories for this persona."}}
+_NEVER_STORED = {404: {"model": ErrorReply, "description": "No memories for this persona, or "
+                       "a node id it never stored (nothing was forgotten)."}}
 _REFLECT = {
     409: {"model": ErrorReply, "description": "A reflection of this persona is running."},
     502: {"model": ErrorReply, "description": "The chat model's reply could not be read."},
 }
 _ANYONE = {413: _ERRORS[413], 503: _ERRORS[503]}  # no key needed
 _STATUS_OF: tuple[tuple[type[GenMemError], int], ...] = (
+    (NotStoredError, 404),
     (ValidationError, 422),
     (ReflectionBusyError, 409),
     (ConfigurationError, 503),
@@ -248,6 +274,18 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
         _allow(key, body.persona_name)
         return service.reflect(body.persona_name, force=body.force)
 
+    @app.post("/forget", operation_id="forget", responses={**_ERRORS, **_NEVER_STORED})
+    def forget(body: ForgetRequest, key: Caller) -> ForgetResponse:
+        """Forget memories of a persona for good: by node id, by selector, or both (AND).
+
+        Selectors: created_after / created_before (a period), types, conversation, speaker,
+        text (a part of the description). Thoughts citing a forgotten memory as evidence go
+        too unless keep_derived; dry_run only lists them. An id forgotten before is listed in
+        already_forgotten (nothing more to do); an id never stored is 404, forgetting nothing.
+        """
+        _allow(key, body.persona_name)
+        return service.forget(body)
+
     @app.get("/personas", operation_id="list_personas", responses=_ERRORS)
     def list_personas(key: Caller) -> PersonaList:
         """The personas in the store that this API key may use."""
@@ -267,12 +305,53 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
             raise HTTPException(404, f"name: no memories for persona {name!r}")
         return stats
 
+    # Declared before forget_persona, whose {name:path} would take ".../memories/node_3" too.
+    @app.delete("/personas/{name:path}/memories/{node_id}", operation_id="forget_memory",
+                responses={**_ERRORS, **_NEVER_STORED})
+    def forget_memory(
+        name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
+        node_id: Annotated[str, Path(max_length=MAX_PERSONA_CHARS,
+                                     description="The memory, e.g. node_3.")],
+        key: Caller,
+        keep_derived: Annotated[bool, Query(description="Keep thoughts citing it.")] = False,
+    ) -> ForgetResponse:
+        """Forget one memory (and the thoughts citing it, unless keep_derived).
+
+        Forgetting a memory forgotten before succeeds and forgets nothing more.
+        """
+        _allow(key, name)
+        request = _path_request(ForgetRequest, {"persona_name": name, "node_ids": node_id,
+                                                "keep_derived": keep_derived})
+        return service.forget(request)
+
+    @app.delete("/personas/{name:path}", operation_id="forget_persona",
+                responses={**_ERRORS, **_NEVER_STORED})
+    def forget_persona(
+        name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
+        key: Caller,
+        dry_run: Annotated[bool, Query(description="Only list what would go.")] = False,
+    ) -> ForgetResponse:
+        """Forget every memory of a persona; a second call forgets nothing more."""
+        _allow(key, name)
+        return service.forget_persona(name, dry_run=dry_run)
+
     @app.get("/healthz", operation_id="health", responses=_ANYONE)
     def health() -> Health:
         """Liveness, the version, the input limits and the open personas (no key needed)."""
         return Health(status="ok", version=app.version, limits=LIMITS,
                       open_personas=service.streams.open_count,
                       max_open_personas=service.streams.max_open)
+
+
+def _path_request(model: type[ForgetRequest], fields: dict[str, Any]) -> ForgetRequest:
+    """A request made of path parameters, its bad values 422 naming the parameter."""
+    try:
+        return model.model_validate(fields)
+    except PydanticValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(x) for x in first["loc"]) or "path"
+        field = "node_id" if field == "node_ids" else field
+        raise HTTPException(422, f"{field}: {first['msg']}") from None
 
 
 def _add_docs(app: FastAPI) -> None:

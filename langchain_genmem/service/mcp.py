@@ -1,14 +1,16 @@
 """``genmem mcp``: the memory as Model Context Protocol tools (stdio or streamable HTTP).
 
 :func:`create_mcp_server` gives an MCP client (a desktop assistant, an IDE agent, a
-LangGraph agent through ``langchain-mcp-adapters``) five tools over the same
+LangGraph agent through ``langchain-mcp-adapters``) six tools over the same
 :class:`~langchain_genmem.service.operations.MemoryService` as the HTTP app:
 
 * ``remember``: store something the persona saw, did, said or concluded;
 * ``recall``: the memories that matter most for a question or situation (weighted retrieval);
 * ``recall_keywords``: memories indexed under a subject, predicate or object;
 * ``reflect``: turn recent memories into higher-level thoughts (needs a chat model);
-* ``persona_stats``: how many memories, the reflection trigger and the settings.
+* ``persona_stats``: how many memories, the reflection trigger and the settings;
+* ``forget``: forget memories for good, by node id or by selector (period, type,
+  conversation, speaker, text).
 
 ``persona`` may be left out when the server has a default (``--persona``) or the store holds
 one persona. Over HTTP the same keys and persona scopes as ``genmem serve`` apply (401
@@ -42,10 +44,12 @@ from langchain_genmem.retrieval.presets import Preset
 from langchain_genmem.service.operations import MemoryService
 from langchain_genmem.service.schemas import (
     MAX_FIELD_CHARS,
+    MAX_IDS_CHARS,
     MAX_PERSONA_CHARS,
     MAX_TEXT_CHARS,
     MAX_TOP_K,
     ErrorReply,
+    ForgetRequest,
     KeywordRequest,
     MemoryItem,
     NodeKind,
@@ -66,7 +70,8 @@ INSTRUCTIONS = (
     "Long-term memory of one or more personas (Generative Agents memory stream). Call "
     "`recall` before answering anything that depends on what the persona has experienced, "
     "`remember` after something worth keeping happens (one memory per fact or event, in the "
-    "persona's language), and `reflect` now and then to form higher-level thoughts."
+    "persona's language), `reflect` now and then to form higher-level thoughts, and `forget` "
+    "when the user asks that something be forgotten."
 )
 
 Persona = Annotated[
@@ -105,7 +110,7 @@ def create_mcp_server(
                   log_level="WARNING")
     tools = _Tools(service, default_persona, ring)
     for fn in (tools.remember, tools.recall, tools.recall_keywords, tools.reflect,
-               tools.persona_stats):
+               tools.persona_stats, tools.forget):
         mcp.add_tool(fn, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""))
     mcp.genmem_keys = ring  # type: ignore[attr-defined]
     mcp.genmem_service = service  # type: ignore[attr-defined]
@@ -301,10 +306,7 @@ class _Tools:
         memories yet (or none in the period).
         """
         name = await self._persona(persona, ctx)
-        try:  # name the tool's own arguments in errors, not the request's fields
-            window = {"created_after": when(since, "since"), "created_before": when(until, "until")}
-        except GenMemError as e:
-            raise ToolError(str(e)) from e
+        window = _window(since, until)
         request = _valid(RetrieveRequest, names=_RECALL_NAMES, fields={
             "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
             "lexical_weight": lexical_weight, "idle_filter": idle_filter, "preset": preset,
@@ -368,6 +370,59 @@ class _Tools:
             raise ToolError(msg)
         return stats.model_dump(mode="json")
 
+    async def forget(
+        self,
+        ctx: Context,
+        persona: Persona = None,
+        node_ids: Annotated[str | None, Field(
+            max_length=MAX_IDS_CHARS, description="The memories to forget: node ids, "
+            "comma-separated (e.g. 'node_3, node_7'), as remember and recall return them."
+        )] = None,
+        since: Annotated[str | None, Field(
+            max_length=64, description="Only memories created at or after this ISO time."
+        )] = None,
+        until: Annotated[str | None, Field(
+            max_length=64, description="Only memories created before this ISO time."
+        )] = None,
+        types: Annotated[str | None, Field(
+            max_length=MAX_FIELD_CHARS, description="Only these types, comma-separated: "
+            "event, thought, chat (default: every type)."
+        )] = None,
+        conversation: Annotated[str | None, Field(
+            max_length=MAX_PERSONA_CHARS, description="Only the turns of this conversation."
+        )] = None,
+        speaker: Annotated[str | None, Field(
+            max_length=MAX_PERSONA_CHARS, description="Only what this speaker said."
+        )] = None,
+        text: Annotated[str | None, Field(
+            max_length=MAX_TEXT_CHARS, description="Only memories whose text contains this "
+            "(any case), e.g. a name or a phone number."
+        )] = None,
+        keep_derived: Annotated[bool, Field(
+            description="Keep the thoughts concluded from a forgotten memory (by default "
+            "they are forgotten too)."
+        )] = False,
+        dry_run: Annotated[bool, Field(
+            description="Only list what would be forgotten; forget nothing."
+        )] = False,
+    ) -> dict[str, Any]:
+        """Forget memories of the persona for good, when the user asks that something be forgotten.
+
+        Name the memories by node_ids, or select them: since/until (a period), types,
+        conversation, speaker, text (words the memory contains); several given must all
+        match. Thoughts concluded from a forgotten memory go too unless keep_derived. Use
+        dry_run first to see what would go. Forgotten memories are never recalled again;
+        an id forgotten before is listed in already_forgotten.
+        """
+        name = await self._persona(persona, ctx)
+        window = _window(since, until)
+        request = _valid(ForgetRequest, names=_FORGET_NAMES, fields={
+            "persona_name": name, "node_ids": node_ids, "types": types,
+            "conversation": conversation, "speaker": speaker, "text": text,
+            "keep_derived": keep_derived, "dry_run": dry_run, **window})
+        out = await self._call(self.service.forget, request, names=_FORGET_NAMES)
+        return out.model_dump(mode="json")
+
     async def _persona(self, persona: str | None, ctx: Context) -> str:
         name = persona or self.default
         if not name:
@@ -402,6 +457,17 @@ class _Tools:
 # The request fields recall fills, by the names of recall's own arguments.
 _RECALL_NAMES = {"focal_text": "query", "top_k": "k", "created_after": "since",
                  "created_before": "until", "persona_name": "persona"}
+
+# The request fields forget fills, by the names of forget's own arguments.
+_FORGET_NAMES = {"created_after": "since", "created_before": "until", "persona_name": "persona"}
+
+
+def _window(since: str | None, until: str | None) -> dict[str, Any]:
+    """A tool's since/until as the request's time filter; a bad time names the argument."""
+    try:
+        return {"created_after": when(since, "since"), "created_before": when(until, "until")}
+    except GenMemError as e:
+        raise ToolError(str(e)) from e
 
 
 def _renamed(message: str, names: dict[str, str]) -> str:

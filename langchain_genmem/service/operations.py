@@ -9,7 +9,8 @@ in its thread pool, the MCP server in a worker thread).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.documents import Document
@@ -20,9 +21,10 @@ from langchain_genmem.core.errors import (
     EmbeddingDimensionError,
     GenMemError,
     StorageError,
+    UnknownNodeError,
     ValidationError,
 )
-from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.nodes import MemoryNode, node_number_or_none
 from langchain_genmem.llm.chat import MISSING_KEY_HINT
 from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.location import StoreLocation
@@ -30,7 +32,10 @@ from langchain_genmem.memory.stats import stream_stats
 from langchain_genmem.reflection import ReflectionSettings, create_reflection_graph
 from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 from langchain_genmem.service.schemas import (
+    SELECTORS,
     AddResponse,
+    ForgetRequest,
+    ForgetResponse,
     KeywordRequest,
     KeywordResponse,
     Memory,
@@ -45,11 +50,17 @@ from langchain_genmem.service.schemas import (
 from langchain_genmem.service.streams import DEFAULT_MAX_OPEN, StreamPool
 
 if TYPE_CHECKING:
+    from langchain_genmem.core.state import StreamState
+    from langchain_genmem.memory.forgetting import ForgetReport
     from langchain_genmem.memory.stream import MemoryStream
 
 
 class ReflectionBusyError(GenMemError):
     """A reflection of this persona is already running; try again when it has finished."""
+
+
+class NotStoredError(GenMemError):
+    """A persona without memories, or a node id it never stored (forgotten ones are stored)."""
 
 
 class MemoryService:
@@ -251,6 +262,71 @@ class MemoryService:
                 llm_calls=out.get("llm_calls", 0),
             )
 
+    # ------------------------------------------------------------------ forgetting
+
+    def forget(self, request: ForgetRequest) -> ForgetResponse:
+        """Forget the memories a request names or selects, for good.
+
+        Idempotent: an id forgotten before is listed in ``already_forgotten`` and forgetting
+        it again forgets nothing more; an id the persona never stored fails the call.
+
+        Args:
+            request: the validated request.
+
+        Returns:
+            What was forgotten (or would be, for a dry run).
+
+        Raises:
+            ValidationError: neither a node id nor a selector, or a bad selector.
+            NotStoredError: the persona has no memories, or a node id was never stored;
+                nothing was forgotten.
+        """
+        if not request.ids() and not request.selectors():
+            msg = ("node_ids: nothing selected; give node ids or a selector "
+                   f"({', '.join(SELECTORS)})")
+            raise ValidationError(msg, field="node_ids")
+        with self._stored(request.persona_name) as stream:
+            try:
+                return self._forget(stream, request)
+            except UnknownNodeError:  # another process forgot one of them just now
+                return self._forget(stream, request)
+
+    def forget_persona(self, persona: str, *, dry_run: bool = False) -> ForgetResponse:
+        """Forget every memory of a persona; forgetting it again forgets nothing more.
+
+        Args:
+            persona: the persona.
+            dry_run: only list what would be forgotten.
+
+        Returns:
+            What was forgotten.
+
+        Raises:
+            NotStoredError: the store never held a memory of the persona.
+        """
+        with self._stored(persona) as stream:
+            return _forget_reply(stream.forget_all(dry_run=dry_run), [])
+
+    @contextmanager
+    def _stored(self, persona: str) -> Iterator[MemoryStream]:
+        with self.streams.reading(persona) as stream:
+            if stream is None:
+                raise NotStoredError(f"persona_name: no memories for persona {persona!r}")
+            yield stream
+
+    @staticmethod
+    def _forget(stream: MemoryStream, request: ForgetRequest) -> ForgetResponse:
+        stream.refresh()
+        ids = request.ids()
+        live, gone = _live_ids(stream.committed, ids)
+        if ids and not live:  # each forgotten before: nothing more to do
+            return ForgetResponse(persona_name=stream.persona, dry_run=request.dry_run, count=0,
+                                  forgotten=[], derived=[], kept=[], already_forgotten=gone,
+                                  remaining=len(stream))
+        report = stream.forget(live, keep_derived=request.keep_derived,
+                               dry_run=request.dry_run, **request.selectors())
+        return _forget_reply(report, gone)
+
     def close(self) -> int:
         """Flush and close every open stream.
 
@@ -285,6 +361,32 @@ def memory_of(node: MemoryNode) -> Memory:
         evidence=list(node.evidence),
         conversation=node.conversation,
         speaker=node.speaker,
+    )
+
+
+def _live_ids(state: StreamState, ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The ids of live memories, and those forgotten before, in the order given.
+
+    Raises:
+        NotStoredError: an id the persona never stored (numbered after its last memory).
+    """
+    live, gone = [], []
+    forgotten = [(first, last) for first, last, _ in state.forgotten]
+    for node_id in ids:
+        number = node_number_or_none(node_id)
+        if number is None or not 1 <= number <= state.node_count:
+            msg = f"node_ids: {node_id!r} was never stored for this persona; nothing was forgotten"
+            raise NotStoredError(msg)
+        was = any(first <= number <= last for first, last in forgotten)
+        (gone if was else live).append(node_id)
+    return live, gone
+
+
+def _forget_reply(report: ForgetReport, already: list[str]) -> ForgetResponse:
+    return ForgetResponse(
+        persona_name=report.persona, dry_run=report.dry_run, count=len(report.forgotten),
+        forgotten=list(report.forgotten), derived=list(report.derived), kept=list(report.kept),
+        already_forgotten=already, remaining=report.live_count,
     )
 
 

@@ -47,7 +47,7 @@ from langchain_genmem.core.modes import (
     TimeInQuery,
     describe,
 )
-from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
+from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType, node_number_or_none
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.validation import K_MIN, PERSONA_NAME_MAX
 from langchain_genmem.numerics.candidate_filter import make_filter
@@ -65,6 +65,10 @@ MAX_TOP_K = 200
 """Most memories one retrieval returns."""
 MAX_BATCH = 500
 """Most memories one ``/memories/batch`` call adds."""
+MAX_FORGET_IDS = 500
+"""Most node ids one ``/forget`` call names."""
+MAX_IDS_CHARS = 10_000
+"""Longest list of node ids, as comma-separated text (500 ids of up to 19 characters)."""
 MAX_WEIGHT = 1000.0
 """Largest retrieval weight."""
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -76,6 +80,8 @@ LIMITS: dict[str, float] = {
     "subject / predicate / object / keywords / evidence characters": MAX_FIELD_CHARS,
     "top_k and limit": MAX_TOP_K,
     "memories per batch": MAX_BATCH,
+    "node ids per forget": MAX_FORGET_IDS,
+    "node_ids characters": MAX_IDS_CHARS,
     "weights": MAX_WEIGHT,
     "request body bytes": MAX_BODY_BYTES,
 }
@@ -197,6 +203,12 @@ def _not_blank(value: str) -> str:
     return value
 
 
+def _known_types(value: str | None) -> str | None:
+    """Comma-separated memory types, checked (an unknown type raises, naming ``types``)."""
+    make_filter(types=split_list(value) or None)
+    return value
+
+
 def split_list(text: str | None) -> list[str] | None:
     """Comma-separated text as a list (also ``，``, ``、``, ``;`` and new lines).
 
@@ -261,8 +273,7 @@ class RetrieveRequest(_Request):
     @field_validator("types")
     @classmethod
     def _types(cls, value: str | None) -> str | None:
-        make_filter(types=split_list(value) or None)  # an unknown type raises, naming types
-        return value
+        return _known_types(value)
 
     def scoring(self, *, in_database: bool = False) -> dict[str, Any]:
         """How the request scores, as retriever arguments: its preset's, then the fields given.
@@ -536,6 +547,107 @@ class ReflectResponse(BaseModel):
         "(a reflection that wrote nothing says why here).",
     )
     llm_calls: int
+
+
+# ---------------------------------------------------------------------------- forgetting
+
+SELECTORS = ("created_after", "created_before", "types", "conversation", "speaker", "text")
+"""The fields of a forget that select memories besides their ids."""
+
+
+class ForgetRequest(_Request):
+    """Forget memories of one persona: its node ids, or those a selector picks (both: AND)."""
+
+    persona_name: PersonaName
+    node_ids: _optional(
+        "string", str, f"The memories to forget: comma-separated node ids, e.g. 'node_3, "
+        f"node_7' (at most {MAX_FORGET_IDS}). With a selector, only those of them it picks.",
+        max_length=MAX_IDS_CHARS,
+    ) = None
+    created_after: _optional(
+        "string", datetime, "Forget only memories created at or after this ISO time, e.g. "
+        "'2023-02-13' (its midnight).",
+    ) = None
+    created_before: _optional(
+        "string", datetime, "Forget only memories created before this ISO time.",
+    ) = None
+    types: _optional(
+        "string", str, f"Forget only memories of these types, comma-separated, each "
+        f"{TYPE_CHOICES} (default: every type, chats too).", max_length=MAX_FIELD_CHARS,
+    ) = None
+    conversation: _optional(
+        "string", str, "Forget only the turns of this conversation (its id, exactly).",
+        max_length=PERSONA_NAME_MAX,
+    ) = None
+    speaker: _optional(
+        "string", str, "Forget only what this speaker said (exactly).",
+        max_length=PERSONA_NAME_MAX,
+    ) = None
+    text: _optional(
+        "string", str, "Forget only memories whose description contains this text (any case).",
+        max_length=MAX_TEXT_CHARS,
+    ) = None
+    keep_derived: Annotated[
+        bool, Field(description="Keep the thoughts whose evidence cites a forgotten memory "
+                    "(their evidence loses its ids); by default they are forgotten too.")
+    ] = False
+    dry_run: Annotated[
+        bool, Field(description="Only list what would be forgotten; forget nothing.")
+    ] = False
+
+    @field_validator("node_ids")
+    @classmethod
+    def _ids(cls, value: str | None) -> str | None:
+        ids = split_list(value) or []
+        if len(ids) > MAX_FORGET_IDS:
+            msg = f"at most {MAX_FORGET_IDS} node ids per call, got {len(ids)}"
+            raise ValueError(msg)
+        bad = next((i for i in ids if node_number_or_none(i) is None), None)
+        if bad is not None:
+            msg = f"{bad!r} is not a node id (node_N, e.g. 'node_3')"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("types")
+    @classmethod
+    def _types(cls, value: str | None) -> str | None:
+        return _known_types(value)
+
+    @field_validator("conversation", "speaker", "text")
+    @classmethod
+    def _given(cls, value: str | None) -> str | None:
+        return None if value is None else _not_blank(value)
+
+    def ids(self) -> list[str]:
+        """The node ids given, in order, each once."""
+        return list(dict.fromkeys(split_list(self.node_ids) or []))
+
+    def selectors(self) -> dict[str, Any]:
+        """The selectors given, as :meth:`~langchain_genmem.MemoryStream.forget` takes them."""
+        given = {name: getattr(self, name) for name in SELECTORS}
+        given["types"] = split_list(self.types) or None
+        return {name: value for name, value in given.items() if value is not None}
+
+
+class ForgetResponse(BaseModel):
+    """What a forget did (or, for a dry run, would do)."""
+
+    persona_name: str
+    dry_run: bool
+    count: int = Field(description="How many memories were forgotten now.")
+    forgotten: list[str] = Field(
+        description="The node ids forgotten now, the derived thoughts included."
+    )
+    derived: list[str] = Field(
+        description="Those forgotten only because their evidence cites a forgotten memory."
+    )
+    kept: list[str] = Field(
+        description="Thoughts kept (keep_derived) whose evidence lost forgotten ids."
+    )
+    already_forgotten: list[str] = Field(
+        description="Node ids asked for that were forgotten before: nothing more to do."
+    )
+    remaining: int = Field(description="How many memories the persona has left.")
 
 
 # ---------------------------------------------------------------------------- personas

@@ -17,7 +17,7 @@ from langchain_genmem.cli import Store
 from tests.support.genmem_server import GenmemServer
 
 PERSONA = "伊莎贝拉"
-TOOLS = {"remember", "recall", "recall_keywords", "reflect", "persona_stats"}
+TOOLS = {"remember", "recall", "recall_keywords", "reflect", "persona_stats", "forget"}
 ADMIN = "admin-key-0123456789abcdef"
 KLAUS_KEY = "klaus-key-0123456789abcdef"
 

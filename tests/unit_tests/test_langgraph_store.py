@@ -224,7 +224,8 @@ def test_update_supersedes_without_renumbering_and_keeps_created_at(genmem, cloc
     ]
     genmem.delete(NS, "job")
     assert [i.key for i in genmem.search(NS, query="bakery")] == ["food"]
-    assert len(stream) == 3  # the stream keeps every version as history
+    # the superseded version stays as history; the deleted item is forgotten
+    assert [n.node_id for n in reversed(stream.nodes())] == ["node_1", "node_3"]
 
 
 def test_returned_values_are_copies(genmem):

@@ -74,7 +74,8 @@ def test_the_schema_follows_difys_importer_rules():
     assert schema["servers"][0]["url"] == "https://memory.example.org"
     tools = dify_tools(schema)
     assert set(tools) == {"retrieve", "add_memory", "add_memories", "keyword_retrieve",
-                          "reflect", "list_personas", "get_persona", "health"}
+                          "reflect", "list_personas", "get_persona", "health", "forget",
+                          "forget_memory", "forget_persona"}
     assert tools["retrieve"] == {
         "persona_name": "string", "focal_text": "string", "top_k": "integer",
         "recency_w": "number", "relevance_w": "number", "importance_w": "number",
@@ -90,6 +91,14 @@ def test_the_schema_follows_difys_importer_rules():
     assert tools["add_memory"]["poignancy"] == "number"
     assert tools["reflect"]["force"] == "boolean"
     assert tools["list_personas"] == {} and tools["get_persona"] == {"name": "string"}
+    assert tools["forget"] == {
+        "persona_name": "string", "node_ids": "string", "created_after": "string",
+        "created_before": "string", "types": "string", "conversation": "string",
+        "speaker": "string", "text": "string", "keep_derived": "boolean", "dry_run": "boolean",
+    }
+    assert tools["forget_memory"] == {"name": "string", "node_id": "string",
+                                      "keep_derived": "boolean"}
+    assert tools["forget_persona"] == {"name": "string", "dry_run": "boolean"}
 
 
 def test_the_checker_catches_what_dify_cannot_read():
@@ -580,9 +589,13 @@ def test_every_status_the_service_answers_is_declared(client):
         if path != "/healthz":
             assert {"401", "403", "413", "422", "503"} <= codes, path
     assert "404" in declared[("/personas/{name}", "get")]
+    assert "404" in declared[("/personas/{name}", "delete")]
+    assert "404" in declared[("/personas/{name}/memories/{node_id}", "delete")]
+    assert "404" in declared[("/forget", "post")]
     assert {"409", "502"} <= declared[("/reflect", "post")]
     # and the answers really are among them
     assert client.get("/personas/nobody", headers=bearer(ADMIN)).status_code == 404
+    assert client.delete("/personas/nobody", headers=bearer(ADMIN)).status_code == 404
 
 
 def test_the_conversation_preset_ranks_as_the_chat_agent_and_fields_given_win(client):
