@@ -630,11 +630,14 @@ class ChromaBackend:
             or self._chain.get(persona, CHAIN_MAX) >= CHAIN_MAX - 1
             or known.extra != state.extra
             or known.forgotten != state.forgotten
+            or known.superseded != state.superseded
         ):
             return None
         if any(kind not in state.kw_strength for kind in known.kw_strength):
             return None
-        change = state.model_dump(mode="json", exclude={"kw_strength", "extra", "forgotten"})
+        change = state.model_dump(
+            mode="json", exclude={"kw_strength", "extra", "forgotten", "superseded"}
+        )
         if strength_changes is not None:  # the writer knows them: no comparison of every one
             change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
             return change

@@ -644,6 +644,7 @@ class MemoryStream:
         conversation: str | None = None,
         speaker: str | None = None,
         text: str | None = None,
+        expired: bool = False,
         keep_derived: bool = False,
         dry_run: bool = False,
     ) -> ForgetReport:
@@ -663,6 +664,7 @@ class MemoryStream:
             conversation: memories of this conversation.
             speaker: memories this speaker said.
             text: memories whose description contains this text (case-insensitive).
+            expired: memories expired at the stream's clock (``expiration`` at or before it).
             keep_derived: keep thoughts citing forgotten memories.
             dry_run: forget nothing; report what would go.
 
@@ -675,7 +677,8 @@ class MemoryStream:
                 nothing is forgotten.
         """
         chosen = select(node_ids, created_after=created_after, created_before=created_before,
-                        types=types, conversation=conversation, speaker=speaker, text=text)
+                        types=types, conversation=conversation, speaker=speaker, text=text,
+                        expired=expired)
         return self._forgetter.forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
 
     def forget_all(self, *, dry_run: bool = False) -> ForgetReport:
