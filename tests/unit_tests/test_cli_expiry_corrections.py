@@ -1,4 +1,4 @@
-"""`genmem add --expires-in/--supersedes`, `genmem forget --expired`, `search --include-superseded`."""
+"""`genmem add --expires-in/--supersedes`, `forget --expired`, `search --include-superseded`."""
 
 from __future__ import annotations
 
