@@ -232,7 +232,16 @@ class Forgetter:
             UnknownNodeError: a named id is no memory of the persona (or was forgotten).
         """
         m = self.mirror
+        lazy = m.lazy  # a lazy stream loads every node for the forget, then holds none again
         self.loader.load_everything()
+        try:
+            return self._forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
+        finally:
+            if lazy:
+                m.release()
+
+    def _forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
+        m = self.mirror
         self.loader.refresh()
         if dry_run:
             with m.lock:

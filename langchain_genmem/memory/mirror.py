@@ -161,6 +161,14 @@ class StreamMirror:
         for s in stored:
             self.keywords.index_node(s.node)
 
+    def release(self) -> None:
+        """Hold no node again: a lazy stream after an operation that had to load them."""
+        with self.lock:
+            self.cache = NodeCache()
+            self.keywords = KeywordIndex(strength=self.keywords.strength)
+            self.turns, self.lexical = TurnLog(), None
+            self.lazy = True
+
     def drop(self, ranges: Sequence[tuple[int, int]], state: StreamState) -> None:
         """Stop holding forgotten nodes: cache rows, keywords, turns, lexical index.
 

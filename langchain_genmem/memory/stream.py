@@ -133,9 +133,9 @@ class MemoryStream:
             counters and settings only; ``len``, ``get``, adds and
             ``GenerativeAgentsRetriever(score_in="database")`` read and write only the rows
             they need, and access times go to the store at once. What needs every node
-            (in-process scoring, ``nodes()``, keyword lookups, export, reflection,
-            forgetting) loads the persona on first use and the stream stays loaded. For a
-            store that ranks (PostgreSQL).
+            (in-process scoring, ``nodes()``, keyword lookups, export, reflection) loads
+            the persona on first use and the stream stays loaded; a forget loads it for
+            the forget only. For a store that ranks (PostgreSQL).
 
     Attributes:
         persona: the persona's name.

@@ -5,8 +5,8 @@ memories that are some key's current version, in a namespace under a prefix, who
 passes a filter. Testing every item in Python per search costs a call per item; here each
 row's group (namespace) and each filtered value field are *interned*: rows holding equal
 values share a code, a test runs once per distinct value, and the mask over every row is
-one gather of the verdicts by code. The rows are the stream's node rows (node number - 1),
-so a mask lines up with the retriever's candidates directly.
+one gather of the verdicts by code. A mask is indexed by node number - 1 (not by cache row:
+forgotten numbers leave gaps), as a candidate filter's ``node_mask`` is.
 
 The masks are kept up to date item by item (:meth:`ItemMasks.put`, :meth:`ItemMasks.retire`);
 verdicts of a test are kept for the values seen so far and extended to new ones, so a

@@ -1,7 +1,7 @@
 """Lexical relevance: exact, incremental BM25 over every memory of a persona.
 
 A :class:`LexicalIndex` mirrors one stream's :class:`~langchain_genmem.memory.cache.NodeCache`
-(row ``i`` is ``node_{i+1}``) as an inverted index held in numpy: for each term, the rows
+(its rows, ascending by node number) as an inverted index held in numpy: for each term, the rows
 that hold it and how often (its postings), and for each row its length in terms. A query
 adds, term by term, the BM25 part of every posting into one float64 array over all rows, so
 every row gets its exact score (0.0 where no query term occurs), not the top-n of an

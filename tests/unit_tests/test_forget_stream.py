@@ -172,6 +172,8 @@ def test_a_lazy_stream_and_the_database_ranking_never_see_it(store: Store) -> No
     forgetting_lazy = store.open(P, embeddings=fake(), lazy=True)
     assert forgetting_lazy.forget([seeds["breakfast"]], keep_derived=True).kept == (
         seeds["deeper"],)
+    assert forgetting_lazy.lazy and forgetting_lazy._mirror.cache.n == 0  # holds none again
+    assert len(forgetting_lazy) == 6 and seeds["breakfast"] not in forgetting_lazy
     assert_forgotten(store.open(P, embeddings=fake(), lazy=True),
                      *gone(seeds, "cafe", "breakfast"))
 

@@ -211,13 +211,13 @@ def test_hybrid_metadata_shows_both_parts_and_the_fused_relevance():
     dense_docs = GenerativeAgentsRetriever(stream=stream, k=3).invoke("Hobbs Cafe lunch")
     assert all(d.metadata["lexical"] is None and d.metadata["bm25"] is None for d in dense_docs)
     assert all(d.metadata["relevance"] == d.metadata["dense"] for d in dense_docs)
-    assert stream._lexical is not None  # built by the hybrid call only
+    assert stream._mirror.lexical is not None  # built by the hybrid call only
 
 
 def test_a_dense_retrieval_builds_no_lexical_index():
     stream = physics_stream()
     GenerativeAgentsRetriever(stream=stream, k=3).invoke("reactor")
-    assert stream._lexical is None
+    assert stream._mirror.lexical is None
 
 
 def test_none_takes_the_personas_relevance_settings():
@@ -246,7 +246,7 @@ def test_the_lexical_index_is_never_stale_after_adds():
     stream.add_event("Klaus 调试超导磁体", poignancy=3)
     doc = retriever.invoke("超导磁体")[0]
     assert doc.page_content == "Klaus 调试超导磁体" and doc.metadata["bm25"] > 0
-    index = stream._lexical
+    index = stream._mirror.lexical
     assert len(index) == len(stream)
     fresh = index.scores("超导磁体", np.arange(len(stream)))
     rebuilt = type(index)()
@@ -334,7 +334,7 @@ def test_lexical_scores_survive_a_restart(tmp_path):
     stream.close()
     again = MemoryStream("Klaus Mueller", embeddings=CountingEmbedding(size=16),
                          clock=lambda: datetime(2024, 5, 1, 12), path=str(tmp_path / "store"))
-    assert again._lexical is None
+    assert again._mirror.lexical is None
     after = [(d.metadata["node_id"], d.metadata["bm25"], d.metadata["score"])
              for d in GenerativeAgentsRetriever(stream=again, **ask).invoke("超导磁体 reactor")]
     assert after == before and before[0][1] > 0
