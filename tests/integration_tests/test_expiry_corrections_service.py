@@ -8,24 +8,18 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-import httpx
 import psycopg
 import pytest
 from langchain_mcp_adapters.client import MultiServerMCPClient
 
+from tests.integration_tests.test_forget_service import ADMIN, PERSONA, http
 from tests.integration_tests.test_replicas import NOW, replica
 from tests.integration_tests.test_service_mcp import payload, tools_of
 from tests.support.genmem_server import GenmemServer
 
-ADMIN = "admin-key-0123456789abcdef"
-PERSONA = "伊莎贝拉"
 OLD_HOME = "伊莎贝拉住在北京"
 NEW_HOME = "伊莎贝拉搬到了上海"
 PASSWORD = "伊莎贝拉的临时密码是四七一一"
-
-
-def http(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120)
 
 
 def found(url: str, focal: str, **fields: object) -> list[str]:
