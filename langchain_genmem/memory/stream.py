@@ -535,7 +535,8 @@ class MemoryStream:
         Args:
             description: the event in words.
             **fields: subject, predicate, object, keywords, poignancy, created,
-                expiration, filling (chat node ids), embedding_key, embedding.
+                expiration or expires_in, supersedes, filling (chat node ids),
+                embedding_key, embedding.
 
         Returns:
             The stored node.
