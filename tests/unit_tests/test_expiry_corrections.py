@@ -126,6 +126,29 @@ def test_an_expired_memory_is_never_retrieved_until_asked_for(store: Store) -> N
     assert short in {d.metadata["node_id"] for d in reverie.invoke("咖啡馆班次")}
 
 
+def test_keyword_retrieval_leaves_expired_memories_out(store: Store) -> None:
+    clock = SimulationClock(START)
+    stream = opened(store, clock)
+    stream.add_many([
+        {"type": "event", "description": "玛丽亚今天在咖啡馆值班", "poignancy": 3,
+         "keywords": ["咖啡馆"], "expires_in": "1h"},
+        {"type": "event", "description": "玛丽亚在咖啡馆工作", "poignancy": 3,
+         "keywords": ["咖啡馆"]},
+        {"type": "thought", "description": "玛丽亚喜欢咖啡馆", "poignancy": 4,
+         "keywords": ["咖啡馆"], "evidence": ["node_2"], "expires_in": "30d"},
+    ])
+    events = stream.retrieve_relevant_events("", "", "咖啡馆")
+    assert [n.node_id for n in events] == ["node_2", "node_1"]
+    clock.advance(hours=1)
+    assert [n.node_id for n in stream.retrieve_relevant_events("", "", "咖啡馆")] == ["node_2"]
+    assert len(stream.retrieve_relevant_events("", "", "咖啡馆", include_expired=True)) == 2
+    clock.advance(days=30)
+    assert stream.retrieve_relevant_thoughts("", "", "咖啡馆") == []
+    assert stream.keyword_retrieve(events[:1])["玛丽亚在咖啡馆工作"]["thoughts"] == []
+    kept = stream.retrieve_relevant_thoughts("", "", "咖啡馆", include_expired=True)
+    assert [n.node_id for n in kept] == ["node_3"]
+
+
 def test_forget_expired_deletes_what_expired_at_the_clock(store: Store) -> None:
     clock = SimulationClock(START)
     stream = opened(store, clock)
