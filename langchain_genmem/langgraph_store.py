@@ -25,7 +25,10 @@ How the store maps onto the stream:
 - **put on an existing key** adds a new memory that *supersedes* the old one: node
   numbering never changes, the old memory stays in the stream, and the store's
   ``get``/``search`` see only each key's live memory (search passes the live node ids to the
-  retriever as its candidate filter). The key's record lists the memories it superseded.
+  retriever as its candidate filter). The key's record lists the memories it superseded,
+  and the new memory supersedes the previous version (``supersedes``, see
+  :mod:`~langchain_genmem.memory.corrections`), so a plain retriever over the persona also
+  finds only each key's newest version (``include_superseded=True`` finds the older ones).
   ``created_at`` is kept across updates (as LangGraph's PostgreSQL store does;
   ``InMemoryStore`` resets it) and ``updated_at`` is the latest put. Item times are the
   stream's clock, read as UTC.
@@ -490,6 +493,7 @@ class GenerativeAgentsStore(BaseStore):
             }
             if old:  # the memories this one supersedes, for a delete to forget
                 entries[op.key]["superseded"] = _versions(old)
+                items[i]["supersedes"] = _committed(_versions(old), first)[-1:]
         nodes = stream.add_many(items, state={"extra": {**extra, REGISTRY: registry}})
         wrote = [n.node_id for n in nodes]
         expected = [f"node_{first + i}" for i in range(len(adds))]
@@ -643,6 +647,11 @@ def _thread_id() -> str | None:
 def _versions(entry: Mapping[str, Any]) -> list[str]:
     """Every memory a key's record stands for: those it superseded, then its live one."""
     return [*entry.get("superseded", ()), entry["node_id"]]
+
+
+def _committed(node_ids: Sequence[str], first: int) -> list[str]:
+    """The ids numbered below ``first`` (the versions committed before this write)."""
+    return [i for i in node_ids if (node_number_or_none(i) or first) < first]
 
 
 def _forget_versions(stream: MemoryStream, entries: Sequence[Mapping[str, Any]]) -> None:

@@ -631,12 +631,15 @@ class ChromaBackend:
             or known.extra != state.extra
             or known.forgotten != state.forgotten
             or known.idempotency != state.idempotency
+            or known.superseded != state.superseded
         ):
             return None
         if any(kind not in state.kw_strength for kind in known.kw_strength):
             return None
-        change = state.model_dump(mode="json", exclude={"kw_strength", "extra", "forgotten",
-                                                 "idempotency"})
+        change = state.model_dump(
+            mode="json",
+            exclude={"kw_strength", "extra", "forgotten", "idempotency", "superseded"},
+        )
         if strength_changes is not None:  # the writer knows them: no comparison of every one
             change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
             return change

@@ -97,7 +97,7 @@ READ_COLUMNS = (
 STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
     "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay",
-    "relevance_mode", "lexical_weight", "extra", "forgotten", "idempotency",
+    "relevance_mode", "lexical_weight", "extra", "forgotten", "idempotency", "superseded",
 )
 
 
@@ -763,6 +763,7 @@ class PostgresBackend:
         values["extra"] = json.dumps(values["extra"], ensure_ascii=False)
         values["forgotten"] = json.dumps(values.get("forgotten", []))
         values["idempotency"] = json.dumps(values.get("idempotency", []))
+        values["superseded"] = json.dumps(values.get("superseded", []))
         names = [c for c in STATE_COLUMNS]
         placeholders = ", ".join(f"%({c})s" for c in names)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)

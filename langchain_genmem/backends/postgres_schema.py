@@ -126,10 +126,17 @@ ALTER TABLE genmem_personas
     ADD COLUMN IF NOT EXISTS idempotency jsonb NOT NULL DEFAULT '[]';
 """
 
+# Corrections: which memories supersede which, as [old, new] node numbers (rows written
+# before corrected nothing).
+MIGRATION_7 = """\
+ALTER TABLE genmem_personas
+    ADD COLUMN IF NOT EXISTS superseded jsonb NOT NULL DEFAULT '[]';
+"""
+
 # Append only: (version, SQL). Never edit a released migration.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5),
-    (6, MIGRATION_6),
+    (6, MIGRATION_6), (7, MIGRATION_7),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

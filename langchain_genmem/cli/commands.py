@@ -61,6 +61,7 @@ from langchain_genmem.cli.store import Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
 from langchain_genmem.llm.limits import CallLimits
+from langchain_genmem.memory.expiry import parse_duration
 from langchain_genmem.memory.inputs import validate_items
 from langchain_genmem.memory.stats import trigger_text
 from langchain_genmem.reflection.settings import ReflectionSettings
@@ -160,6 +161,16 @@ def add(
     expiration: Annotated[
         str | None, typer.Option("--expiration", help="When it expires (default: never).")
     ] = None,
+    expires_in: Annotated[
+        str | None,
+        typer.Option("--expires-in", help="How long after --created it expires: 30d, 12h, "
+                     "90m, 45s, 1d12h or seconds (not with --expiration)."),
+    ] = None,
+    supersedes: Annotated[
+        list[str] | None,
+        typer.Option("--supersedes", help="A memory this one corrects (repeat); retrieval "
+                     "leaves it out from then on."),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Add an event, a thought or a chat to the persona's stream."""
@@ -176,6 +187,10 @@ def add(
         item["created"] = parse_time(created, "--created")
     if expiration is not None:
         item["expiration"] = parse_time(expiration, "--expiration")
+    if expires_in is not None:
+        item["expires_in"] = parse_duration(expires_in, "--expires-in")
+    if supersedes:
+        item["supersedes"] = supersedes
     if evidence:
         item["evidence"] = evidence
     if line:
@@ -213,6 +228,9 @@ def forget(
         typer.Option("--text", help="Only memories whose description contains this text "
                      "(case-insensitive)."),
     ] = None,
+    expired: Annotated[
+        bool, typer.Option("--expired", help="Only memories expired at the persona's clock.")
+    ] = False,
     every: Annotated[
         bool, typer.Option("--all", help="Forget every memory of the persona (asks first).")
     ] = False,
@@ -237,7 +255,8 @@ def forget(
     )
 
     selectors = {"created_after": since, "created_before": until, "types": types,
-                 "conversation": conversation, "speaker": speaker, "text": text}
+                 "conversation": conversation, "speaker": speaker, "text": text,
+                 "expired": expired or None}
     window = RetrievalOptions(since=since, until=until, types=types)  # checks, naming options
     given = bool(node_ids) or any(v is not None for v in selectors.values())
     if every and given:
@@ -245,7 +264,7 @@ def forget(
         raise ValidationError(msg, field="--all")
     if not every and not given:
         msg = ("forget: nothing selected; give node ids, a selector (--since, --until, --type, "
-               "--conversation, --speaker, --text) or --all")
+               "--conversation, --speaker, --text, --expired) or --all")
         raise ValidationError(msg, field="node_ids")
     stream = store_of(ctx).open()
     if every:
@@ -255,6 +274,7 @@ def forget(
     else:
         selectors.update(window.filters(stream.clock()))
         selectors.pop("min_poignancy")
+        selectors["expired"] = expired
         try:
             report = stream.forget(node_ids or (), keep_derived=keep_derived, dry_run=dry_run,
                                    **selectors)
@@ -270,7 +290,7 @@ def forget(
 
 _FORGET_OPTIONS = {"created_after": "--since", "created_before": "--until", "types": "--type",
                    "conversation": "--conversation", "speaker": "--speaker", "text": "--text",
-                   "node_ids": "node id"}
+                   "expired": "--expired", "node_ids": "node id"}
 
 
 @app.command()
@@ -556,7 +576,8 @@ _ADD_OPTIONS = {
     "type": "kind", "description": "description", "poignancy": "--poignancy",
     "subject": "--subject", "predicate": "--predicate", "object": "--object",
     "keywords": "--keyword", "evidence": "--evidence", "filling": "--line",
-    "created": "--created", "expiration": "--expiration",
+    "created": "--created", "expiration": "--expiration", "expires_in": "--expires-in",
+    "supersedes": "--supersedes",
 }
 
 

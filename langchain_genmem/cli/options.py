@@ -108,6 +108,13 @@ KeepIdle = Annotated[
         help="Score memories whose embedding key says 'idle' too (the original drops them).",
     ),
 ]
+IncludeSuperseded = Annotated[
+    bool,
+    typer.Option(
+        "--include-superseded",
+        help="Score memories a newer memory supersedes (corrects) too; left out by default.",
+    ),
+]
 Since = Annotated[
     str | None,
     typer.Option(
@@ -173,6 +180,7 @@ class RetrievalOptions:
         types: keep memories of these types, or None.
         min_poignancy: keep memories at least this poignant, or None.
         time_in_query: what a time the query names does, None for the retriever's default.
+        include_superseded: score memories a newer memory supersedes too.
     """
 
     mode: RecencyMode = RecencyMode(DEFAULT_RECENCY_MODE)
@@ -188,6 +196,7 @@ class RetrievalOptions:
     types: list[str] | None = None
     min_poignancy: float | None = None
     time_in_query: TimeInQuery | None = None
+    include_superseded: bool = False
 
     def __post_init__(self) -> None:
         """Check the options with the library's rules, naming the option that was wrong.
@@ -281,6 +290,7 @@ class RetrievalOptions:
             idle_filter=not self.keep_idle,
             update_access=touch,
             score_in=score_in.value,
+            include_superseded=self.include_superseded,
             **self.filters(stream.clock()),
             **({} if self.time_in_query is None else {"time_in_query": self.time_in_query.value}),
         )
@@ -301,6 +311,7 @@ _WEIGHT_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("types", Types, None),
     ("min_poignancy", MinPoignancy, None),
     ("time_in_query", TimeInQueryOption, None),
+    ("include_superseded", IncludeSuperseded, False),
 )
 
 

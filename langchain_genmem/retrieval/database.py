@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from langchain_genmem.backends.base import ranking_of
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.timeutil import naive, to_epoch
+from langchain_genmem.memory.corrections import current_sql
 from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.retrieval.documents import memory_document
 from langchain_genmem.retrieval.report import RetrievalReport
@@ -61,11 +62,12 @@ def retrieve_in_database(
     now = naive(stream.clock())
     vector = embed_query(stream.embeddings, query)
     state = stream.committed
+    where = current_sql(flt.sql(), state) if retriever.leaves_out_superseded else flt.sql()
     ranking = backend.rank(
         stream.persona, vector, k=k, mode=retriever.recency_mode,
         decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
         weights=retriever.effective_weights(), now=now,
-        include_expired=retriever.include_expired, where=flt.sql(),
+        include_expired=retriever.include_expired, where=where,
     )
     skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
     if not stream.lazy:

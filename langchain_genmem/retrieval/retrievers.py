@@ -39,6 +39,11 @@ Expiration: the original writes ``expiration`` on thoughts and never reads it. H
 memories are skipped unless ``include_expired=True``; ``recency_mode="reverie"`` ignores
 expiration, as the original does.
 
+Corrections: a memory another live memory supersedes (``supersedes=[...]`` on an add; see
+:mod:`langchain_genmem.memory.corrections`) is left out unless ``include_superseded=True``
+and counted in ``skipped_filtered``; ``recency_mode="reverie"`` scores it, as it scores
+expired ones.
+
 Access times: the in-process view is exact at once; the store is written behind (within the
 stream's ``flush_interval``, on ``stream.close()`` and at interpreter exit), so a retrieval
 never waits on a Chroma write. A crash can lose access times, never a memory.
@@ -77,6 +82,7 @@ from langchain_genmem.core.modes import (
 )
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.corrections import current
 from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.numerics.candidate_filter import (
@@ -132,6 +138,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
         recency_decay, recency_w, relevance_w, importance_w: None = the persona's values.
         gains: global gains, default ``(0.5, 3.0, 2.0)``.
         include_expired: score expired memories too.
+        include_superseded: score memories a newer memory supersedes too.
         update_access: set ``last_accessed`` of returned memories (the original does).
         score_in: ``"process"`` (default: numpy over the stream's in-process cache) or
             ``"database"`` (one scan in PostgreSQL scores every candidate, for callers
@@ -197,6 +204,7 @@ class GenerativeAgentsRetriever(BaseRetriever):
     importance_w: float | None = None
     gains: tuple[float, float, float] = DEFAULT_GAINS
     include_expired: bool = False
+    include_superseded: bool = False
     update_access: bool = True
     score_in: Literal["process", "database"] = "process"
     created_after: datetime | None = None
@@ -551,17 +559,24 @@ class GenerativeAgentsRetriever(BaseRetriever):
             nonlocal rows, importance, cands_static
             if keep.all():
                 return
-            skipped[reason] = int(rows.size - keep.sum())
+            skipped[reason] += int(rows.size - keep.sum())
             rows, importance = rows[keep], None
             cands_static = tuple(col[keep] for col in cands_static)
 
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
             narrow(cache.expiration[rows] > now, "skipped_expired")
+        if self.leaves_out_superseded:
+            narrow(current(cands_static[1], self.memory_stream.committed), "skipped_filtered")
         if flt.active:
             type_code, node_count, poignancy = cands_static
             narrow(flt.mask(cache.created[rows], type_code, poignancy, node_count),
                    "skipped_filtered")
         return rows, importance, cands_static, skipped
+
+    @property
+    def leaves_out_superseded(self) -> bool:
+        """Whether this retrieval leaves superseded memories out (not ``"reverie"``)."""
+        return not self.include_superseded and self.recency_mode != "reverie"
 
     def effective_weights(self) -> Weights:
         """The weights this retriever scores with: its own, or the persona's where None.

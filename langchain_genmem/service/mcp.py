@@ -248,6 +248,16 @@ class _Tools:
             str | None, Field(max_length=MAX_PERSONA_CHARS, description="For a turn: who said "
                               "it.")
         ] = None,
+        expires_in: Annotated[
+            str | float | None, Field(description="How long it stays true: seconds, or e.g. "
+                                      "'30d', '12h', '90m'; it is never recalled after that "
+                                      "(default: never expires).")
+        ] = None,
+        supersedes: Annotated[
+            str | None, Field(max_length=MAX_FIELD_CHARS, description="The node ids this "
+                              "memory corrects, comma-separated (e.g. 'node_3' when the user "
+                              "moved); they are no longer recalled.")
+        ] = None,
         idempotency_key: Annotated[
             str | None, Field(max_length=KEY_MAX_CHARS, description="A unique id of this "
                               "memory (e.g. a UUID): calling again with the same id stores "
@@ -262,7 +272,8 @@ class _Tools:
         name = await self._persona(persona, ctx)
         fields = {"type": type, "description": description, "poignancy": poignancy,
                   "subject": subject, "predicate": predicate, "object": object,
-                  "evidence": evidence, "conversation": conversation, "speaker": speaker}
+                  "evidence": evidence, "conversation": conversation, "speaker": speaker,
+                  "expires_in": expires_in, "supersedes": supersedes}
         item = _valid(MemoryItem, fields)
         out = await self._call(self.service.add, name, [item], idempotency_key,
                                names={"items[0].": ""})
@@ -302,6 +313,9 @@ class _Tools:
             "('last weekend', '上周') narrows the memories to it; 'simulation': the original's "
             "recency, relevance and importance weights."
         )] = "conversation",
+        include_superseded: Annotated[bool, Field(
+            description="Also recall memories a newer memory corrected (left out by default)."
+        )] = False,
     ) -> dict[str, Any]:
         """Recall the persona's memories that matter most for a question or situation.
 
@@ -318,7 +332,7 @@ class _Tools:
         request = _valid(RetrieveRequest, names=_RECALL_NAMES, fields={
             "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
             "lexical_weight": lexical_weight, "idle_filter": idle_filter, "preset": preset,
-            **window})
+            "include_superseded": include_superseded, **window})
         out = await self._call(self.service.retrieve, request, names=_RECALL_NAMES)
         return out.model_dump(mode="json")
 
@@ -406,6 +420,9 @@ class _Tools:
             max_length=MAX_TEXT_CHARS, description="Only memories whose text contains this "
             "(any case), e.g. a name or a phone number."
         )] = None,
+        expired: Annotated[bool, Field(
+            description="Only memories whose expiration passed."
+        )] = False,
         keep_derived: Annotated[bool, Field(
             description="Keep the thoughts concluded from a forgotten memory (by default "
             "they are forgotten too)."
@@ -417,7 +434,7 @@ class _Tools:
         """Forget memories of the persona for good, when the user asks that something be forgotten.
 
         Name the memories by node_ids, or select them: since/until (a period), types,
-        conversation, speaker, text (words the memory contains); several given must all
+        conversation, speaker, text (words the memory contains), expired; several given must all
         match. Thoughts concluded from a forgotten memory go too unless keep_derived. Use
         dry_run first to see what would go. Forgotten memories are never recalled again;
         an id forgotten before is listed in already_forgotten.
@@ -427,7 +444,7 @@ class _Tools:
         request = _valid(ForgetRequest, names=_FORGET_NAMES, fields={
             "persona_name": name, "node_ids": node_ids, "types": types,
             "conversation": conversation, "speaker": speaker, "text": text,
-            "keep_derived": keep_derived, "dry_run": dry_run, **window})
+            "expired": expired, "keep_derived": keep_derived, "dry_run": dry_run, **window})
         out = await self._call(self.service.forget, request, names=_FORGET_NAMES)
         return out.model_dump(mode="json")
 

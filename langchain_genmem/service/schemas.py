@@ -50,6 +50,7 @@ from langchain_genmem.core.modes import (
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType, node_number_or_none
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.validation import K_MIN, PERSONA_NAME_MAX
+from langchain_genmem.memory.expiry import lifetime
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.retrieval.presets import Preset, preset_options
 
@@ -264,6 +265,10 @@ class RetrieveRequest(_Request):
     created_before: Until = None
     types: Kinds = None
     min_poignancy: MinPoignancy = None
+    include_superseded: Annotated[
+        bool, Field(description="Score memories a newer memory supersedes (corrects) too; by "
+                    "default they are left out.")
+    ] = False
 
     @field_validator("focal_text")
     @classmethod
@@ -304,13 +309,15 @@ class RetrieveRequest(_Request):
         """The candidate filter of the request, as retriever arguments.
 
         Returns:
-            ``created_after``, ``created_before``, ``types`` (split) and ``min_poignancy``.
+            ``created_after``, ``created_before``, ``types`` (split), ``min_poignancy`` and
+            ``include_superseded``.
         """
         return {
             "created_after": self.created_after,
             "created_before": self.created_before,
             "types": split_list(self.types) or None,
             "min_poignancy": self.min_poignancy,
+            "include_superseded": self.include_superseded,
         }
 
 
@@ -398,6 +405,15 @@ class MemoryItem(_Request):
     expiration: _optional(
         "string", datetime, "ISO time the memory expires (default: never)."
     ) = None
+    expires_in: _optional(
+        "string", str, "How long after it was made the memory expires: seconds (a number) "
+        "or a duration such as '30d', '12h', '90m', '45s' (default: never; not with "
+        "expiration).", max_length=64,
+    ) = None
+    supersedes: _optional(
+        "string", str, "The memories this one corrects: comma-separated node ids, e.g. "
+        "'node_3'; retrieval leaves them out from then on.", max_length=MAX_FIELD_CHARS,
+    ) = None
     conversation: _optional(
         "string", str, "The conversation this memory is a turn of (any id, e.g. a session); "
         "a turn is embedded with the turns before it.", max_length=PERSONA_NAME_MAX,
@@ -410,6 +426,16 @@ class MemoryItem(_Request):
     @classmethod
     def _description(cls, value: str) -> str:
         return _not_blank(value)
+
+    @field_validator("expires_in", mode="before")
+    @classmethod
+    def _lifetime(cls, value: Any) -> Any:
+        """A number of seconds is taken as its text; either is checked as a lifetime."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = repr(value)
+        if isinstance(value, str):
+            lifetime(value)
+        return value
 
     def as_input(self) -> dict[str, Any]:
         """The item as :meth:`~langchain_genmem.MemoryStream.add_many` takes it."""
@@ -429,7 +455,17 @@ class MemoryItem(_Request):
         evidence = split_list(self.evidence)
         if evidence:
             item["evidence"] = evidence
+        item.update(self.lifecycle())
         return item
+
+    def lifecycle(self) -> dict[str, Any]:
+        """``expires_in`` and ``supersedes``, when given, as the library takes them."""
+        out: dict[str, Any] = {}
+        if self.expires_in is not None:
+            out["expires_in"] = self.expires_in
+        if self.supersedes is not None:
+            out["supersedes"] = split_list(self.supersedes)
+        return out
 
 
 class MemoryRequest(MemoryItem):
@@ -551,7 +587,9 @@ class ReflectResponse(BaseModel):
 
 # ---------------------------------------------------------------------------- forgetting
 
-SELECTORS = ("created_after", "created_before", "types", "conversation", "speaker", "text")
+SELECTORS = (
+    "created_after", "created_before", "types", "conversation", "speaker", "text", "expired",
+)
 """The fields of a forget that select memories besides their ids."""
 
 
@@ -587,6 +625,10 @@ class ForgetRequest(_Request):
         "string", str, "Forget only memories whose description contains this text (any case).",
         max_length=MAX_TEXT_CHARS,
     ) = None
+    expired: Annotated[
+        bool, Field(description="Forget only memories expired at the persona's clock (their "
+                    "expiration passed).")
+    ] = False
     keep_derived: Annotated[
         bool, Field(description="Keep the thoughts whose evidence cites a forgotten memory "
                     "(their evidence loses its ids); by default they are forgotten too.")
@@ -626,6 +668,7 @@ class ForgetRequest(_Request):
         """The selectors given, as :meth:`~langchain_genmem.MemoryStream.forget` takes them."""
         given = {name: getattr(self, name) for name in SELECTORS}
         given["types"] = split_list(self.types) or None
+        given["expired"] = self.expired or None
         return {name: value for name, value in given.items() if value is not None}
 
 

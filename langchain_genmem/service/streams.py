@@ -136,6 +136,11 @@ class StreamPool:
         with self._lock:
             return len(self._open)
 
+    def open_personas(self) -> list[str]:
+        """The personas open here now, in name order."""
+        with self._lock:
+            return sorted(self._open)
+
     def personas(self) -> list[str]:
         """Every persona with memories in the store, or open here."""
         with self._lock:

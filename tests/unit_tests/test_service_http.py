@@ -83,18 +83,21 @@ def test_the_schema_follows_difys_importer_rules():
         "relevance": "string", "lexical_weight": "number", "idle_filter": "boolean",
         "time_in_query": "string", "preset": "string",
         "created_after": "string", "created_before": "string", "types": "string",
-        "min_poignancy": "number",
+        "min_poignancy": "number", "include_superseded": "boolean",
     }
     retrieve = schema["components"]["schemas"]["RetrieveRequest"]["properties"]
     assert retrieve["relevance"]["enum"] == ["dense", "lexical", "hybrid"]
     assert (retrieve["lexical_weight"]["minimum"], retrieve["lexical_weight"]["maximum"]) == (0, 1)
     assert tools["add_memory"]["poignancy"] == "number"
+    assert (tools["add_memory"]["expires_in"], tools["add_memory"]["supersedes"]) == (
+        "string", "string")
     assert tools["reflect"]["force"] == "boolean"
     assert tools["list_personas"] == {} and tools["get_persona"] == {"name": "string"}
     assert tools["forget"] == {
         "persona_name": "string", "node_ids": "string", "created_after": "string",
         "created_before": "string", "types": "string", "conversation": "string",
-        "speaker": "string", "text": "string", "keep_derived": "boolean", "dry_run": "boolean",
+        "speaker": "string", "text": "string", "expired": "boolean", "keep_derived": "boolean",
+        "dry_run": "boolean",
     }
     assert tools["forget_memory"] == {"name": "string", "node_id": "string",
                                       "keep_derived": "boolean"}

@@ -36,9 +36,10 @@ def make(backend: Store, **kwargs) -> GenerativeAgentsStore:
 
 
 def everything(store: GenerativeAgentsStore, query: str) -> list[str]:
-    """What a plain retriever over the persona finds: every memory of the stream."""
+    """Every memory of the stream a retriever over the persona finds (superseded ones too)."""
     retriever = GenerativeAgentsRetriever(stream=store.stream(PERSONA), k=50,
-                                          types=["event", "thought", "chat"])
+                                          types=["event", "thought", "chat"],
+                                          include_superseded=True)
     return [d.page_content for d in retriever.invoke(query)]
 
 
