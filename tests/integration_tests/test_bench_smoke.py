@@ -212,5 +212,5 @@ def test_bench_forget_prints_both_backends_beside_bare_deletes() -> None:
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[head + 2:]]
     assert [(r[0], r[2]) for r in rows] == [
         (backend, what) for backend in ("Chroma (embedded)", "PostgreSQL")
-        for what in ("forget 1", "forget 99", "drop (whole persona)")]
+        for what in ("forget 1", "forget 99", "forget all (whole persona)")]
     assert all(r[1] == "400" and r[5].endswith("x") for r in rows)
