@@ -176,10 +176,10 @@ class NodeCache:
         for name in ROW_COLUMNS:
             setattr(out, name, getattr(self, name)[rows])  # copies
         out._cap = out.n = int(rows.size)
-        kept = self.nodes[:n]
-        for row, old in enumerate(rows.tolist()):
-            out.nodes.append(kept[old])
-            out.key_row[kept[old].embedding_key] = row
+        held = self.nodes[:n]
+        kept = [held[old] for old in rows.tolist()]
+        out.nodes.extend(kept)
+        out.key_row = {node.embedding_key: row for row, node in enumerate(kept)}
         return out
 
     def replace_nodes(self, nodes: Mapping[int, MemoryNode]) -> None:
@@ -502,6 +502,14 @@ class LazyNodes(Sequence[MemoryNode]):
             node: the node.
         """
         self._held.append(node)
+
+    def extend(self, nodes: Sequence[MemoryNode]) -> None:
+        """Hold the nodes of the next rows, in order.
+
+        Args:
+            nodes: the nodes.
+        """
+        self._held.extend(nodes)
 
     def replace(self, nodes: Mapping[int, MemoryNode]) -> None:
         """Hold other node objects in rows (see :meth:`NodeCache.replace_nodes`).

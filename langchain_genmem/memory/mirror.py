@@ -37,7 +37,7 @@ import numpy as np
 
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.core.errors import UnknownNodeError
-from langchain_genmem.core.nodes import MemoryNode, node_number_or_none
+from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_none
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.memory.cache import NodeCache
 from langchain_genmem.memory.keywords import KeywordIndex
@@ -182,8 +182,9 @@ class StreamMirror:
         if cache is self.cache:
             return
         forgotten = state.forgotten_numbers()
-        trimmed = {row: t for row, node in enumerate(cache.nodes)
-                   if (t := without_forgotten(node, forgotten)) is not None}
+        thoughts = np.flatnonzero(cache.type_code[: cache.n] == TYPE_CODES["thought"])
+        trimmed = {row: t for row in thoughts.tolist()  # only thoughts cite evidence
+                   if (t := without_forgotten(cache.nodes[row], forgotten)) is not None}
         if trimmed:
             cache.replace_nodes(trimmed)
         self.cache = cache
