@@ -24,7 +24,12 @@ numbers in :attr:`~langchain_genmem.core.state.StreamState.forgotten` is committ
 deletion, all or nothing. Numbers are never reused (``node_count`` stays the highest ever
 given), so :meth:`MemoryBackend.read_nodes` returns the nodes of a range that still exist,
 with gaps, and a process that cached an older revision drops
-:meth:`~langchain_genmem.core.state.StreamState.forgotten_since` its revision. It is a
+:meth:`~langchain_genmem.core.state.StreamState.forgotten_since` its revision. A kept
+conversation turn embedded with a forgotten turn gets its new embedded text and vector in the
+same write (``replaced``, listed in
+:attr:`~langchain_genmem.core.state.StreamState.rekeyed` at the forget's revision), and a
+process that cached an older revision reloads
+:meth:`~langchain_genmem.core.state.StreamState.rekeyed_since` its revision. It is a
 required method, not a capability: a user's right to have a memory deleted holds on every
 store.
 
@@ -231,8 +236,14 @@ class MemoryBackend(Protocol):
     def write_state(self, persona: str, state: StreamState) -> None:
         """Store a new state with no new nodes (settings, counters)."""
 
-    def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
-        """Delete nodes for good and commit the state that says so; all or nothing.
+    def forget(
+        self,
+        persona: str,
+        node_numbers: Sequence[int],
+        state: StreamState,
+        replaced: Sequence[StoredNode] = (),
+    ) -> None:
+        """Delete nodes for good, re-key kept ones and commit the state; all or nothing.
 
         Called inside :meth:`write_lock` (after ``read_head``/``read_state`` and
         ``remove_uncommitted``), instead of ``commit``/``write_state``. Each node's record
@@ -240,19 +251,25 @@ class MemoryBackend(Protocol):
         is the committed state with ``rev`` one above it, ``node_count`` unchanged and the
         numbers added to ``forgotten``
         (:meth:`~langchain_genmem.core.state.StreamState.forgetting`), its counters
-        adjusted by the caller. A forget interrupted midway is either not
-        visible at all or finished by the next writer of the persona (its
-        ``remove_uncommitted``); readers never get a forgotten node from :meth:`read_nodes`
-        once ``state`` is committed.
+        adjusted by the caller. Each of ``replaced`` (kept turns whose embedded text quoted
+        a forgotten one) gets its new ``embedding_key`` and vector; its other stored fields
+        (its access time too) stay. A forget interrupted midway is either not visible at all
+        (a record already given its new text then quotes a turn less, nothing more) or
+        finished by the next writer of the persona (its ``remove_uncommitted``); readers
+        never get a forgotten node from :meth:`read_nodes` once ``state`` is committed, nor
+        the old text of a re-keyed one.
 
         Args:
             persona: the persona.
             node_numbers: the numbers to forget (committed, not forgotten yet).
             state: the state that commits the forget.
+            replaced: kept nodes with their new ``embedding_key`` and vector, listed in
+                ``state.rekeyed`` at its revision
+                (:meth:`~langchain_genmem.core.state.StreamState.rekeying`).
 
         Raises:
             ValidationError: ``state`` does not list exactly these numbers as newly
-                forgotten at its revision.
+                forgotten (and those of ``replaced`` as re-keyed) at its revision.
             StorageError: the store failed; nothing was forgotten (or, where the store has
                 no transactions, the next write finishes it).
         """
@@ -421,6 +438,29 @@ def forgotten_runs(
         )
         raise ValidationError(msg, field="state")
     return number_runs(wanted)
+
+
+def check_replaced(persona: str, replaced: Sequence[StoredNode], state: StreamState) -> None:
+    """Refuse re-keyed nodes the state committing a forget does not list as re-keyed.
+
+    Args:
+        persona: the persona (for the message).
+        replaced: the kept nodes given a new embedded text.
+        state: the state that commits the forget.
+
+    Raises:
+        ValidationError: ``state.rekeyed`` does not list exactly these numbers at its
+            revision, or one of them is forgotten.
+    """
+    numbers = sorted({int(s.node.node_count) for s in replaced})
+    if numbers == state.rekeyed_at(state.rev) and not any(map(state.is_forgotten, numbers)):
+        return
+    msg = (
+        f"persona {persona!r}: forget: the state of revision {state.rev} must list the "
+        f"{len(numbers)} kept memories given a new embedded text as re-keyed at its "
+        "revision (use StreamState.rekeying); nothing was forgotten"
+    )
+    raise ValidationError(msg, field="state")
 
 
 def _methods(protocol: type) -> list[str]:

@@ -29,7 +29,8 @@ Layout (personas may share both collections; every read names its persona):
   again. A record above the committed count without ``commit`` is a crashed write's
   leftover (removed at the next write), never part of the run.
 - Forgetting (:meth:`ChromaBackend.forget`; Chroma has no transactions): the persona's
-  snapshot file is deleted, then the state record that lists the forgotten numbers is
+  snapshot file is deleted, kept turns that quoted a forgotten one get their new embedded
+  text and vector, then the state record that lists the forgotten (and re-keyed) numbers is
   written, with the metadata key ``forgetting`` set to its revision: that write is the
   commit point. Then the node records of every range forgotten at that revision or later
   are deleted, and ``forgetting`` is removed. A forget interrupted after the commit point
@@ -79,7 +80,13 @@ from typing import Any
 import numpy as np
 
 from langchain_genmem.backends import snapshot
-from langchain_genmem.backends.base import Capability, Head, StoredNode, forgotten_runs
+from langchain_genmem.backends.base import (
+    Capability,
+    Head,
+    StoredNode,
+    check_replaced,
+    forgotten_runs,
+)
 from langchain_genmem.backends.gate import FolderGate
 from langchain_genmem.backends.locks import (
     FolderLock,
@@ -632,13 +639,15 @@ class ChromaBackend:
             or known.forgotten != state.forgotten
             or known.idempotency != state.idempotency
             or known.superseded != state.superseded
+            or known.rekeyed != state.rekeyed
         ):
             return None
         if any(kind not in state.kw_strength for kind in known.kw_strength):
             return None
         change = state.model_dump(
             mode="json",
-            exclude={"kw_strength", "extra", "forgotten", "idempotency", "superseded"},
+            exclude={"kw_strength", "extra", "forgotten", "idempotency", "superseded",
+                     "rekeyed"},
         )
         if strength_changes is not None:  # the writer knows them: no comparison of every one
             change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
@@ -681,30 +690,51 @@ class ChromaBackend:
         self._known[persona], self._chain[persona] = state, 0
         self._record[persona] = (state.rev, state.node_count)
 
-    def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
-        """Delete the snapshot, commit ``state``, then delete the forgotten nodes' records.
+    def forget(
+        self,
+        persona: str,
+        node_numbers: Sequence[int],
+        state: StreamState,
+        replaced: Sequence[StoredNode] = (),
+    ) -> None:
+        """Delete the snapshot, re-key ``replaced``, commit ``state``, delete the records.
 
         The state record, written with ``forgetting`` set to its revision, is the commit
-        point (see the module docstring): an interruption before it changes nothing, one
-        after it is finished by the next write. A reader meanwhile gets the new state and
-        no forgotten node from :meth:`read_nodes`.
+        point (see the module docstring): an interruption before it leaves every memory
+        (at most some kept turns already re-keyed: their text then quotes a turn less,
+        nothing more), one after it is finished by the next write. A reader meanwhile gets
+        the new state and no forgotten node from :meth:`read_nodes`. A re-keyed record gets
+        its new packed fields and vector (an update: its access time stays).
 
         Raises:
-            ValidationError: ``state`` does not list exactly these numbers as forgotten.
+            ValidationError: ``state`` does not list exactly these numbers as forgotten
+                (and those of ``replaced`` as re-keyed).
             ConcurrentWriterError: this write's server lease was lost; nothing was forgotten.
             StorageError: Chroma failed: before the commit point nothing was forgotten;
                 after it (the message says so) the next write deletes the records.
         """
         forgotten_runs(persona, node_numbers, state)
+        check_replaced(persona, replaced, state)
         failing = f"could not forget memories of {persona!r}; nothing was forgotten"
         with self._snapshot_lock(persona):  # no snapshot of the old state saved in between
             with _wrapped(failing):
                 self._remove_snapshot(persona)  # it holds the nodes: gone before the commit
+                self._rekey(persona, replaced)
             self._store_state(persona, state, failing, **{FORGETTING_KEY: state.rev})
         with _wrapped(f"persona {persona!r}: the forget is committed, but deleting its "
                       "records failed (the next write of the persona deletes them)"):
             self._finish_forget(persona, state, state.rev)
         self._wrote(persona)
+
+    def _rekey(self, persona: str, replaced: Sequence[StoredNode]) -> None:
+        """Give kept records their new packed fields (embedding_key) and vectors."""
+        self._check_lease(persona)
+        for chunk in _chunks(replaced, self.batch):
+            self.nodes.update(
+                ids=[_node_id(persona, s.node.node_id) for s in chunk],
+                embeddings=np.vstack([np.asarray(s.vector, dtype=np.float32) for s in chunk]),
+                metadatas=[{FORMAT_KEY: _meta_of(persona, s.node)[FORMAT_KEY]} for s in chunk],
+            )
 
     def _finish_forget(self, persona: str, state: StreamState, since: int) -> None:
         """Delete the records of ranges forgotten at revision ``since`` or later, then the mark."""

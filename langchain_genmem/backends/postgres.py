@@ -51,6 +51,7 @@ from langchain_genmem.backends.base import (
     Head,
     ScoredRow,
     StoredNode,
+    check_replaced,
     forgotten_runs,
 )
 from langchain_genmem.backends.postgres_schema import (
@@ -98,6 +99,7 @@ STATE_COLUMNS = (
     "rev", "node_count", "type_count", "dim", "importance_trigger_max", "importance_trigger_curr",
     "importance_ele_n", "recency_w", "relevance_w", "importance_w", "recency_decay",
     "relevance_mode", "lexical_weight", "extra", "forgotten", "idempotency", "superseded",
+    "rekeyed",
 )
 
 
@@ -653,25 +655,51 @@ class PostgresBackend:
             self._store_state(conn, persona, state)
 
     @storage_errors("forget memories of persona {persona}", "; nothing was forgotten")
-    def forget(self, persona: str, node_numbers: Sequence[int], state: StreamState) -> None:
-        """Delete the nodes' rows and store ``state``; one transaction.
+    def forget(
+        self,
+        persona: str,
+        node_numbers: Sequence[int],
+        state: StreamState,
+        replaced: Sequence[StoredNode] = (),
+    ) -> None:
+        """Delete the nodes' rows, re-key the ``replaced`` ones, store ``state``; one transaction.
 
         A row holds every field, the vector, the keywords (and their index entries) and
         the access time of its node, so deleting it removes all of them; the keyword
-        strengths are stored from ``state``. A database ranking that starts after the
-        commit never sees the rows.
+        strengths are stored from ``state``. A re-keyed row gets its new ``embedding_key``,
+        vector and norm (its access time stays). A database ranking that starts after the
+        commit never sees the deleted rows nor the old vectors.
 
         Raises:
-            ValidationError: ``state`` does not list exactly these numbers as forgotten.
+            ValidationError: ``state`` does not list exactly these numbers as forgotten
+                (and those of ``replaced`` as re-keyed).
             StorageError: PostgreSQL failed; nothing was forgotten.
         """
         forgotten_runs(persona, node_numbers, state)
+        check_replaced(persona, replaced, state)
         with self._writing(persona) as conn:
             conn.execute(
                 "DELETE FROM memory_nodes WHERE persona_name = %s AND node_count = ANY(%s)",
                 (persona, sorted({int(n) for n in node_numbers})),
             )
+            if replaced:
+                self._check_dimension(conn, replaced)
+                self._rekey(conn, persona, replaced)
             self._store_state(conn, persona, state)
+
+    @staticmethod
+    def _rekey(conn: Any, persona: str, replaced: Sequence[StoredNode]) -> None:
+        """Give existing rows their new embedding_key, vector and norm."""
+        rows = []
+        for s in replaced:
+            vector = np.asarray(s.vector, dtype=np.float32)
+            norm = float(np.linalg.norm(vector.astype(np.float64)))
+            rows.append((s.node.embedding_key, Vector(vector), norm, persona, s.node.node_count))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE memory_nodes SET embedding_key = %s, embedding = %s, "
+                "embedding_norm = %s WHERE persona_name = %s AND node_count = %s", rows,
+            )
 
     @storage_errors("store the state of persona {persona}", "; nothing was committed")
     def write_state(self, persona: str, state: StreamState) -> None:
@@ -764,6 +792,7 @@ class PostgresBackend:
         values["forgotten"] = json.dumps(values.get("forgotten", []))
         values["idempotency"] = json.dumps(values.get("idempotency", []))
         values["superseded"] = json.dumps(values.get("superseded", []))
+        values["rekeyed"] = json.dumps(values.get("rekeyed", []))
         names = [c for c in STATE_COLUMNS]
         placeholders = ", ".join(f"%({c})s" for c in names)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)

@@ -8,9 +8,9 @@ Tables (one database may hold any number of personas; every row names its person
 - ``kw_strength``: the Dify workflow's keyword strength table, written with its
   ``INSERT ... ON CONFLICT ... DO UPDATE`` upsert;
 - ``genmem_personas``: one row per persona with the counters and settings the original keeps
-  in ``scratch.json``, the ranges of forgotten node numbers, the latest idempotency keys
-  of its writes, and two revisions other processes poll cheaply (``rev``: nodes or state
-  changed; ``access_rev``: access times changed);
+  in ``scratch.json``, the ranges of forgotten and re-keyed node numbers, the latest
+  idempotency keys of its writes, and two revisions other processes poll cheaply (``rev``:
+  nodes or state changed; ``access_rev``: access times changed);
 - ``genmem_schema_version``: the migrations applied.
 
 There is no ANN index: scoring is exact over every candidate. A release that changes the
@@ -133,10 +133,17 @@ ALTER TABLE genmem_personas
     ADD COLUMN IF NOT EXISTS superseded jsonb NOT NULL DEFAULT '[]';
 """
 
+# Re-keyed turns: the kept conversation turns a forget gave a new embedded text, as
+# [first, last, rev] ranges (rows written before re-keyed none).
+MIGRATION_8 = """\
+ALTER TABLE genmem_personas
+    ADD COLUMN IF NOT EXISTS rekeyed jsonb NOT NULL DEFAULT '[]';
+"""
+
 # Append only: (version, SQL). Never edit a released migration.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5),
-    (6, MIGRATION_6), (7, MIGRATION_7),
+    (6, MIGRATION_6), (7, MIGRATION_7), (8, MIGRATION_8),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

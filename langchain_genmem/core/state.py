@@ -15,6 +15,13 @@ pairs ``(old, new)`` live here (:attr:`StreamState.superseded`), committed with 
 memory, so every process and replica reads them with the state; an old memory is superseded
 while a live memory supersedes it (:meth:`StreamState.superseded_numbers`). A state that
 never recorded a correction is stored and hashed exactly as before the field existed.
+
+Re-keyed turns: a conversation turn is embedded with the turns before it, so a forget that
+removes a turn gives the kept turns that quoted it a new embedded text and vector in the same
+write. The numbers it re-keyed are kept with that revision (:attr:`StreamState.rekeyed`, each
+number with its latest re-keying only), so a process holding older rows reloads them
+(:meth:`StreamState.rekeyed_since`). A state that never re-keyed a turn is stored and hashed
+exactly as before the field existed.
 """
 
 from __future__ import annotations
@@ -66,6 +73,10 @@ Superseded = tuple[int, int]
 Forgotten = tuple[int, int, int]
 """A range of forgotten node numbers: ``(first, last, rev)``, ``rev`` the forgetting one."""
 
+Rekeyed = tuple[int, int, int]
+"""A range of re-keyed node numbers: ``(first, last, rev)``, ``rev`` the forget that re-keyed
+them (their newest embedded text and vector are of that revision)."""
+
 Claimed = tuple[str, str, int, int]
 """A write made with an idempotency key: ``(key, fingerprint, first, last)``, the fingerprint
 of its items and the numbers of the memories it stored (see
@@ -102,6 +113,9 @@ class StreamState(BaseModel):
             :mod:`~langchain_genmem.memory.idempotency`).
         superseded: the corrections as ``(old, new)`` node numbers, oldest first (left out
             of the stored JSON while empty).
+        rekeyed: the kept turns a forget gave a new embedded text and vector, as
+            ``(first, last, rev)`` ranges, each number at its latest re-keying only and
+            forgotten numbers left out (left out of the stored JSON while empty).
     """
 
     node_count: int = 0
@@ -126,14 +140,15 @@ class StreamState(BaseModel):
     forgotten: list[Forgotten] = Field(default_factory=list)
     idempotency: list[Claimed] = Field(default_factory=list)
     superseded: list[Superseded] = Field(default_factory=list)
+    rekeyed: list[Rekeyed] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _dump(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        """Every field; the forgotten, idempotency and superseded lists only once set."""
+        """Every field; the forgotten, idempotency, superseded and rekeyed lists once set."""
         dumped = handler(self)
-        for name in ("forgotten", "idempotency", "superseded"):
+        for name in ("forgotten", "idempotency", "superseded", "rekeyed"):
             if not getattr(self, name):
                 dumped.pop(name, None)
         return dumped
@@ -230,6 +245,51 @@ class StreamState(BaseModel):
         rev = self.rev + 1
         added = [(lo, hi, rev) for lo, hi in number_runs(wanted)]
         return self.model_copy(update={"rev": rev, "forgotten": [*self.forgotten, *added]})
+
+    def rekeying(self, numbers: Iterable[int]) -> StreamState:
+        """This state with ``numbers`` re-keyed at its revision (call after :meth:`forgetting`).
+
+        Older entries of the same numbers and entries of forgotten numbers are left out: a
+        process holding rows of an older revision reloads each number once.
+
+        Args:
+            numbers: the kept nodes given a new embedded text and vector.
+
+        Returns:
+            The new state (this one when ``numbers`` is empty).
+        """
+        wanted = {int(n) for n in numbers}
+        if not wanted:
+            return self
+        gone = self.forgotten_numbers()
+        latest = {n: rev for lo, hi, rev in self.rekeyed for n in range(lo, hi + 1)
+                  if n not in gone and n not in wanted}
+        latest.update(dict.fromkeys(wanted, self.rev))
+        ranges = [(lo, hi, rev) for rev in sorted(set(latest.values()))
+                  for lo, hi in number_runs(sorted(n for n, r in latest.items() if r == rev))]
+        return self.model_copy(update={"rekeyed": ranges})
+
+    def rekeyed_since(self, rev: int) -> list[int]:
+        """The numbers re-keyed after revision ``rev``, ascending.
+
+        Args:
+            rev: the revision a process's cache was read at.
+
+        Returns:
+            The numbers whose held rows (text and vector) that cache must reload.
+        """
+        return sorted(n for lo, hi, at in self.rekeyed if at > rev for n in range(lo, hi + 1))
+
+    def rekeyed_at(self, rev: int) -> list[int]:
+        """The numbers re-keyed at exactly revision ``rev``, ascending.
+
+        Args:
+            rev: a revision.
+
+        Returns:
+            The numbers.
+        """
+        return sorted(n for lo, hi, at in self.rekeyed if at == rev for n in range(lo, hi + 1))
 
     @property
     def reflection_due(self) -> bool:

@@ -170,13 +170,47 @@ class NodeCache:
         drop = np.isin(self.node_number[:n], np.asarray(numbers, dtype=np.int64))
         if not drop.any():
             return self
-        rows = np.flatnonzero(~drop)
+        return self._taking(np.flatnonzero(~drop))
+
+    def replacing(self, stored: Sequence[StoredNode]) -> NodeCache:
+        """A new cache whose rows of these nodes hold them and their vectors (re-keyed turns).
+
+        The cache itself is left as it is, as by :meth:`without`. Only the node's
+        ``embedding_key`` and vector may differ from the row's (access times stay).
+
+        Args:
+            stored: held nodes with their new embedding_key and vector.
+
+        Returns:
+            The new cache (this one when no row holds any of the nodes).
+
+        Raises:
+            EmbeddingDimensionError: a vector's size differs from the ones held.
+        """
+        rows = self.rows_of_numbers(np.array([s.node.node_count for s in stored], dtype=np.int64))
+        held = [(row, s) for row, s in zip(rows.tolist(), stored, strict=True) if row >= 0]
+        if not held:
+            return self
+        block = np.vstack([np.asarray(s.vector, dtype=np.float32).reshape(1, -1) for _, s in held])
+        if block.shape[1] != self.dim:
+            raise EmbeddingDimensionError(self.dim or 0, block.shape[1])
+        out = self._taking(np.arange(self.n))
+        at = np.array([row for row, _ in held], dtype=np.int64)
+        out._set_vectors(at, block)
+        out.nodes.replace({row: s.node for row, s in held})
+        for row, s in held:
+            out.idle[row] = "idle" in s.node.embedding_key
+        out.key_row = {node.embedding_key: row for row, node in enumerate(out.nodes)}
+        return out
+
+    def _taking(self, rows: np.ndarray) -> NodeCache:
+        """A new cache of copies of these rows, in order (key_row rebuilt from them)."""
         out = NodeCache()
         out.dim, out.max_relative_residual = self.dim, self.max_relative_residual
         for name in ROW_COLUMNS:
             setattr(out, name, getattr(self, name)[rows])  # copies
         out._cap = out.n = int(rows.size)
-        held = self.nodes[:n]
+        held = self.nodes[: self.n]
         kept = [held[old] for old in rows.tolist()]
         out.nodes.extend(kept)
         out.key_row = {node.embedding_key: row for row, node in enumerate(kept)}
@@ -210,20 +244,24 @@ class NodeCache:
             raise EmbeddingDimensionError(self.dim, block.shape[1])
         self._reserve(max(self.n + len(stored), total))
         lo, hi = self.n, self.n + len(stored)
-        self.vectors[lo:hi] = block
-        self.norms[lo:hi] = np.linalg.norm(block.astype(np.float64), axis=1)
-        self.inv_norms[lo:hi] = inverse_norms(self.norms[lo:hi])
-        for start in range(lo, hi, _QUANTIZE_BLOCK):
-            end = min(hi, start + _QUANTIZE_BLOCK)
-            q = quantize(self.vectors[start:end])
-            inv = self.inv_norms[start:end]
-            self.codes[start:end] = q.codes
-            self.unit_scale[start:end] = q.scale * inv
-            relative = float((q.residual * inv).max())
-            self.max_relative_residual = max(self.max_relative_residual, relative)
+        self._set_vectors(np.arange(lo, hi), block)
         for row, s in enumerate(stored, start=lo):
             self._fill(row, s.node)
         self.n = hi
+
+    def _set_vectors(self, rows: np.ndarray, block: np.ndarray) -> None:
+        """Put vectors in rows (ascending, room made), with their norms and int8 codes."""
+        self.vectors[rows] = block
+        self.norms[rows] = np.linalg.norm(block.astype(np.float64), axis=1)
+        self.inv_norms[rows] = inverse_norms(self.norms[rows])
+        for start in range(0, rows.size, _QUANTIZE_BLOCK):
+            part = rows[start : start + _QUANTIZE_BLOCK]
+            q = quantize(self.vectors[part])
+            inv = self.inv_norms[part]
+            self.codes[part] = q.codes
+            self.unit_scale[part] = q.scale * inv
+            relative = float((q.residual * inv).max())
+            self.max_relative_residual = max(self.max_relative_residual, relative)
 
     def load(self, content: snapshot.Content) -> None:
         """Take a snapshot's columns as they are (an empty cache only); nodes come lazily.

@@ -17,6 +17,14 @@ stream's nodes, a process catching up, a snapshot, an export) takes the forgotte
 by the committed state's forgotten numbers. The edit is so part of the same commit: a
 memory's evidence never names a memory that is gone, and never loses an id while it exists.
 
+Conversation turns: a kept turn whose embedded text quotes a forgotten turn (see
+:mod:`~langchain_genmem.memory.turns`) gets the text made from the turns that remain, with
+the stream's ``context_turns``, and its vector, in the same write (the backend's ``forget``
+stores them before or with its commit point; the state lists them as re-keyed at its
+revision, so other processes read them again when they catch up). The new texts are
+embedded before the write right is taken; one that another writer's change made necessary
+meanwhile is embedded inside it.
+
 Reflection trigger: an event forgotten among those counted since the last reflection (the
 newest ``importance_ele_n`` events) gives its poignancy back to ``importance_trigger_curr``
 (never above ``importance_trigger_max``) and leaves ``importance_ele_n``: what was forgotten
@@ -25,25 +33,31 @@ never brings a reflection about. Events counted before the last reflection chang
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from langchain_genmem.backends.base import StoredNode
 from langchain_genmem.core import validation
-from langchain_genmem.core.errors import UnknownNodeError, ValidationError
+from langchain_genmem.core.errors import EmbeddingDimensionError, UnknownNodeError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_none
 from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.text import limits
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.writer import StreamWriter
 from langchain_genmem.numerics.candidate_filter import CandidateFilter, make_filter
 
 if TYPE_CHECKING:
     from langchain_genmem.memory.cache import NodeCache
     from langchain_genmem.memory.loader import StreamLoader
     from langchain_genmem.memory.mirror import StreamMirror
-    from langchain_genmem.memory.writer import Made, StreamWriter
+    from langchain_genmem.memory.writer import Made
+
+Embed = Callable[[list[str]], Sequence[Sequence[float]]]
+"""Embeds texts as documents (an ``Embeddings.embed_documents``)."""
 
 NOTHING_SELECTED = (
     "forget: nothing selected; give node ids or a selector (created_after, created_before, "
@@ -62,6 +76,8 @@ class ForgetReport:
             memories as evidence (recursively).
         kept: memories kept whose evidence lost forgotten ids (thoughts with
             ``keep_derived=True``; any memory citing a forgotten chat).
+        rekeyed: kept conversation turns whose embedded text quoted a forgotten turn and
+            was made again (with a new vector) from the turns that remain, ascending.
         dry_run: True when nothing was forgotten, only reported.
         live_count: the memories left afterwards (that would be left, for a dry run).
         rev: the committed revision; None for a dry run or when nothing matched.
@@ -71,6 +87,7 @@ class ForgetReport:
     forgotten: tuple[str, ...] = ()
     derived: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
+    rekeyed: tuple[str, ...] = ()
     dry_run: bool = False
     live_count: int = 0
     rev: int | None = None
@@ -89,6 +106,7 @@ class ForgetReport:
             "forgotten": list(self.forgotten),
             "derived": list(self.derived),
             "kept": list(self.kept),
+            "rekeyed": list(self.rekeyed),
             "dry_run": self.dry_run,
             "live_count": self.live_count,
             "rev": self.rev,
@@ -190,12 +208,14 @@ class Plan:
         derived: numbers that go because they cite forgotten evidence, ascending.
         kept: numbers kept whose evidence cites forgotten ones, ascending.
         given_back: poignancy the reflection trigger gets back, and how many events.
+        rekeys: ``{number: new embedding_key}`` of kept turns that quoted forgotten ones.
     """
 
     selected: tuple[int, ...]
     derived: tuple[int, ...]
     kept: tuple[int, ...]
     given_back: tuple[float, int]
+    rekeys: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def numbers(self) -> list[int]:
@@ -209,13 +229,17 @@ class Forgetter:
     Args:
         mirror: the stream's mirror.
         loader: loads every node first (a forget reads them all).
-        writer: commits through its write path.
+        writer: commits through its write path (its ``context_turns`` too).
+        embed: the stream's embedding model's ``embed_documents``, for the new texts of
+            re-keyed turns.
     """
 
-    def __init__(self, mirror: StreamMirror, loader: StreamLoader, writer: StreamWriter) -> None:
+    def __init__(self, mirror: StreamMirror, loader: StreamLoader, writer: StreamWriter,
+                 embed: Embed) -> None:
         self.mirror = mirror
         self.loader = loader
         self.writer = writer
+        self.embed = embed
 
     def forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
         """Forget what ``chosen`` names, or say what would go (``dry_run``).
@@ -247,6 +271,9 @@ class Forgetter:
             with m.lock:
                 plan = self._plan(chosen, keep_derived)
                 return self._report(plan, dry_run=True, live=m.live() - len(plan.numbers))
+        with m.lock:
+            first = self._plan(chosen, keep_derived)
+        vectors = self._embedded(first.rekeys.values(), {})  # before the write right
         planned: list[Plan] = []
 
         def make() -> Made | None:
@@ -254,12 +281,40 @@ class Forgetter:
             if not plan.numbers:
                 return None  # nothing matches once caught up: nothing is written
             planned.append(plan)
-            return [], self._next_state(plan), None
+            vectors.update(self._embedded(plan.rekeys.values(), vectors))  # others' changes
+            return self._replaced(plan, vectors), self._next_state(plan), None
 
         state = self.writer.write(make)
         if not planned:
             return self._report(Plan((), (), (), (0.0, 0)), dry_run=False, live=m.live())
         return self._report(planned[0], dry_run=False, live=m.live(), rev=state.rev)
+
+    def _embedded(self, keys: Iterable[str], known: Mapping[str, np.ndarray]
+                  ) -> dict[str, np.ndarray]:
+        """The vectors of new texts that neither ``known`` nor the cache holds, embedded."""
+        cache = self.mirror.cache
+        texts = [k for k in dict.fromkeys(keys) if k not in known and k not in cache.key_row]
+        if not texts:
+            return {}
+        paired = StreamWriter.pair(texts, self.embed(texts))
+        out = {text: np.asarray(vector, dtype=np.float32) for text, vector in paired.items()}
+        for text, vector in out.items():
+            if cache.dim is not None and vector.shape[0] != cache.dim:
+                raise EmbeddingDimensionError(cache.dim, int(vector.shape[0]),
+                                              where=f"embedding of {text[:40]!r}")
+        return out
+
+    def _replaced(self, plan: Plan, vectors: Mapping[str, np.ndarray]) -> list[StoredNode]:
+        """The re-keyed turns with their new texts and vectors."""
+        cache = self.mirror.cache
+        out = []
+        for number, key in sorted(plan.rekeys.items()):
+            node = _held(cache, number)
+            vector = vectors.get(key)
+            if vector is None:
+                vector = cache.vector_of_key(key)
+            out.append(StoredNode(node.model_copy(update={"embedding_key": key}), vector))
+        return out
 
     def _report(self, plan: Plan, *, dry_run: bool, live: int,
                 rev: int | None = None) -> ForgetReport:
@@ -268,6 +323,7 @@ class Forgetter:
             forgotten=_ids(plan.numbers),
             derived=_ids(plan.derived),
             kept=_ids(plan.kept),
+            rekeyed=_ids(sorted(plan.rekeys)),
             dry_run=dry_run,
             live_count=live,
             rev=rev,
@@ -288,7 +344,27 @@ class Forgetter:
         gone = selected | derived
         kept = {c for n in gone for c in cites.get(n, ())} - gone
         return Plan(tuple(sorted(selected)), tuple(sorted(derived)), tuple(sorted(kept)),
-                    self._given_back(cache, gone))
+                    self._given_back(cache, gone), self._rekeys(cache, gone))
+
+    def _rekeys(self, cache: NodeCache, gone: set[int]) -> dict[int, str]:
+        """``{number: new embedding_key}`` of kept turns quoting a turn in ``gone``."""
+        rows = cache.rows_of_numbers(np.fromiter(gone, dtype=np.int64, count=len(gone)))
+        nodes = cache.nodes
+        by_conversation: dict[str, set[int]] = {}
+        for row in rows.tolist():
+            node = nodes[row]
+            if node.conversation is not None and node.type != "chat":
+                by_conversation.setdefault(node.conversation, set()).add(node.node_count)
+        if not by_conversation:
+            return {}
+        turns = self.mirror.turns
+        turns.sync(cache)
+
+        def key_of(number: int) -> str:
+            return _held(cache, number).embedding_key
+
+        return turns.rekeyed(by_conversation, key_of, self.writer.context_turns,
+                             limits().description)
 
     def _selected(self, cache: NodeCache, chosen: Selection) -> set[int]:
         """The numbers of the live memories ``chosen`` names."""
@@ -325,9 +401,12 @@ class Forgetter:
         return float(cache.poignancy[hit].sum()), int(hit.size)
 
     def _next_state(self, plan: Plan) -> StreamState:
-        """The committed state with the plan's numbers forgotten and its counters adjusted."""
+        """The committed state with the plan's numbers forgotten and its counters adjusted.
+
+        The kept turns the plan re-keys are listed as re-keyed at its revision.
+        """
         m = self.mirror
-        state = m.state.forgetting(plan.numbers)
+        state = m.state.forgetting(plan.numbers).rekeying(plan.rekeys)
         rows = m.cache.rows_of_numbers(np.asarray(plan.numbers, dtype=np.int64))
         nodes = [m.cache.nodes[r] for r in rows.tolist()]
         poignancy, events = plan.given_back
@@ -367,6 +446,14 @@ def _citations(cache: NodeCache) -> tuple[dict[int, list[int]], dict[int, list[i
                 if node.type == "thought":
                     thoughts.setdefault(cited, []).append(node.node_count)
     return every, thoughts
+
+
+def _held(cache: NodeCache, number: int) -> MemoryNode:
+    """The node of a number the cache holds (a turn the plan found in it)."""
+    row = cache.row_of_number(number)
+    if row is None:
+        raise UnknownNodeError(f"node_{number}")
+    return cache.nodes[row]
 
 
 def _ids(numbers: Iterable[int]) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from langchain_genmem.backends import snapshot
 from langchain_genmem.backends.base import StoredNode, access_log_of, snapshots_of, views_of
 from langchain_genmem.core.errors import UnknownNodeError
 from langchain_genmem.core.nodes import NODE_TYPES, MemoryNode, node_number
-from langchain_genmem.core.state import StreamState
+from langchain_genmem.core.state import StreamState, number_runs
 from langchain_genmem.memory.cache import GROWTH, NodeCache
 from langchain_genmem.memory.mirror import without_forgotten
 
@@ -162,7 +162,8 @@ class StreamLoader:
         Pages keep the peak memory of opening a large stream near what the cache holds.
         A lazy stream reads no node (``nodes=True`` reads them all the same). Pages run
         from the highest number held to ``state.node_count`` (the store leaves forgotten
-        numbers out); installing ``state`` then drops what it forgot since the held state.
+        numbers out); held nodes re-keyed since the held state are read again; installing
+        ``state`` then drops what it forgot since the held state and takes the re-keyed.
 
         Args:
             state: the committed state to catch up with.
@@ -170,13 +171,26 @@ class StreamLoader:
         """
         m = self.mirror
         read = not m.lazy if nodes is None else nodes
+        replaced: list[StoredNode] = []
         if read:
             forgotten = state.forgotten_numbers()
+            replaced = _trimmed(self._rekeyed(state, forgotten), forgotten)
             for first in range(m.cache.highest + 1, state.node_count + 1, LOAD_PAGE):
                 last = min(state.node_count, first + LOAD_PAGE - 1)
                 page = m.backend.read_nodes(m.persona, first, last)
                 m.append(_trimmed(page, forgotten), state.live_count)
-        m.install([], state)
+        m.install([], state, replaced)
+
+    def _rekeyed(self, state: StreamState, forgotten: frozenset[int]) -> list[StoredNode]:
+        """The held nodes ``state`` re-keyed since the held state, read again from the store."""
+        m = self.mirror
+        highest = m.cache.highest
+        wanted = [n for n in state.rekeyed_since(m.state.rev)
+                  if n <= highest and n not in forgotten]
+        out: list[StoredNode] = []
+        for first, last in number_runs(wanted):
+            out += m.backend.read_nodes(m.persona, first, last)
+        return out
 
     def refresh(self) -> bool:
         """See what other processes committed since the mirror last looked.

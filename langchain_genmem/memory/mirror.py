@@ -21,6 +21,10 @@ index, the conversation turns and the lexical index, however it learnt of them (
 forget, another process's caught up with, a lazy stream loading). The cache is then a new
 object (rows skip forgotten numbers), so a reader holding the old one keeps one moment. A
 kept memory that cites forgotten ones (a thought's evidence) is shown without those ids.
+Kept turns the forget re-keyed (their embedded text quoted a forgotten turn) get their new
+text and vector in the new cache too: from the forget itself, or read again from the store
+(:meth:`StreamState.rekeyed_since <langchain_genmem.core.state.StreamState.rekeyed_since>`)
+by a process catching up.
 
 Every part changes the mirror under :attr:`StreamMirror.lock`; the committed state is
 replaced whole, never changed in place, so a reader holding it keeps one moment.
@@ -132,19 +136,24 @@ class StreamMirror:
             raise UnknownNodeError(node_id, persona=self.persona)
         return row
 
-    def install(self, stored: Sequence[StoredNode], state: StreamState) -> None:
+    def install(self, stored: Sequence[StoredNode], state: StreamState,
+                replaced: Sequence[StoredNode] = ()) -> None:
         """Mirror committed nodes and their state in the cache and the keyword index.
 
-        Nodes forgotten since the held state are dropped first (see the module docstring).
+        Nodes forgotten since the held state are dropped first, then held nodes re-keyed
+        since take their new text and vector (see the module docstring).
 
         Args:
             stored: the nodes ``state`` commits beyond those held (none when lazy).
             state: the committed state.
+            replaced: held nodes re-keyed since the held state, with their new vectors.
         """
         gone = state.forgotten_since(self.state.rev)
         if not self.lazy:  # a lazy stream holds no node
             if gone:
                 self.drop(gone, state)
+            if replaced:
+                self.rekey(replaced)
             self.append(stored, state.live_count)
         self.keywords.strength = dict(state.kw_strength)  # maps never changed in place
         self.state = state
@@ -190,6 +199,17 @@ class StreamMirror:
         self.cache = cache
         self.keywords.remove({f"node_{n}" for n in numbers})
         self.turns, self.lexical = TurnLog(), None  # rebuilt from the new rows on next use
+
+    def rekey(self, replaced: Sequence[StoredNode]) -> None:
+        """Hold the new embedded text and vector of re-keyed nodes (a new cache object).
+
+        Args:
+            replaced: held nodes with their new ``embedding_key`` and vector.
+        """
+        cache = self.cache.replacing(replaced)
+        if cache is not self.cache:
+            self.cache = cache
+            self.turns, self.lexical = TurnLog(), None  # rebuilt from the new rows on next use
 
 
 def without_forgotten(node: MemoryNode, forgotten: Collection[int]) -> MemoryNode | None:

@@ -176,7 +176,8 @@ class MemoryStream:
         self._loader = StreamLoader(self._mirror)
         self._writer = StreamWriter(self._mirror, self._loader, context_turns)
         self._access = AccessRecorder(self._mirror, self._loader, flush_interval)
-        self._forgetter = Forgetter(self._mirror, self._loader, self._writer)
+        self._forgetter = Forgetter(self._mirror, self._loader, self._writer,
+                                    lambda texts: self.embeddings.embed_documents(texts))
         self._loader.open()
         if clock is None:
             self.clock = _saved_clock(self._mirror.state) or self.clock

@@ -19,12 +19,16 @@ itself stays inside the embedding model's window.
 :class:`TurnLog` keeps, per conversation, the turns a stream holds in ``created`` order (then
 node order), caught up row by row from the stream's cache: an add reads the previous turns
 from it, never the whole persona.
+
+Forgetting a turn: a kept later turn whose embedded text quotes it (holds its line) is given
+the text this rule makes from the turns that remain (:meth:`TurnLog.rekeyed`), and a new
+vector, in the forget's write (see :mod:`~langchain_genmem.memory.forgetting`).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -100,6 +104,26 @@ def chat_text(description: str, filling: Any, limit: int) -> str:
     return text if len(text) <= room else text[:room].rstrip() or description
 
 
+def quotes(key: str, speaker: str | None, text: str, earlier: Sequence[Turn]) -> bool:
+    """Whether a turn's embedded text holds the line of any of ``earlier`` (as turn_text wrote).
+
+    Args:
+        key: the turn's stored embedding_key.
+        speaker: who said the turn.
+        text: the turn as said.
+        earlier: earlier turns of its conversation.
+
+    Returns:
+        False for a text that is not this turn's line after earlier ones.
+    """
+    own = said(speaker, text)
+    if len(key) <= len(own) or not key.endswith("\n" + own):
+        return False
+    context = "\n" + key[: len(key) - len(own)]
+    return any(f"\n{said(who, _tail(what, PREVIOUS_TURN_CHARS))}\n" in context
+               for who, what in earlier)
+
+
 def _tail(text: str, chars: int) -> str:
     return text if len(text) <= chars else "…" + text[len(text) - chars + 1:]
 
@@ -161,3 +185,35 @@ class TurnLog:
         turns = self._turns.get(conversation, [])
         end = bisect.bisect_left(turns, (created, order), key=lambda t: (t[0], t[1]))
         return [(t[0], t[1], (t[2], t[3])) for t in turns[max(0, end - n):end]]
+
+    def rekeyed(self, gone: Mapping[str, Collection[int]], key_of: Callable[[int], str],
+                n: int, limit: int) -> dict[int, str]:
+        """The new embedded texts of kept turns whose text quotes a turn going away.
+
+        Each is :func:`turn_text` of the up to ``n`` kept turns before it, as an add makes
+        it; a turn whose stored text quotes none of the turns going away keeps its text.
+
+        Args:
+            gone: the numbers of the turns going away, by conversation.
+            key_of: the stored embedding_key of a turn, by number.
+            n: how many earlier turns a text holds (the stream's ``context_turns``).
+            limit: the most characters of a text.
+
+        Returns:
+            ``{number: new embedding_key}`` of the turns whose text changes.
+        """
+        out: dict[int, str] = {}
+        for conversation, numbers in gone.items():
+            turns = self._turns.get(conversation, [])
+            dropped = [t for t in turns if t[1] in numbers]
+            kept = [t for t in turns if t[1] not in numbers]
+            for i, (created, order, speaker, text) in enumerate(kept):
+                lost = [(t[2], t[3]) for t in dropped if (t[0], t[1]) < (created, order)]
+                old = key_of(order)
+                if not lost or not quotes(old, speaker, text, lost):
+                    continue
+                previous = [(t[2], t[3]) for t in kept[max(0, i - n):i]] if n else []
+                new = turn_text(previous, speaker, text, limit)
+                if new != old:
+                    out[order] = new
+        return out

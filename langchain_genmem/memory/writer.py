@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Strengths = dict[str, dict[str, int]]
-# What a write makes: its nodes, the state they commit, and the keyword strengths that state
+# What a write makes: its nodes (for a forget: the kept nodes it re-keys, with their new
+# embedded text and vector), the state they commit, and the keyword strengths that state
 # changes (None: not known, e.g. an import replaced them; the backend compares).
 Made = tuple[list[StoredNode], StreamState, Strengths | None]
 # A batch ready to score, embed and commit: its items, the state values it sets, and how
@@ -85,9 +86,9 @@ class StreamWriter:
 
         ``make`` numbers and counts from the committed state the stream just caught up
         with; its nodes and state are stored with ``commit`` (or ``write_state`` when there
-        are no nodes, or ``forget`` when the state forgets numbers) and mirrored in process
-        only once the write right was given back cleanly, since a backend may make the
-        write durable only then (a transaction).
+        are no nodes, or ``forget`` when the state forgets numbers: the nodes are then the
+        kept ones it re-keys) and mirrored in process only once the write right was given
+        back cleanly, since a backend may make the write durable only then (a transaction).
 
         Args:
             make: builds the write from the caught-up mirror (under its lock); None calls
@@ -109,7 +110,7 @@ class StreamWriter:
                 try:
                     if forgets:
                         numbers = [n for lo, hi in forgets for n in range(lo, hi + 1)]
-                        m.backend.forget(m.persona, numbers, state)
+                        m.backend.forget(m.persona, numbers, state, stored)
                     elif stored:
                         m.backend.commit(m.persona, stored, state, strength_changes=changes)
                     else:
@@ -122,7 +123,9 @@ class StreamWriter:
             with m.lock:
                 if m.state.rev == state.rev:
                     pass  # a refresh in another thread loaded it already
-                elif m.known() + len(stored) == state.node_count:
+                elif forgets and m.state.rev == state.rev - 1:
+                    m.install([], state, stored)
+                elif not forgets and m.known() + len(stored) == state.node_count:
                     m.install(stored, state)
                 else:
                     self.loader.catch_up()

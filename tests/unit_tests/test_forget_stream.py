@@ -239,9 +239,6 @@ def _original_load(nodes: dict, vectors: dict) -> dict[str, tuple[str, int, list
     return held
 
 
-@pytest.mark.xfail(strict=True, reason="a later turn's embedding_key and vector quote the turns "
-                   "before it; rewriting them in the forget's write needs the backend to replace "
-                   "kept records (MemoryBackend.forget deletes only)")
 def test_a_later_turn_no_longer_quotes_a_forgotten_turn(store: Store) -> None:
     stream, seeds = seeded(store)
     stream.forget([seeds["turn1"]])
