@@ -191,7 +191,10 @@ class TurnLog:
         """The new embedded texts of kept turns whose text quotes a turn going away.
 
         Each is :func:`turn_text` of the up to ``n`` kept turns before it, as an add makes
-        it; a turn whose stored text quotes none of the turns going away keeps its text.
+        it; a turn whose stored text quotes none of the turns going away keeps its text. A
+        turn that has the new text already while a turn going away is among the ``n``
+        before it is listed too: a forget interrupted before its commit point re-keyed it,
+        and the processes that hold its old text must read it again.
 
         Args:
             gone: the numbers of the turns going away, by conversation.
@@ -205,15 +208,18 @@ class TurnLog:
         out: dict[int, str] = {}
         for conversation, numbers in gone.items():
             turns = self._turns.get(conversation, [])
-            dropped = [t for t in turns if t[1] in numbers]
-            kept = [t for t in turns if t[1] not in numbers]
-            for i, (created, order, speaker, text) in enumerate(kept):
-                lost = [(t[2], t[3]) for t in dropped if (t[0], t[1]) < (created, order)]
-                old = key_of(order)
-                if not lost or not quotes(old, speaker, text, lost):
+            kept: list[tuple[datetime, int, str | None, str]] = []
+            lost: list[Turn] = []
+            for j, (_created, order, speaker, text) in enumerate(turns):
+                if order in numbers:
+                    lost.append((speaker, text))
                     continue
-                previous = [(t[2], t[3]) for t in kept[max(0, i - n):i]] if n else []
-                new = turn_text(previous, speaker, text, limit)
-                if new != old:
+                kept.append(turns[j])
+                if not lost:
+                    continue
+                previous = [(t[2], t[3]) for t in kept[-1 - n:-1]] if n else []
+                new, old = turn_text(previous, speaker, text, limit), key_of(order)
+                near = n > 0 and any(t[1] in numbers for t in turns[max(0, j - n):j])
+                if (new != old and quotes(old, speaker, text, lost)) or (near and new == old):
                     out[order] = new
         return out
