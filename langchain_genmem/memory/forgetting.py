@@ -271,9 +271,9 @@ class Forgetter:
             with m.lock:
                 plan = self._plan(chosen, keep_derived)
                 return self._report(plan, dry_run=True, live=m.live() - len(plan.numbers))
-        with m.lock:
-            first = self._plan(chosen, keep_derived)
-        vectors = self._embedded(first.rekeys.values(), {})  # before the write right
+        with m.lock:  # the selected turns' texts (derived thoughts are seldom turns)
+            first = self._rekeys(m.cache, self._selected(m.cache, chosen))
+        vectors = self._embedded(first.values(), {})  # before the write right
         planned: list[Plan] = []
 
         def make() -> Made | None:
