@@ -79,4 +79,4 @@ def test_the_option_is_refused_unless_positive(tmp_path):
     done = CliRunner().invoke(app, ["--path", str(tmp_path / "s"), "mcp", "--create",
                                     "--forget-expired-every", "0"])
     assert done.exit_code == 2 and "--forget-expired-every" in done.output
-    assert "not in the range" in done.output  # the option exists, and wants more than 0
+    assert "greater than or equal to 0.001" in done.output  # it exists, and wants more than 0
