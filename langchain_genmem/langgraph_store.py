@@ -36,12 +36,12 @@ How the store maps onto the stream:
   memory it superseded (:meth:`~langchain_genmem.MemoryStream.forget`, with the thoughts
   concluded from them): afterwards no retriever over the persona finds them, exports leave
   them out, and the key's record with its value is gone. Forgotten node numbers are never
-  reused. The forget is committed first, then the key records: a record whose memory is
-  forgotten is no item (``get``, ``search`` and ``list_namespaces`` leave it out, here and
-  in any other process), so a delete stopped in between shows nothing, and the next write
-  of the persona drops the record; an item whose memory was forgotten outside the store
-  (``MemoryStream.forget``, ``genmem forget``) is gone alike. ``keep_history=True`` only
-  retires the key instead: its memories stay in the stream as history, which a plain
+  reused. The forget and the key records without the key are one write, all or nothing (a
+  batch's puts are a second write, after its deletes). A record whose memory was forgotten
+  outside the store (``MemoryStream.forget``, ``genmem forget``) is no item: ``get``,
+  ``search`` and ``list_namespaces`` leave it out, here and in any other process, and the
+  next write of the persona drops it. ``keep_history=True`` only retires the key instead:
+  its memories stay in the stream as history, which a plain
   :class:`~langchain_genmem.GenerativeAgentsRetriever` over the persona still finds.
 - **search** with a query ranks the namespace's live items with the retriever's exact
   scoring (access times updated, ``SearchItem.score`` is the weighted score). It scores as
@@ -507,11 +507,14 @@ class GenerativeAgentsStore(BaseStore):
         for namespace, key in held.forgotten:  # records of forgotten memories go now
             registry.get(_ns_text(namespace), {}).pop(key, None)
         registry = {ns: items for ns, items in registry.items() if items}
-        if deleted and not self.keep_history:  # before the key records that name them go
-            _forget_versions(stream, deleted)
         items = [self._memory(op, now) for op in adds]
+        forgot = False
+        if deleted and not self.keep_history:  # with the key records, in one write
+            without = {ns: dict(keys) for ns, keys in registry.items()} if items else registry
+            forgot = _forget_versions(stream, deleted, without)
         if not items:
-            stream.set_extra(**{REGISTRY: registry})
+            if not forgot:
+                stream.set_extra(**{REGISTRY: registry})
             self._note_write(persona, held, base_rev, registry, ops)
             return
         # Node ids are known before the write: the stream numbers nodes in order, after the
@@ -691,11 +694,17 @@ def _committed(node_ids: Sequence[str], first: int) -> list[str]:
     return [i for i in node_ids if (node_number_or_none(i) or first) < first]
 
 
-def _forget_versions(stream: MemoryStream, entries: Sequence[Mapping[str, Any]]) -> None:
-    """Forget the memories of deleted keys, every version (those forgotten before skipped)."""
+def _forget_versions(
+    stream: MemoryStream, entries: Sequence[Mapping[str, Any]],
+    registry: Mapping[str, Mapping[str, Any]],
+) -> bool:
+    """Forget the memories of deleted keys, every version (those forgotten before skipped).
+
+    The key records without them are committed in the same write: a delete is all or
+    nothing. Returns whether anything was written (False: nothing left to forget).
+    """
     ids = [i for entry in entries for i in _versions(entry) if i in stream]
-    if ids:
-        stream.forget(ids)
+    return bool(ids) and stream.forget(ids, extra={REGISTRY: registry}).rev is not None
 
 
 def _forgotten(

@@ -25,7 +25,7 @@ never brings a reflection about. Events counted before the last reflection chang
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
@@ -217,13 +217,15 @@ class Forgetter:
         self.loader = loader
         self.writer = writer
 
-    def forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
+    def forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool,
+               extra: Mapping[str, Any] | None = None) -> ForgetReport:
         """Forget what ``chosen`` names, or say what would go (``dry_run``).
 
         Args:
             chosen: from :func:`select` (or :data:`EVERYTHING`).
             keep_derived: keep the thoughts citing forgotten memories.
             dry_run: forget nothing; report what would go.
+            extra: scratch values committed in the same write (``StreamState.extra``).
 
         Returns:
             The report.
@@ -235,12 +237,14 @@ class Forgetter:
         lazy = m.lazy  # a lazy stream loads every node for the forget, then holds none again
         self.loader.load_everything()
         try:
-            return self._forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
+            return self._forget(chosen, keep_derived=keep_derived, dry_run=dry_run,
+                                extra=extra or {})
         finally:
             if lazy:
                 m.release()
 
-    def _forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
+    def _forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool,
+                extra: Mapping[str, Any]) -> ForgetReport:
         m = self.mirror
         self.loader.refresh()
         if dry_run:
@@ -254,7 +258,10 @@ class Forgetter:
             if not plan.numbers:
                 return None  # nothing matches once caught up: nothing is written
             planned.append(plan)
-            return [], self._next_state(plan), None
+            state = self._next_state(plan)
+            if extra:
+                state = state.model_copy(update={"extra": {**state.extra, **extra}})
+            return [], state, None
 
         state = self.writer.write(make)
         if not planned:

@@ -1,7 +1,8 @@
-"""A delete that stops between its forget and the write of its key records, and memories
-forgotten outside the store: the key's record names a forgotten memory, and no reader sees it
-(`get`, `search`, `list_namespaces`, a retriever over the persona, another store opened on
-the same data); the next write drops the record."""
+"""A delete is one write: its forget and its key records, all or nothing. A batch's puts
+are a second write: stopped before them, the deletes are done and nothing shows the deleted
+keys. A memory forgotten outside the store leaves its key's record naming a forgotten
+memory: no reader sees it (`get`, `search`, `list_namespaces`, a retriever over the persona,
+another store opened on the same data) and the next write drops the record."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from datetime import datetime
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from langgraph.store.base import PutOp
 
 from langchain_genmem import (
     GenerativeAgentsRetriever,
     GenerativeAgentsStore,
     MemoryStream,
     SimulationClock,
+    StorageError,
 )
 from langchain_genmem.langgraph_store import REGISTRY
 from tests.support.fixtures import Store, open_store
@@ -23,6 +26,7 @@ from tests.support.fixtures import Store, open_store
 PERSONA = "伊莎贝拉"
 PRIVATE = ("private", PERSONA)
 FOOD = ("food", PERSONA)
+PRIVATE_TEXT, FOOD_TEXT = '["private", "伊莎贝拉"]', '["food", "伊莎贝拉"]'  # as records hold them
 OLD_PHONE = "我的电话号码是一三八零零一三八零零零"
 NEW_PHONE = "我的新电话号码是一三九零零一三九零零零"
 DUMPLINGS = "我喜欢饺子"
@@ -69,34 +73,52 @@ def assert_unseen(store: GenerativeAgentsStore) -> None:
     assert [d.page_content for d in everything.invoke("电话号码")] == [DUMPLINGS]
 
 
-def test_a_delete_stopped_after_its_forget_is_unseen_and_cleaned_by_the_next_write(
-    backend, monkeypatch
-):
+def test_a_delete_is_one_write_all_or_nothing(backend, monkeypatch):
     store, clock = filled(backend)
-    written = MemoryStream.set_extra
-
-    def crash(self: MemoryStream, **values: object) -> None:
-        raise RuntimeError("the process stopped here")
-
-    monkeypatch.setattr(MemoryStream, "set_extra", crash)
-    with pytest.raises(RuntimeError, match="stopped here"):
-        store.delete(PRIVATE, "phone")
-    monkeypatch.setattr(MemoryStream, "set_extra", written)
     stream = store.stream(PERSONA)
-    assert len(stream) == 1  # the forget was committed: both versions are gone
-    assert "phone" in records(store)['["private", "伊莎贝拉"]']  # its record was not rewritten
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the store stopped here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store.backend, "forget", stopped)  # the delete's one write fails
+        with pytest.raises(StorageError, match="stopped here"):
+            store.delete(PRIVATE, "phone")
+    assert store.get(PRIVATE, "phone").value == {"content": NEW_PHONE}  # nothing changed
+    assert len(stream) == 3 and "phone" in records(store)[PRIVATE_TEXT]
+    before = stream.committed.rev
+    with monkeypatch.context() as patch:
+        patch.setattr(MemoryStream, "set_extra", stopped)  # no second write to fail
+        store.delete(PRIVATE, "phone")
+    assert stream.committed.rev == before + 1
+    assert len(stream) == 1 and records(store) == {FOOD_TEXT: ["likes"]}
     assert_unseen(store)
     store.close()
-
-    again = opened(backend, clock)  # as a process started after the stop reads it
+    again = opened(backend, clock)
+    assert records(again) == {FOOD_TEXT: ["likes"]}
     assert_unseen(again)
-    again.put(FOOD, "drinks", {"content": "我喜欢茉莉花茶"})  # the next write drops the record
-    assert records(again) == {'["food", "伊莎贝拉"]': ["drinks", "likes"]}
-    again.put(PRIVATE, "phone", {"content": NEW_PHONE})  # a new item, not a new version
-    item = again.get(PRIVATE, "phone")
-    assert item.created_at == item.updated_at and item.value == {"content": NEW_PHONE}
-    assert "superseded" not in again.stream(PERSONA).committed.extra[REGISTRY][
-        '["private", "伊莎贝拉"]']["phone"]
+    again.close()
+
+
+def test_a_batch_stopped_between_its_deletes_and_its_puts_shows_the_deletes(backend,
+                                                                               monkeypatch):
+    """A batch's deletes are one write and its puts another: a stop between leaves the
+    deletes done, their key records with them, and none of the puts."""
+    store, clock = filled(backend)
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the process stopped here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MemoryStream, "add_many", stopped)
+        with pytest.raises(RuntimeError, match="stopped here"):
+            store.batch([PutOp(PRIVATE, "phone", None),
+                         PutOp(FOOD, "drinks", {"content": "我喜欢茉莉花茶"})])
+    assert records(store) == {FOOD_TEXT: ["likes"]} and len(store.stream(PERSONA)) == 1
+    assert_unseen(store)
+    store.close()
+    again = opened(backend, clock)
+    assert_unseen(again)
     again.close()
 
 
@@ -109,7 +131,13 @@ def test_memories_forgotten_outside_the_store_leave_its_items(backend):
     store.close()
     again = opened(backend, clock)
     assert_unseen(again)
-    again.delete(PRIVATE, "phone")  # deleting what is gone: no error, the record goes
-    assert records(again) == {'["food", "伊莎贝拉"]': ["likes"]}
-    assert_unseen(again)
+    assert "phone" in records(again)[PRIVATE_TEXT]  # still there, naming a forgotten memory
+    again.put(FOOD, "drinks", {"content": "我喜欢茉莉花茶"})  # the next write drops it
+    assert records(again) == {FOOD_TEXT: ["drinks", "likes"]}
+    again.delete(PRIVATE, "phone")  # deleting what is gone: no error
+    again.put(PRIVATE, "phone", {"content": NEW_PHONE})  # a new item, not a new version
+    item = again.get(PRIVATE, "phone")
+    assert item.created_at == item.updated_at and item.value == {"content": NEW_PHONE}
+    assert "superseded" not in again.stream(PERSONA).committed.extra[REGISTRY][
+        PRIVATE_TEXT]["phone"]
     again.close()
