@@ -207,9 +207,10 @@ class _Items:
     ) -> None:
         """Take a registry another writer committed: redo only the keys whose memory changed.
 
-        A record whose memory is forgotten in ``state`` is no item (a delete stopped between
-        its forget and the write of its key records, or the memory was forgotten outside
-        the store); such records are kept in :attr:`forgotten` for the next write to drop.
+        A record whose memory is forgotten in ``state`` is no item (the memory was forgotten
+        outside the store, or by a delete of an earlier release, which wrote the key records
+        after the forget and may have stopped in between); such records are kept in
+        :attr:`forgotten` for the next write to drop.
         """
         seen: set[Key] = set()
         changed: list[tuple[Key, Mapping[str, Any]]] = []
