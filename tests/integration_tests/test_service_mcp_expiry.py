@@ -3,7 +3,6 @@ streamable HTTP and over stdio (the client starts it), as `genmem serve` does.""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,13 @@ import pytest
 from langchain_mcp_adapters.client import MultiServerMCPClient
 
 from langchain_genmem.cli import Store
-from tests.integration_tests.test_service_mcp import ADMIN, PERSONA, payload, tools_of
+from tests.integration_tests.test_service_mcp import (
+    ADMIN,
+    PERSONA,
+    payload,
+    stdio_client,
+    tools_of,
+)
 from tests.support.genmem_server import GenmemServer
 
 PASSWORD = "伊莎贝拉的临时密码是四七一一"
@@ -61,12 +66,7 @@ async def test_mcp_over_http_forgets_expired_memories_periodically(tmp_path):
 @pytest.mark.slow
 async def test_mcp_over_stdio_forgets_expired_memories_periodically(tmp_path):
     store = tmp_path / "store"
-    client = MultiServerMCPClient({"genmem": {
-        "transport": "stdio", "command": sys.executable,
-        "args": ["-m", "langchain_genmem.cli", "--path", str(store), "--persona", PERSONA,
-                 "mcp", "--create", "--forget-expired-every", "0.2"],
-    }})
-    async with client.session("genmem") as session:
+    async with stdio_client(store, "--forget-expired-every", "0.2").session("genmem") as session:
         await remember_then_wait_for_the_sweep(await tools_of(session))
     assert left(store) == [HOME]
 
