@@ -36,9 +36,13 @@ How the store maps onto the stream:
   memory it superseded (:meth:`~langchain_genmem.MemoryStream.forget`, with the thoughts
   concluded from them): afterwards no retriever over the persona finds them, exports leave
   them out, and the key's record with its value is gone. Forgotten node numbers are never
-  reused. ``keep_history=True`` only retires the key instead: its memories stay in the
-  stream as history, which a plain :class:`~langchain_genmem.GenerativeAgentsRetriever`
-  over the persona still finds.
+  reused. The forget and the key records without the key are one write, all or nothing (a
+  batch's puts are a second write, after its deletes). A record whose memory was forgotten
+  outside the store (``MemoryStream.forget``, ``genmem forget``) is no item: ``get``,
+  ``search`` and ``list_namespaces`` leave it out, here and in any other process, and the
+  next write of the persona drops it. ``keep_history=True`` only retires the key instead:
+  its memories stay in the stream as history, which a plain
+  :class:`~langchain_genmem.GenerativeAgentsRetriever` over the persona still finds.
 - **search** with a query ranks the namespace's live items with the retriever's exact
   scoring (access times updated, ``SearchItem.score`` is the weighted score). It scores as
   the persona is set: its weights, decay, ``relevance_mode`` (dense, lexical or hybrid) and
@@ -111,6 +115,7 @@ from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import node_number_or_none
+from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import naive
 from langchain_genmem.llm.importance import ImportanceScorer
 from langchain_genmem.memory.stream import Clock, MemoryStream
@@ -175,6 +180,7 @@ class _Items:
     def __init__(self) -> None:
         self.rev = -1  # the state revision these items were read at
         self.entries: dict[Key, Mapping[str, Any]] = {}
+        self.forgotten: set[Key] = set()  # records whose memory is forgotten: no items
         self.keys: dict[int, Key] = {}  # row -> key
         self.masks = ItemMasks()
         self._records: dict[Key, _Record] = {}  # made when first asked for
@@ -196,18 +202,47 @@ class _Items:
             del self.keys[number - 1]
             self.masks.retire(number - 1)
 
-    def sync(self, registry: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
-        """Take a registry another writer committed: redo only the keys whose memory changed."""
+    def sync(
+        self, registry: Mapping[str, Mapping[str, Mapping[str, Any]]], state: StreamState
+    ) -> None:
+        """Take a registry another writer committed: redo only the keys whose memory changed.
+
+        A record whose memory is forgotten in ``state`` is no item (the memory was forgotten
+        outside the store, or by a delete of an earlier release, which wrote the key records
+        after the forget and may have stopped in between); such records are kept in
+        :attr:`forgotten` for the next write to drop.
+        """
         seen: set[Key] = set()
+        changed: list[tuple[Key, Mapping[str, Any]]] = []
         for ns_text, entries in registry.items():
             namespace = tuple(json.loads(ns_text))
             for key, entry in entries.items():
                 seen.add((namespace, key))
                 held = self.entries.get((namespace, key))
                 if held is not entry and (held is None or held["node_id"] != entry["node_id"]):
-                    self.set(namespace, key, entry)
+                    changed.append(((namespace, key), entry))
         for gone in [k for k in self.entries if k not in seen]:
             self.drop(*gone)
+        self.forgotten &= seen
+        every = [(lo, hi) for lo, hi, _ in state.forgotten]
+        lost = _forgotten([entry for _, entry in changed], every)
+        for ((namespace, key), entry), is_lost in zip(changed, lost, strict=True):
+            if is_lost:
+                self.lose(namespace, key)
+            else:
+                self.set(namespace, key, entry)
+        since = state.forgotten_since(self.rev)  # held records whose memory went since
+        if since:
+            held = list(self.entries.items())
+            lost = _forgotten([entry for _, entry in held], since)
+            for ((namespace, key), _), is_lost in zip(held, lost, strict=True):
+                if is_lost:
+                    self.lose(namespace, key)
+
+    def lose(self, namespace: tuple[str, ...], key: str) -> None:
+        """A record whose memory is forgotten: no item, and the next write drops it."""
+        self.drop(namespace, key)
+        self.forgotten.add((namespace, key))
 
     def record(self, namespace: tuple[str, ...], key: str) -> _Record | None:
         made = self._records.get((namespace, key))
@@ -413,7 +448,7 @@ class GenerativeAgentsStore(BaseStore):
         items = self._items_of.setdefault(persona, _Items())
         state = stream.committed
         if items.rev != state.rev:
-            items.sync(state.extra.get(REGISTRY, {}))
+            items.sync(state.extra.get(REGISTRY, {}), state)
             items.rev = state.rev
         return items
 
@@ -470,12 +505,17 @@ class GenerativeAgentsStore(BaseStore):
         deleted = [entry for op in ops if op.value is None
                    for entry in [registry.get(_ns_text(op.namespace), {}).pop(op.key, None)]
                    if entry is not None]
+        for namespace, key in held.forgotten:  # records of forgotten memories go now
+            registry.get(_ns_text(namespace), {}).pop(key, None)
         registry = {ns: items for ns, items in registry.items() if items}
-        if deleted and not self.keep_history:  # before the key records that name them go
-            _forget_versions(stream, deleted)
         items = [self._memory(op, now) for op in adds]
+        forgot = False
+        if deleted and not self.keep_history:  # with the key records, in one write
+            without = {ns: dict(keys) for ns, keys in registry.items()} if items else registry
+            forgot = _forget_versions(stream, deleted, without)
         if not items:
-            stream.set_extra(**{REGISTRY: registry})
+            if not forgot:
+                stream.set_extra(**{REGISTRY: registry})
             self._note_write(persona, held, base_rev, registry, ops)
             return
         # Node ids are known before the write: the stream numbers nodes in order, after the
@@ -515,6 +555,7 @@ class GenerativeAgentsStore(BaseStore):
         state = self.stream(persona).committed
         if held.rev != base_rev or state.extra.get(REGISTRY) is not registry:
             return
+        held.forgotten.clear()  # the registry written holds none of them
         for op in ops:
             if op.value is None:
                 held.drop(op.namespace, op.key)
@@ -654,11 +695,29 @@ def _committed(node_ids: Sequence[str], first: int) -> list[str]:
     return [i for i in node_ids if (node_number_or_none(i) or first) < first]
 
 
-def _forget_versions(stream: MemoryStream, entries: Sequence[Mapping[str, Any]]) -> None:
-    """Forget the memories of deleted keys, every version (those forgotten before skipped)."""
+def _forget_versions(
+    stream: MemoryStream, entries: Sequence[Mapping[str, Any]],
+    registry: Mapping[str, Mapping[str, Any]],
+) -> bool:
+    """Forget the memories of deleted keys, every version (those forgotten before skipped).
+
+    The key records without them are committed in the same write: a delete is all or
+    nothing. Returns whether anything was written (False: nothing left to forget).
+    """
     ids = [i for entry in entries for i in _versions(entry) if i in stream]
-    if ids:
-        stream.forget(ids)
+    return bool(ids) and stream.forget(ids, extra={REGISTRY: registry}).rev is not None
+
+
+def _forgotten(
+    entries: Sequence[Mapping[str, Any]], ranges: Sequence[tuple[int, int]]
+) -> list[bool]:
+    """Whether each record's memory is in one of the forgotten ``(first, last)`` ranges."""
+    if not ranges or not entries:
+        return [False] * len(entries)
+    numbers = np.array([node_number_or_none(e["node_id"]) or 0 for e in entries], dtype=np.int64)
+    first, last = np.array(sorted(ranges), dtype=np.int64).T  # disjoint: ascending both
+    at = np.searchsorted(first, numbers, side="right") - 1
+    return ((at >= 0) & (numbers <= last[np.maximum(at, 0)])).tolist()
 
 
 def _ns_text(namespace: tuple[str, ...]) -> str:

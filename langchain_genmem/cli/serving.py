@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import sys
+from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -80,6 +81,13 @@ Create = Annotated[
         "fill. Without it, a store that does not exist (a mistyped --path) is refused.",
     ),
 ]
+ForgetExpiredEvery = Annotated[
+    float | None,
+    typer.Option("--forget-expired-every", min=0.001, help="Every this many seconds, "
+                 "forget (delete for good) the expired memories of the personas the "
+                 "server has open (default: never; expired memories are never "
+                 "retrieved anyway)."),
+]
 WILDCARD_SHOWN_AS = {4: "127.0.0.1", 6: "::1"}
 """What a client on this machine reaches a server listening on every address (``0.0.0.0``,
 ``::``) at: that is the URL messages give, never the wildcard itself."""
@@ -113,13 +121,7 @@ def serve(
     score_in: ScoreInOption = ScoreIn.process,
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
-    forget_expired_every: Annotated[
-        float | None,
-        typer.Option("--forget-expired-every", min=0.001, help="Every this many seconds, "
-                     "forget (delete for good) the expired memories of the personas the "
-                     "server has open (default: never; expired memories are never "
-                     "retrieved anyway)."),
-    ] = None,
+    forget_expired_every: ForgetExpiredEvery = None,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
@@ -134,17 +136,8 @@ def serve(
     _say_without_model(service, "/reflect")
     typer.echo(f"genmem serve: {where} at {url} (docs: {url}/docs; listening on "
                f"{_url(host, port)}; {len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
-    sweeper = None
-    if forget_expired_every is not None:
-        from langchain_genmem.service.expiry import ExpirySweeper  # lazy: start-up time
-
-        sweeper = ExpirySweeper(service.streams, forget_expired_every)
-        sweeper.start()
-    try:
+    with _sweeping(service, forget_expired_every):
         uvicorn.run(app_, host=host, port=port, log_level="warning")
-    finally:
-        if sweeper is not None:
-            sweeper.stop()
 
 
 @app.command()
@@ -194,6 +187,7 @@ def mcp_(
     score_in: ScoreInOption = ScoreIn.process,
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
+    forget_expired_every: ForgetExpiredEvery = None,
 ) -> None:
     """Serve MCP tools: remember, recall, recall_keywords, reflect, persona_stats, forget."""
     keys = _keys(api_key, keys_file)
@@ -212,11 +206,20 @@ def mcp_(
     from langchain_genmem.service.mcp import mcp_http_app, run_stdio  # lazy: optional extra
 
     if transport is Transport.stdio:
-        run_stdio(server)
+        with _sweeping(service, forget_expired_every):
+            run_stdio(server)
         return
 
     typer.echo(f"genmem mcp: {where} at {url} (listening on {_url(host, port)})", err=True)
-    _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
+    with _sweeping(service, forget_expired_every):
+        _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
+
+
+def _sweeping(service: MemoryService, every: float | None) -> AbstractContextManager[Any]:
+    """The expiry sweep of a server's open personas while it serves (none without ``every``)."""
+    from langchain_genmem.service.expiry import forgetting_expired  # lazy: start-up time
+
+    return forgetting_expired(service.streams, every)
 
 
 def _log_service(name: str) -> None:

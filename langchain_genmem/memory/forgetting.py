@@ -241,13 +241,15 @@ class Forgetter:
         self.writer = writer
         self.embed = embed
 
-    def forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
+    def forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool,
+               extra: Mapping[str, Any] | None = None) -> ForgetReport:
         """Forget what ``chosen`` names, or say what would go (``dry_run``).
 
         Args:
             chosen: from :func:`select` (or :data:`EVERYTHING`).
             keep_derived: keep the thoughts citing forgotten memories.
             dry_run: forget nothing; report what would go.
+            extra: scratch values committed in the same write (``StreamState.extra``).
 
         Returns:
             The report.
@@ -259,12 +261,14 @@ class Forgetter:
         lazy = m.lazy  # a lazy stream loads every node for the forget, then holds none again
         self.loader.load_everything()
         try:
-            return self._forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
+            return self._forget(chosen, keep_derived=keep_derived, dry_run=dry_run,
+                                extra=extra or {})
         finally:
             if lazy:
                 m.release()
 
-    def _forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool) -> ForgetReport:
+    def _forget(self, chosen: Selection, *, keep_derived: bool, dry_run: bool,
+                extra: Mapping[str, Any]) -> ForgetReport:
         m = self.mirror
         self.loader.refresh()
         if dry_run:
@@ -282,7 +286,10 @@ class Forgetter:
                 return None  # nothing matches once caught up: nothing is written
             planned.append(plan)
             vectors.update(self._embedded(plan.rekeys.values(), vectors))  # others' changes
-            return self._replaced(plan, vectors), self._next_state(plan), None
+            state = self._next_state(plan)
+            if extra:
+                state = state.model_copy(update={"extra": {**state.extra, **extra}})
+            return self._replaced(plan, vectors), state, None
 
         state = self.writer.write(make)
         if not planned:

@@ -698,6 +698,7 @@ class MemoryStream:
         expired: bool = False,
         keep_derived: bool = False,
         dry_run: bool = False,
+        extra: Mapping[str, Any] | None = None,
     ) -> ForgetReport:
         """Forget memories for good: from this stream, the store and every reader.
 
@@ -718,6 +719,9 @@ class MemoryStream:
             expired: memories expired at the stream's clock (``expiration`` at or before it).
             keep_derived: keep thoughts citing forgotten memories.
             dry_run: forget nothing; report what would go.
+            extra: scratch values committed in the forget's write, as :meth:`set_extra`
+                sets them (e.g. a LangGraph store's key records of what it forgets); with
+                nothing to forget, nothing is written.
 
         Returns:
             What was (or would be) forgotten.
@@ -730,7 +734,8 @@ class MemoryStream:
         chosen = select(node_ids, created_after=created_after, created_before=created_before,
                         types=types, conversation=conversation, speaker=speaker, text=text,
                         expired=expired)
-        return self._forgetter.forget(chosen, keep_derived=keep_derived, dry_run=dry_run)
+        return self._forgetter.forget(chosen, keep_derived=keep_derived, dry_run=dry_run,
+                                      extra=extra)
 
     def forget_all(self, *, dry_run: bool = False) -> ForgetReport:
         """Forget every memory of the persona (its settings stay; numbering goes on).

@@ -1,4 +1,6 @@
-"""Forgetting expired memories while a server runs (``genmem serve --forget-expired-every``).
+"""Forgetting expired memories while a server runs (``--forget-expired-every``).
+
+``genmem serve`` and ``genmem mcp`` (over either transport) take the option and sweep alike.
 
 A memory whose ``expiration`` passed is never retrieved already; this deletes it for good,
 as ``MemoryStream.forget(expired=True)`` does (thoughts concluded from it go too). Every
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from langchain_genmem.core.errors import GenMemError
 from langchain_genmem.service.streams import StreamPool
@@ -79,3 +83,28 @@ class ExpirySweeper:
                 self.sweep()
             except Exception:  # a background thread: log and sweep again next time
                 logger.exception("sweeping expired memories failed")
+
+
+@contextmanager
+def forgetting_expired(streams: StreamPool, every: float | None) -> Iterator[ExpirySweeper | None]:
+    """Sweep a pool's open personas every ``every`` seconds while the block runs (a server).
+
+    Args:
+        streams: the server's stream pool.
+        every: seconds between sweeps; None sweeps never.
+
+    Yields:
+        The running sweeper (None when ``every`` is None); it is stopped when the block ends.
+
+    Raises:
+        ValueError: ``every`` is not a positive number.
+    """
+    if every is None:
+        yield None
+        return
+    sweeper = ExpirySweeper(streams, every)
+    sweeper.start()
+    try:
+        yield sweeper
+    finally:
+        sweeper.stop()

@@ -50,6 +50,7 @@ from langchain_genmem.service.schemas import (
     MAX_PERSONA_CHARS,
     MAX_TEXT_CHARS,
     MAX_TOP_K,
+    Duration,
     ErrorReply,
     ForgetRequest,
     KeywordRequest,
@@ -249,9 +250,9 @@ class _Tools:
                               "it.")
         ] = None,
         expires_in: Annotated[
-            str | float | None, Field(description="How long it stays true: seconds, or e.g. "
-                                      "'30d', '12h', '90m'; it is never recalled after that "
-                                      "(default: never expires).")
+            Duration | None, Field(description="How long it stays true: seconds, or e.g. "
+                                   "'30d', '12h', '90m'; it is never recalled after that "
+                                   "(default: never expires).")
         ] = None,
         supersedes: Annotated[
             str | None, Field(max_length=MAX_FIELD_CHARS, description="The node ids this "

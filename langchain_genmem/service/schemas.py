@@ -50,7 +50,7 @@ from langchain_genmem.core.modes import (
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType, node_number_or_none
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.validation import K_MIN, PERSONA_NAME_MAX
-from langchain_genmem.memory.expiry import lifetime
+from langchain_genmem.memory.expiry import FORMS, lifetime
 from langchain_genmem.numerics.candidate_filter import make_filter
 from langchain_genmem.retrieval.presets import Preset, preset_options
 
@@ -70,6 +70,8 @@ MAX_FORGET_IDS = 500
 """Most node ids one ``/forget`` call names."""
 MAX_IDS_CHARS = 10_000
 """Longest list of node ids, as comma-separated text (500 ids of up to 19 characters)."""
+MAX_DURATION_CHARS = 64
+"""Longest ``expires_in`` text, e.g. ``'1d12h'`` (seconds given as a number: their text)."""
 MAX_WEIGHT = 1000.0
 """Largest retrieval weight."""
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -83,6 +85,7 @@ LIMITS: dict[str, float] = {
     "memories per batch": MAX_BATCH,
     "node ids per forget": MAX_FORGET_IDS,
     "node_ids characters": MAX_IDS_CHARS,
+    "expires_in characters": MAX_DURATION_CHARS,
     "weights": MAX_WEIGHT,
     "request body bytes": MAX_BODY_BYTES,
 }
@@ -195,6 +198,32 @@ MinPoignancy = _optional(
     "number", float, "Only memories at least this important, 1..10 (default: no limit).",
     ge=0.0, le=MAX_WEIGHT,
 )
+
+
+
+def _seconds_as_text(value: Any) -> Any:
+    """A number of seconds as its text (a duration text as it is); a boolean is refused."""
+    if isinstance(value, bool):
+        msg = f"expected {FORMS}"
+        raise ValueError(msg)
+    return repr(value) if isinstance(value, int | float) else value
+
+
+def _a_lifetime(value: str) -> str:
+    """The text, once :func:`~langchain_genmem.memory.expiry.lifetime` read it as one."""
+    lifetime(value)
+    return value
+
+
+_DurationText = Annotated[str, Field(max_length=MAX_DURATION_CHARS)]
+Duration = Annotated[
+    _DurationText,
+    BeforeValidator(_seconds_as_text, json_schema_input_type=_DurationText | float),
+    AfterValidator(_a_lifetime),
+]
+"""A memory's lifetime as every front takes it (``expires_in``): seconds (a number) or a
+duration text of at most :data:`MAX_DURATION_CHARS` characters, kept as its text. The length
+is checked before the text is read as a duration."""
 
 
 def _not_blank(value: str) -> str:
@@ -406,9 +435,9 @@ class MemoryItem(_Request):
         "string", datetime, "ISO time the memory expires (default: never)."
     ) = None
     expires_in: _optional(
-        "string", str, "How long after it was made the memory expires: seconds (a number) "
+        "string", Duration, "How long after it was made the memory expires: seconds (a number) "
         "or a duration such as '30d', '12h', '90m', '45s' (default: never; not with "
-        "expiration).", max_length=64,
+        "expiration).", max_length=MAX_DURATION_CHARS,
     ) = None
     supersedes: _optional(
         "string", str, "The memories this one corrects: comma-separated node ids, e.g. "
@@ -426,16 +455,6 @@ class MemoryItem(_Request):
     @classmethod
     def _description(cls, value: str) -> str:
         return _not_blank(value)
-
-    @field_validator("expires_in", mode="before")
-    @classmethod
-    def _lifetime(cls, value: Any) -> Any:
-        """A number of seconds is taken as its text; either is checked as a lifetime."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = repr(value)
-        if isinstance(value, str):
-            lifetime(value)
-        return value
 
     def as_input(self) -> dict[str, Any]:
         """The item as :meth:`~langchain_genmem.MemoryStream.add_many` takes it."""

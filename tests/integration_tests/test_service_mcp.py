@@ -42,15 +42,19 @@ async def tools_of(session) -> dict[str, Any]:
     return {t.name: t for t in await load_mcp_tools(session)}
 
 
+def stdio_client(store: Path, *options: str) -> MultiServerMCPClient:
+    """A client that starts `genmem --path STORE --persona PERSONA mcp --create [OPTIONS]`."""
+    return MultiServerMCPClient({"genmem": {
+        "transport": "stdio", "command": sys.executable,
+        "args": ["-m", "langchain_genmem.cli", "--path", str(store), "--persona", PERSONA,
+                 "mcp", "--create", *options],
+    }})
+
+
 @pytest.mark.slow
 async def test_remember_then_recall_over_stdio(tmp_path):
     store = tmp_path / "store"
-    client = MultiServerMCPClient({"genmem": {
-        "transport": "stdio", "command": sys.executable,
-        "args": ["-m", "langchain_genmem.cli", "--path", str(store), "--persona", PERSONA,
-                 "mcp", "--create"],
-    }})
-    async with client.session("genmem") as session:
+    async with stdio_client(store).session("genmem") as session:
         tools = await tools_of(session)
         assert set(tools) == TOOLS
         assert all(len(t.description) > 80 for t in tools.values())  # something to act on
