@@ -70,6 +70,10 @@ def report_lines(report: ForgetReport, shown: Mapping[str, MemoryNode]) -> list[
     if report.kept:
         verb = "would lose" if report.dry_run else "lost"
         lines.append(f"Kept {', '.join(report.kept)}: their evidence {verb} the forgotten ids.")
+    if report.rekeyed:
+        verb = "would be" if report.dry_run else "were"
+        lines.append(f"Re-keyed {', '.join(report.rekeyed)}: turns that quoted a forgotten turn "
+                     f"{verb} embedded again without it.")
     if report.dry_run:
         lines.append("Nothing was forgotten (--dry-run).")
     return lines

@@ -391,7 +391,7 @@ def _forget_reply(report: ForgetReport, already: list[str]) -> ForgetResponse:
     return ForgetResponse(
         persona_name=report.persona, dry_run=report.dry_run, count=len(report.forgotten),
         forgotten=list(report.forgotten), derived=list(report.derived), kept=list(report.kept),
-        already_forgotten=already, remaining=report.live_count,
+        rekeyed=list(report.rekeyed), already_forgotten=already, remaining=report.live_count,
     )
 
 

@@ -706,6 +706,11 @@ class ForgetResponse(BaseModel):
     kept: list[str] = Field(
         description="Thoughts kept (keep_derived) whose evidence lost forgotten ids."
     )
+    rekeyed: list[str] = Field(
+        default_factory=list,
+        description="Later conversation turns whose embedded text quoted a forgotten turn, "
+        "embedded again without it.",
+    )
     already_forgotten: list[str] = Field(
         description="Node ids asked for that were forgotten before: nothing more to do."
     )

@@ -121,3 +121,20 @@ def test_help_lists_forget() -> None:
     for option in ("--since", "--until", "--type", "--conversation", "--speaker", "--text",
                    "--all", "--yes", "--keep-derived", "--dry-run", "--json"):
         assert option in out
+
+
+def test_forgetting_a_turn_names_the_later_turn_embedded_again(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    from langchain_genmem.cli import Store as CliStore
+
+    with CliStore(store).open(P, create=True) as stream:
+        for text in ("克劳斯: 我明天去上海", "玛丽亚: 一路顺风"):
+            speaker, said = text.split(": ")
+            stream.add_many([{"type": "event", "description": said, "speaker": speaker,
+                              "conversation": "上海", "poignancy": 3}])
+    dry = run(store, "forget", "node_1", "--dry-run").output
+    assert "Re-keyed node_2: turns that quoted a forgotten turn would be embedded again" in dry
+    out = json.loads(run(store, "forget", "node_1", "--json").output)
+    assert (out["forgotten"], out["rekeyed"]) == (["node_1"], ["node_2"])
+    with CliStore(store).open(P) as stream:
+        assert stream.get("node_2").embedding_key == "玛丽亚: 一路顺风"

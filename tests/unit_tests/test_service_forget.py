@@ -230,3 +230,25 @@ def test_forget_is_declared_in_the_schema_dify_imports(client):
     body = schema["components"]["schemas"]["ForgetRequest"]["properties"]
     assert body["node_ids"]["maxLength"] == 10_000
     assert json.dumps(client.get("/healthz").json()["limits"]).count("forget") == 1
+
+
+def test_forgetting_a_turn_lists_the_later_turn_embedded_again_without_it(client, store):
+    ids = add(client, PERSONA, [
+        {"description": said, "poignancy": 3, "conversation": "电话", "speaker": who,
+         "created": f"2023-02-13 12:0{i}:00"}
+        for i, (who, said) in enumerate([("克劳斯", "我明天去上海出差"), (PERSONA, "一路顺风")])])
+    dry = client.post("/forget", headers=bearer(ADMIN), json={
+        "persona_name": PERSONA, "node_ids": ids[0], "dry_run": True})
+    assert dry.status_code == 200, dry.text
+    assert (dry.json()["forgotten"], dry.json()["rekeyed"]) == ([ids[0]], [ids[1]])
+    with store.open(PERSONA) as stream:
+        assert "上海出差" in stream.get(ids[1]).embedding_key  # the dry run changed nothing
+    r = client.post("/forget", headers=bearer(ADMIN),
+                    json={"persona_name": PERSONA, "node_ids": ids[0]})
+    assert r.status_code == 200, r.text
+    assert (r.json()["forgotten"], r.json()["rekeyed"]) == ([ids[0]], [ids[1]])
+    with store.open(PERSONA) as stream:
+        assert stream.get(ids[1]).embedding_key == f"{PERSONA}: 一路顺风"
+    again = client.post("/forget", headers=bearer(ADMIN),
+                        json={"persona_name": PERSONA, "node_ids": ids[0]})
+    assert (again.json()["already_forgotten"], again.json()["rekeyed"]) == ([ids[0]], [])
