@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from langchain_genmem.backends import snapshot
+from langchain_genmem.backends import chroma_erase, snapshot
 from langchain_genmem.backends.base import Capability, Head, StoredNode, forgotten_runs
 from langchain_genmem.backends.gate import FolderGate
 from langchain_genmem.backends.locks import (
@@ -707,12 +707,22 @@ class ChromaBackend:
         self._wrote(persona)
 
     def _finish_forget(self, persona: str, state: StreamState, since: int) -> None:
-        """Delete the records of ranges forgotten at revision ``since`` or later, then the mark."""
+        """Delete the records of ranges forgotten at revision ``since`` or later, then the mark.
+
+        In an embedded folder every copy of them is erased from its files as well
+        (:mod:`~langchain_genmem.backends.chroma_erase`) before the mark goes, so an
+        interrupted erasure is finished with the forget.
+        """
         numbers = [n for lo, hi, rev in state.forgotten if rev >= since
                    for n in range(lo, hi + 1)]
         ids = [_node_id(persona, f"node_{n}") for n in numbers]
+        dim = state.dim if self.kind == "folder" else None  # None: nothing to erase
         for chunk in _chunks(ids, self.batch):
+            if dim is not None:
+                chroma_erase.blank(self.nodes, chunk, dim)
             self.nodes.delete(ids=list(chunk))
+        if dim is not None and ids:
+            chroma_erase.erase(self.where, self.nodes, ids, dim)
         self._remove_snapshot(persona)
         self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
         self._pending[persona] = None

@@ -1,0 +1,127 @@
+"""Forgetting in an embedded Chroma folder leaves no byte of what was forgotten in its files.
+
+Each test looks for the forgotten descriptions (Chinese, UTF-8, as stored) and the float32
+bytes of their vectors in every file under the folder: Chroma's database (its write-ahead
+log, its free pages) and its vector index files, which Chroma writes every 1,000 operations
+(so a persona of 1,500 memories has them written before the forget, and 1,100 more writes
+after it make Chroma write them again from memory).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from langchain_genmem.backends import chroma_erase
+from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
+from tests.support.forgetting import commit_nodes, forget, random_vectors, text_of
+
+P = "玛丽亚"
+DIM = 8
+SYNC = 1_000  # Chroma writes its vector index files every this many operations
+
+
+def holding(folder: Path, needles: dict[str, bytes]) -> list[tuple[str, str]]:
+    """``(file name, needle name)`` for every file under ``folder`` holding a needle."""
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        found += [(path.name, name) for name, needle in needles.items() if needle in data]
+    return found
+
+
+def needles(vectors: np.ndarray, numbers: list[int]) -> dict[str, bytes]:
+    """The description and vector bytes of the nodes ``numbers`` (numbered from 1)."""
+    out = {f"text {n}": text_of(n).encode() for n in numbers}
+    out.update({f"vector {n}": vectors[n - 1].tobytes() for n in numbers})
+    return out
+
+
+def open_backend(folder: Path) -> ChromaBackend:
+    return ChromaBackend(persistent_client(folder))
+
+
+@pytest.mark.parametrize("size", [12, 1_500])
+def test_a_forget_leaves_no_byte_of_the_forgotten_memories_in_the_folder(
+    size: int, tmp_path: Path,
+) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(size, DIM)
+    commit_nodes(backend, P, vectors)
+    gone = [3, size - 1]  # one in the index files once Chroma wrote them, one newer
+    assert {name for _, name in holding(folder, needles(vectors, gone))} == set(
+        needles(vectors, gone))
+    if size > SYNC:
+        assert ("data_level0.bin", "vector 3") in holding(folder, needles(vectors, gone))
+    forget(backend, P, gone)
+    assert holding(folder, needles(vectors, gone)) == []
+    kept = [n for n in range(1, size + 1) if n not in gone]
+    if size > SYNC:  # Chroma writes its index from memory again: the slots stay blank
+        commit_nodes(backend, P, random_vectors(SYNC + 100, DIM, seed=1))
+        assert holding(folder, needles(vectors, gone)) == []
+    assert holding(folder, needles(vectors, [1, 4, size])) != []  # the kept ones are there
+    backend.close()
+    reopened = open_backend(folder)
+    read = {s.node.node_count: s for s in reopened.read_nodes(P, 1, size)}
+    assert sorted(read) == kept
+    for n in (1, 4, size):
+        assert read[n].node.description == text_of(n)
+        np.testing.assert_array_equal(np.asarray(read[n].vector, np.float32), vectors[n - 1])
+    hit = reopened.nodes.query(query_embeddings=[vectors[3]], n_results=1)  # node 4
+    assert hit["ids"] == [[f"{P}::node_4"]]
+    state = reopened.read_state(P)
+    added = SYNC + 100 if size > SYNC else 0
+    assert state is not None and state.live_count == reopened.nodes.count() == size - 2 + added
+
+
+def test_the_database_is_left_without_the_forgotten_bytes_even_in_free_space(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(40, DIM)
+    commit_nodes(backend, P, vectors)
+    forget(backend, P, [7])
+    db = sqlite3.connect(folder / "chroma.sqlite3")
+    rows = db.execute("SELECT operation, vector, metadata FROM embeddings_queue "
+                      "WHERE id = ?", (f"{P}::node_7",)).fetchall()
+    assert rows, "the log keeps a row per operation until Chroma writes its index"
+    assert all(meta in (None, "{}") for _, _, meta in rows)
+    assert {bytes(v) for _, v, _ in rows if v is not None} == {
+        chroma_erase.neutral(DIM).tobytes()}
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    assert holding(folder, needles(vectors, [7])) == []
+
+
+@pytest.mark.parametrize("where", ["log", "index"])
+def test_a_folder_laid_out_otherwise_is_only_deleted_from_with_one_warning(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    if where == "log":  # another Chroma version: a column of its log not as expected
+        monkeypatch.setattr(chroma_erase, "QUEUE_COLUMNS",
+                            chroma_erase.QUEUE_COLUMNS | {"payload"})
+    else:  # its index files of another version
+        monkeypatch.setattr(chroma_erase, "HEADER_VERSION", 2)
+    monkeypatch.setattr(chroma_erase, "_WARNED", set())
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(SYNC + 20 if where == "index" else 10, DIM)
+    commit_nodes(backend, P, vectors)
+    before = (folder / "chroma.sqlite3").read_bytes()
+    with caplog.at_level(logging.WARNING, logger=chroma_erase.__name__):
+        forget(backend, P, [2])
+        forget(backend, P, [3])
+    warnings = [r for r in caplog.records if r.name == chroma_erase.__name__]
+    assert len(warnings) == 1 and "not laid out as Chroma 1.5.9" in warnings[0].getMessage()
+    if where == "log":  # nothing of the folder was rewritten: still as Chroma left it
+        assert text_of(2).encode() in before
+        assert holding(folder, {"text 2": text_of(2).encode()}) != []
+    backend.close()
+    reopened = open_backend(folder)
+    numbers = [s.node.node_count for s in reopened.read_nodes(P, 1, 6)]
+    assert numbers == [1, 4, 5, 6]
