@@ -18,27 +18,12 @@ import pytest
 
 from langchain_genmem.backends import chroma_erase
 from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
+from tests.support.erasure import holding, needles
 from tests.support.forgetting import commit_nodes, forget, random_vectors, text_of
 
 P = "玛丽亚"
 DIM = 8
 SYNC = 1_000  # Chroma writes its vector index files every this many operations
-
-
-def holding(folder: Path, needles: dict[str, bytes]) -> list[tuple[str, str]]:
-    """``(file name, needle name)`` for every file under ``folder`` holding a needle."""
-    found = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        found += [(path.name, name) for name, needle in needles.items() if needle in data]
-    return found
-
-
-def needles(vectors: np.ndarray, numbers: list[int]) -> dict[str, bytes]:
-    """The description and vector bytes of the nodes ``numbers`` (numbered from 1)."""
-    out = {f"text {n}": text_of(n).encode() for n in numbers}
-    out.update({f"vector {n}": vectors[n - 1].tobytes() for n in numbers})
-    return out
 
 
 def open_backend(folder: Path) -> ChromaBackend:
