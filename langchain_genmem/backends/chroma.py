@@ -37,7 +37,9 @@ Layout (personas may share both collections; every read names its persona):
   which sees the key); meanwhile every reader gets the new state and
   :meth:`ChromaBackend.read_nodes` leaves the forgotten records out, so only a reader of
   the raw Chroma collection could still see them. Before the commit point nothing changed
-  but the snapshot (the next open reads Chroma and writes it again).
+  but the snapshot (the next open reads Chroma and writes it again). In an embedded folder
+  the deletion erases every copy of the records from the folder's files as well, before
+  ``forgetting`` is removed (:mod:`~langchain_genmem.backends.chroma_erase`).
 - ``<name>-lease`` (server clients only): one write lease per persona being written, and
   a fence record per lease ever taken over from a holder that lost it. Records written
   under a lease carry its token (metadata ``lease``). A single-memory commit there counts

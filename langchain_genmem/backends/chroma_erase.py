@@ -2,7 +2,7 @@
 
 Chroma's ``delete`` removes a record from what Chroma reads, not every copy of it from the
 folder. Checked against Chroma 1.5.9 (Rust core, ``PersistentClient``), a deleted record's
-description and vector stay in three places, and this module clears each:
+description and vector stay in the places below, and this module clears each:
 
 - ``chroma.sqlite3``, table ``embeddings_queue`` (Chroma's write-ahead log): each add and
   update of the record is a row holding its metadata (the description, as JSON) and its
@@ -15,6 +15,9 @@ description and vector stay in three places, and this module clears each:
   log rows it purged and the metadata rows it deleted or rewrote stay in free pages and free
   cells. :func:`erase` runs ``VACUUM`` (which rebuilds the file from its live rows) after the
   rewrite, on a connection with ``secure_delete`` on.
+- ``chroma.sqlite3``, Chroma's full-text index of documents (records of format 1 hold the
+  description as their document): a delete only adds a tombstone to it; :func:`erase`
+  merges the index (FTS5 ``optimize``) before the vacuum.
 - ``<vector segment>/data_level0.bin`` (hnswlib's level-0 file: per element its links, its
   vector, its 64-bit label): hnswlib only marks an element deleted, and the file is written
   from memory every ``sync_threshold`` operations. :func:`blank` updates each record to the
@@ -23,8 +26,11 @@ description and vector stay in three places, and this module clears each:
   already holds for the forgotten ids (their labels read from ``index_metadata.pickle``).
 
 Fail safe: when the folder is not laid out as above (another Chroma version), a warning is
-logged once per folder and the records are only deleted, as Chroma does. A Chroma server's
-files are its own; nothing here applies to an ``HttpClient``.
+logged once per folder and the records are only deleted, as Chroma does; nothing of the
+folder is changed. When SQLite fails (another process held the database past the timeout),
+the error is raised: the forget's mark stays and the next write of the persona erases again.
+A Chroma server's files are its own (its persist directory); nothing here applies to an
+``HttpClient``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ DELETE_OPERATION = 3
 QUEUE_COLUMNS = frozenset({"seq_id", "operation", "topic", "id", "vector", "encoding",
                            "metadata"})
 FULL_TEXT = "embedding_fulltext_search"
+INDEX_DATA = "data_level0.bin"
+INDEX_IDS = "index_metadata.pickle"
 HNSW_SEGMENT = "urn:chroma:segment/vector/hnsw-local-persisted"
 # hnswlib's header.bin as Chroma's index writes it (version 1): version, offsetLevel0,
 # max_elements, cur_element_count, size_data_per_element, label_offset, offsetData,
@@ -117,13 +125,15 @@ def erase(folder: str | Path, collection: Any, ids: Sequence[str], dim: int) -> 
             records are deleted all the same, and a repeat erases them.
     """
     folder = Path(folder)
+    vector = neutral(dim).tobytes()
     try:
         with _connection(folder / DATABASE) as db:
-            segment = _checked(db, str(collection.id))
-            _rewrite_log(db, str(collection.id), ids, neutral(dim).tobytes())
+            index = folder / _checked(db, str(collection.id))
+            slots = _index_slots(index, ids, len(vector))  # checked before anything changes
+            _rewrite_log(db, str(collection.id), ids, vector)
             _merge_text_index(db)
             db.execute("VACUUM")
-        _overwrite_index(folder / segment, ids, neutral(dim).tobytes())
+        _overwrite(index / INDEX_DATA, slots, vector)
     except LayoutError as e:
         _warn_once(folder, str(e))
         return False
@@ -203,26 +213,35 @@ def _merge_text_index(db: sqlite3.Connection) -> None:
         db.execute(f"INSERT INTO {FULL_TEXT}({FULL_TEXT}) VALUES ('optimize')")  # noqa: S608
 
 
-def _overwrite_index(segment: Path, ids: Sequence[str], vector: bytes) -> None:
-    """Write ``vector`` over the slots the index files hold for ``ids`` (none: nothing)."""
-    if not (segment / "index_metadata.pickle").is_file():
-        return  # the index was never written to the folder: no slot holds anything
-    labels = _labels(segment / "index_metadata.pickle", ids)
+def _index_slots(segment: Path, ids: Sequence[str], vector_bytes: int) -> list[int]:
+    """The offsets of the vectors the index files hold for ``ids`` (none written: none).
+
+    Raises:
+        LayoutError: the index files are not as expected.
+    """
+    if not (segment / INDEX_IDS).is_file():
+        return []  # the index was never written to the folder: no slot holds anything
+    labels = _labels(segment / INDEX_IDS, ids)
     if not labels:
-        return
-    header = _header(segment / "header.bin", len(vector))
-    data = segment / "data_level0.bin"
-    raw = np.fromfile(data, dtype=np.uint8)
+        return []
+    header = _header(segment / "header.bin", vector_bytes)
+    raw = np.fromfile(segment / INDEX_DATA, dtype=np.uint8)
     if raw.size != header.count * header.size:
-        msg = f"data_level0.bin holds {raw.size} bytes, not {header.count} elements"
+        msg = f"{INDEX_DATA} holds {raw.size} bytes, not {header.count} elements"
         raise LayoutError(msg)
     rows = raw.reshape(header.count, header.size)
     stored = rows[:, header.label_offset : header.label_offset + 8].copy().view("<u8")[:, 0]
     slots = np.flatnonzero(np.isin(stored, np.fromiter(labels, dtype=np.uint64)))
-    with data.open("r+b") as f:  # in place: Chroma may rewrite the file from memory
-        for slot in slots:
-            f.seek(int(slot) * header.size + header.data_offset)
-            f.write(vector)
+    return [int(slot) * header.size + header.data_offset for slot in slots]
+
+
+def _overwrite(path: Path, offsets: Sequence[int], vector: bytes) -> None:
+    """Write ``vector`` at each offset of the file, in place (Chroma may rewrite it)."""
+    if offsets:
+        with path.open("r+b") as f:
+            for offset in offsets:
+                f.seek(offset)
+                f.write(vector)
 
 
 def _labels(path: Path, ids: Sequence[str]) -> set[int]:
@@ -231,7 +250,7 @@ def _labels(path: Path, ids: Sequence[str]) -> set[int]:
         meta = _DataOnly(io.BytesIO(path.read_bytes())).load()
         mapping = meta["id_to_label"]
     except (pickle.UnpicklingError, KeyError, TypeError, EOFError) as e:
-        msg = f"index_metadata.pickle is not as expected ({e})"
+        msg = f"{INDEX_IDS} is not as expected ({e})"
         raise LayoutError(msg) from e
     return {int(mapping[i]) for i in ids if i in mapping}
 
