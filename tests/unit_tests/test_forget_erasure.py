@@ -15,11 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from langchain_genmem import MemoryStream
 from langchain_genmem.backends import chroma_erase
 from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
 from tests.support.erasure import holding, needles
 from tests.support.forgetting import commit_nodes, forget, random_vectors, text_of
+from tests.support.forgotten import memories
 
 P = "玛丽亚"
 DIM = 8
@@ -109,3 +112,25 @@ def test_a_folder_laid_out_otherwise_is_only_deleted_from_with_one_warning(
     reopened = open_backend(folder)
     numbers = [s.node.node_count for s in reopened.read_nodes(P, 1, 6)]
     assert numbers == [1, 4, 5, 6]
+
+
+def test_a_stream_forget_erases_what_went_from_every_file_even_after_close(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "store"
+    fake = DeterministicFakeEmbedding(size=16)
+    stream = MemoryStream(P, path=str(folder), embeddings=fake)
+    seeds = memories(stream)
+    report = stream.forget([seeds["library"], seeds["breakfast"]])  # and the thoughts citing
+    assert set(report.forgotten) == {seeds[n] for n in ("library", "breakfast", "insight",
+                                                        "deeper")}
+    texts = [seeds.text[n] for n in ("library", "breakfast", "insight", "deeper")]
+    gone = {text: text.encode() for text in texts}
+    gone.update({f"vector of {t}": np.float32(fake.embed_query(t)).tobytes() for t in texts})
+    assert holding(folder, gone) == []
+    stream.close()  # the snapshot is written again, without them
+    assert holding(folder, gone) == []
+    assert holding(folder, {"kept": seeds.text["cafe"].encode()}) != []
+    reopened = MemoryStream(P, path=str(folder), embeddings=fake)
+    assert len(reopened) == 4 and seeds["cafe"] in reopened
+    reopened.close()
