@@ -724,7 +724,8 @@ class ChromaBackend:
                 chroma_erase.blank(self.nodes, chunk, dim)
             self.nodes.delete(ids=list(chunk))
         if dim is not None and ids:
-            chroma_erase.erase(self.where, self.nodes, ids, dim)
+            chroma_erase.erase(self.where, self.nodes, ids, dim,
+                               (self.states, _state_id(persona)))
         self._remove_snapshot(persona)
         self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
         self._pending[persona] = None

@@ -24,6 +24,14 @@ description and vector stay in the places below, and this module clears each:
   neutral vector before it is deleted, so the index in memory (and each later write of the
   file) holds that; :func:`erase` overwrites the neutral vector into the slots the file
   already holds for the forgotten ids (their labels read from ``index_metadata.pickle``).
+- The index files' unused room: Chroma's first write of an index (no element yet) is of
+  room for 100 elements that were never set, so it holds whatever the process's memory
+  held there (found: a state record's JSON). :func:`erase` zeroes what lies past the
+  elements, in the files of the node records' index and of the state records' index.
+- Earlier versions of the persona's state record (its log rows): a state lists keyword
+  strengths, and an earlier one keywords that only forgotten memories had. :func:`erase`
+  removes the metadata of the rows Chroma's metadata segment has applied (it replays only
+  past that point, so they are never read again).
 
 Fail safe: when the folder is not laid out as above (another Chroma version), a warning is
 logged once per folder and the records are only deleted, as Chroma does; nothing of the
@@ -37,6 +45,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import pickle
 import sqlite3
 import struct
@@ -44,7 +53,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -58,13 +67,23 @@ QUEUE_COLUMNS = frozenset({"seq_id", "operation", "topic", "id", "vector", "enco
 FULL_TEXT = "embedding_fulltext_search"
 INDEX_DATA = "data_level0.bin"
 INDEX_IDS = "index_metadata.pickle"
+INDEX_LEVELS = "length.bin"  # an int32 per element
 HNSW_SEGMENT = "urn:chroma:segment/vector/hnsw-local-persisted"
+METADATA_SEGMENT = "urn:chroma:segment/metadata/sqlite"
 # hnswlib's header.bin as Chroma's index writes it (version 1): version, offsetLevel0,
 # max_elements, cur_element_count, size_data_per_element, label_offset, offsetData,
 # maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction.
 HEADER = struct.Struct("<i6Qii3QdQ")
 HEADER_VERSION = 1
 _WARNED: set[tuple[str, str]] = set()
+
+
+class Earlier(NamedTuple):
+    """The log rows of a state record that Chroma will not read again."""
+
+    topic: str
+    record_id: str
+    applied: int
 
 
 class LayoutError(Exception):
@@ -104,7 +123,10 @@ def blank(collection: Any, ids: Sequence[str], dim: int) -> None:
         collection.update(ids=existing, embeddings=[neutral(dim)] * len(existing))
 
 
-def erase(folder: str | Path, collection: Any, ids: Sequence[str], dim: int) -> bool:
+def erase(
+    folder: str | Path, collection: Any, ids: Sequence[str], dim: int,
+    state: tuple[Any, str] | None = None,
+) -> bool:
     """Remove every copy of the deleted records of ``ids`` from the folder's files.
 
     Call it after :func:`blank` and Chroma's delete of the same ids, with the folder's write
@@ -115,6 +137,9 @@ def erase(folder: str | Path, collection: Any, ids: Sequence[str], dim: int) -> 
         collection: the collection the records were in.
         ids: the deleted ids.
         dim: the collection's vector dimension.
+        state: the collection of state records and the id of the one the forget rewrote:
+            the log rows of its earlier versions lose their metadata (an earlier state
+            lists keywords that only forgotten memories had).
 
     Returns:
         Whether the copies were erased; False (with a warning logged once per folder) when
@@ -128,12 +153,19 @@ def erase(folder: str | Path, collection: Any, ids: Sequence[str], dim: int) -> 
     vector = neutral(dim).tobytes()
     try:
         with _connection(folder / DATABASE) as db:
-            index = folder / _checked(db, str(collection.id))
+            _check_log(db)
+            index = folder / _segment(db, str(collection.id), HNSW_SEGMENT)
             slots = _index_slots(index, ids, len(vector))  # checked before anything changes
-            _rewrite_log(db, str(collection.id), ids, vector)
+            tails = _tails(index)
+            earlier = None
+            if state is not None:
+                earlier = _earlier_states(db, str(state[0].id), state[1])
+                tails += _tails(folder / _segment(db, str(state[0].id), HNSW_SEGMENT))
+            _rewrite_log(db, str(collection.id), ids, vector, earlier)
             _merge_text_index(db)
             db.execute("VACUUM")
         _overwrite(index / INDEX_DATA, slots, vector)
+        _zero_tails(tails)
     except LayoutError as e:
         _warn_once(folder, str(e))
         return False
@@ -150,31 +182,63 @@ def _connection(path: Path) -> closing[sqlite3.Connection]:
     return closing(db)
 
 
-def _checked(db: sqlite3.Connection, collection_id: str) -> str:
-    """The id of the collection's vector segment, once the tables are as expected.
+def _check_log(db: sqlite3.Connection) -> None:
+    """Check that Chroma's log table has the columns this module rewrites.
 
     Raises:
-        LayoutError: a table, column or segment this module relies on is missing.
+        LayoutError: it has not.
     """
     columns = {row[1] for row in db.execute("PRAGMA table_info(embeddings_queue)")}
     if not QUEUE_COLUMNS <= columns:
         msg = f"table embeddings_queue lacks {sorted(QUEUE_COLUMNS - columns)}"
         raise LayoutError(msg)
+
+
+def _segment(db: sqlite3.Connection, collection_id: str, kind: str) -> str:
+    """The id of the collection's one segment of type ``kind``.
+
+    Raises:
+        LayoutError: the table of segments is not as expected, or holds no such one.
+    """
     try:
         rows = db.execute("SELECT id FROM segments WHERE collection = ? AND type = ?",
-                          (collection_id, HNSW_SEGMENT)).fetchall()
+                          (collection_id, kind)).fetchall()
     except sqlite3.OperationalError as e:
         msg = f"table segments is not as expected ({e})"
         raise LayoutError(msg) from e
     if len(rows) != 1:
-        msg = f"{len(rows)} vector segments of type {HNSW_SEGMENT} for the collection"
+        msg = f"{len(rows)} segments of type {kind} for the collection"
         raise LayoutError(msg)
     return str(rows[0][0])
 
 
+def _earlier_states(db: sqlite3.Connection, collection_id: str, state_id: str) -> Earlier:
+    """The state record's log rows that Chroma's metadata segment has applied.
+
+    Chroma replays its log into that segment only past the position it stored, so the
+    metadata of these rows is never read again.
+
+    Raises:
+        LayoutError: the segment or its position is not as expected.
+    """
+    segment = _segment(db, collection_id, METADATA_SEGMENT)
+    try:
+        row = db.execute("SELECT seq_id FROM max_seq_id WHERE segment_id = ?",
+                         (segment,)).fetchone()
+    except sqlite3.OperationalError as e:
+        msg = f"table max_seq_id is not as expected ({e})"
+        raise LayoutError(msg) from e
+    if row is None or not isinstance(row[0], int):
+        msg = "the metadata segment of the state records has no position in max_seq_id"
+        raise LayoutError(msg)
+    return Earlier(f"%/{collection_id}", state_id, row[0])
+
+
 def _rewrite_log(db: sqlite3.Connection, collection_id: str, ids: Sequence[str],
-                 vector: bytes) -> None:
+                 vector: bytes, earlier: Earlier | None) -> None:
     """Rewrite the log rows of ``ids`` but their deletes: no metadata, the neutral vector.
+
+    The state record's ``earlier`` rows lose their metadata in the same transaction.
 
     Raises:
         LayoutError: a row's vector is not a float32 blob of the collection's dimension.
@@ -197,6 +261,9 @@ def _rewrite_log(db: sqlite3.Connection, collection_id: str, ids: Sequence[str],
         db.execute("UPDATE embeddings_queue SET metadata = NULL, "  # noqa: S608
                    f"vector = CASE WHEN vector IS NULL THEN NULL ELSE ? END WHERE {match}",
                    (vector, *where))
+        if earlier is not None:
+            db.execute("UPDATE embeddings_queue SET metadata = NULL WHERE topic LIKE ? "
+                       "AND id = ? AND seq_id <= ? AND metadata IS NOT NULL", earlier)
     except BaseException:
         db.execute("ROLLBACK")
         raise
@@ -255,8 +322,8 @@ def _labels(path: Path, ids: Sequence[str]) -> set[int]:
     return {int(mapping[i]) for i in ids if i in mapping}
 
 
-def _header(path: Path, vector_bytes: int) -> Header:
-    """The element layout of ``data_level0.bin``, checked against the vector size.
+def _header(path: Path, vector_bytes: int | None) -> Header:
+    """The element layout of ``data_level0.bin``, checked against the vector size if given.
 
     Raises:
         LayoutError: the header is of another version or does not fit the vectors.
@@ -266,11 +333,38 @@ def _header(path: Path, vector_bytes: int) -> Header:
         msg = f"header.bin holds {len(raw)} bytes, not {HEADER.size}"
         raise LayoutError(msg)
     version, _, _, count, size, label_offset, data_offset, *_ = HEADER.unpack(raw)
-    if (version != HEADER_VERSION or label_offset - data_offset != vector_bytes
-            or label_offset + 8 > size):
+    fits = vector_bytes is None or label_offset - data_offset == vector_bytes
+    if version != HEADER_VERSION or not fits or label_offset + 8 > size:
         msg = f"header.bin is not a version {HEADER_VERSION} index of these vectors"
         raise LayoutError(msg)
     return Header(count, size, label_offset, data_offset)
+
+
+def _tails(segment: Path) -> list[tuple[Path, int]]:
+    """Each index file with unused room, and where its elements end.
+
+    Chroma's first write of an index (before it holds any element) is of room for 100
+    elements that were never set: whatever the process's memory held there, memories
+    written or forgotten in this process among it.
+
+    Raises:
+        LayoutError: the index header is not as expected.
+    """
+    if not (segment / "header.bin").is_file():
+        return []
+    header = _header(segment / "header.bin", None)
+    ends = ((INDEX_DATA, header.count * header.size), (INDEX_LEVELS, header.count * 4))
+    return [(segment / name, end) for name, end in ends if (segment / name).is_file()]
+
+
+def _zero_tails(tails: Sequence[tuple[Path, int]]) -> None:
+    """Zero each file from where its elements end (a file written anew since: its end)."""
+    for path, end in tails:
+        with path.open("r+b") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > end:
+                f.seek(end)
+                f.write(bytes(size - end))
 
 
 class _DataOnly(pickle.Unpickler):

@@ -29,6 +29,19 @@ DIM = 8
 SYNC = 1_000  # Chroma writes its vector index files every this many operations
 
 
+def unused_room(folder: Path) -> dict[str, int]:
+    """``{file: non-zero bytes}`` past the elements of each index file under ``folder``."""
+    found = {}
+    for header in folder.glob("*/header.bin"):
+        fields = chroma_erase.HEADER.unpack(header.read_bytes())
+        count, size = fields[3], fields[4]
+        for name, end in (("data_level0.bin", count * size), ("length.bin", count * 4)):
+            tail = (header.parent / name).read_bytes()[end:]
+            if any(tail):
+                found[f"{header.parent.name}/{name}"] = sum(b != 0 for b in tail)
+    return found
+
+
 def open_backend(folder: Path) -> ChromaBackend:
     return ChromaBackend(persistent_client(folder))
 
@@ -127,7 +140,10 @@ def test_a_stream_forget_erases_what_went_from_every_file_even_after_close(
     texts = [seeds.text[n] for n in ("library", "breakfast", "insight", "deeper")]
     gone = {text: text.encode() for text in texts}
     gone.update({f"vector of {t}": np.float32(fake.embed_query(t)).tobytes() for t in texts})
+    for name in ("library", "breakfast", "insight", "deeper"):  # keywords only they had
+        gone[f"keyword of {name}"] = seeds.keyword[name].encode()
     assert holding(folder, gone) == []
+    assert unused_room(folder) == {}
     stream.close()  # the snapshot is written again, without them
     assert holding(folder, gone) == []
     assert holding(folder, {"kept": seeds.text["cafe"].encode()}) != []
