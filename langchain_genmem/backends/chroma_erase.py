@@ -75,7 +75,7 @@ METADATA_SEGMENT = "urn:chroma:segment/metadata/sqlite"
 # maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction.
 HEADER = struct.Struct("<i6Qii3QdQ")
 HEADER_VERSION = 1
-_WARNED: set[tuple[str, str]] = set()
+_WARNED: set[str] = set()  # the folders warned about
 
 
 class Earlier(NamedTuple):
@@ -86,7 +86,7 @@ class Earlier(NamedTuple):
     applied: int
 
 
-class LayoutError(Exception):
+class _LayoutError(Exception):
     """The folder is not laid out as the Chroma version this module was checked with."""
 
 
@@ -166,7 +166,7 @@ def erase(
             db.execute("VACUUM")
         _overwrite(index / INDEX_DATA, slots, vector)
         _zero_tails(tails)
-    except LayoutError as e:
+    except _LayoutError as e:
         _warn_once(folder, str(e))
         return False
     return True
@@ -176,7 +176,7 @@ def _connection(path: Path) -> closing[sqlite3.Connection]:
     """A connection of our own to Chroma's database, zeroing what it frees."""
     if not path.is_file():
         msg = f"no {DATABASE} in the folder"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
     db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     db.execute("PRAGMA secure_delete = ON")
     return closing(db)
@@ -186,29 +186,29 @@ def _check_log(db: sqlite3.Connection) -> None:
     """Check that Chroma's log table has the columns this module rewrites.
 
     Raises:
-        LayoutError: it has not.
+        _LayoutError: it has not.
     """
     columns = {row[1] for row in db.execute("PRAGMA table_info(embeddings_queue)")}
     if not QUEUE_COLUMNS <= columns:
         msg = f"table embeddings_queue lacks {sorted(QUEUE_COLUMNS - columns)}"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
 
 
 def _segment(db: sqlite3.Connection, collection_id: str, kind: str) -> str:
     """The id of the collection's one segment of type ``kind``.
 
     Raises:
-        LayoutError: the table of segments is not as expected, or holds no such one.
+        _LayoutError: the table of segments is not as expected, or holds no such one.
     """
     try:
         rows = db.execute("SELECT id FROM segments WHERE collection = ? AND type = ?",
                           (collection_id, kind)).fetchall()
     except sqlite3.OperationalError as e:
         msg = f"table segments is not as expected ({e})"
-        raise LayoutError(msg) from e
+        raise _LayoutError(msg) from e
     if len(rows) != 1:
         msg = f"{len(rows)} segments of type {kind} for the collection"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
     return str(rows[0][0])
 
 
@@ -219,7 +219,7 @@ def _earlier_states(db: sqlite3.Connection, collection_id: str, state_id: str) -
     metadata of these rows is never read again.
 
     Raises:
-        LayoutError: the segment or its position is not as expected.
+        _LayoutError: the segment or its position is not as expected.
     """
     segment = _segment(db, collection_id, METADATA_SEGMENT)
     try:
@@ -227,10 +227,10 @@ def _earlier_states(db: sqlite3.Connection, collection_id: str, state_id: str) -
                          (segment,)).fetchone()
     except sqlite3.OperationalError as e:
         msg = f"table max_seq_id is not as expected ({e})"
-        raise LayoutError(msg) from e
+        raise _LayoutError(msg) from e
     if row is None or not isinstance(row[0], int):
         msg = "the metadata segment of the state records has no position in max_seq_id"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
     return Earlier(f"%/{collection_id}", state_id, row[0])
 
 
@@ -241,7 +241,7 @@ def _rewrite_log(db: sqlite3.Connection, collection_id: str, ids: Sequence[str],
     The state record's ``earlier`` rows lose their metadata in the same transaction.
 
     Raises:
-        LayoutError: a row's vector is not a float32 blob of the collection's dimension.
+        _LayoutError: a row's vector is not a float32 blob of the collection's dimension.
     """
     db.execute("CREATE TEMP TABLE IF NOT EXISTS forgotten (id TEXT PRIMARY KEY)")
     db.execute("BEGIN IMMEDIATE")
@@ -257,7 +257,7 @@ def _rewrite_log(db: sqlite3.Connection, collection_id: str, ids: Sequence[str],
                          (*where, len(vector))).fetchone()[0]
         if odd:
             msg = f"{odd} log rows hold vectors of another encoding or size"
-            raise LayoutError(msg)
+            raise _LayoutError(msg)
         db.execute("UPDATE embeddings_queue SET metadata = NULL, "  # noqa: S608
                    f"vector = CASE WHEN vector IS NULL THEN NULL ELSE ? END WHERE {match}",
                    (vector, *where))
@@ -284,7 +284,7 @@ def _index_slots(segment: Path, ids: Sequence[str], vector_bytes: int) -> list[i
     """The offsets of the vectors the index files hold for ``ids`` (none written: none).
 
     Raises:
-        LayoutError: the index files are not as expected.
+        _LayoutError: the index files are not as expected.
     """
     if not (segment / INDEX_IDS).is_file():
         return []  # the index was never written to the folder: no slot holds anything
@@ -295,7 +295,7 @@ def _index_slots(segment: Path, ids: Sequence[str], vector_bytes: int) -> list[i
     raw = np.fromfile(segment / INDEX_DATA, dtype=np.uint8)
     if raw.size != header.count * header.size:
         msg = f"{INDEX_DATA} holds {raw.size} bytes, not {header.count} elements"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
     rows = raw.reshape(header.count, header.size)
     stored = rows[:, header.label_offset : header.label_offset + 8].copy().view("<u8")[:, 0]
     slots = np.flatnonzero(np.isin(stored, np.fromiter(labels, dtype=np.uint64)))
@@ -318,7 +318,7 @@ def _labels(path: Path, ids: Sequence[str]) -> set[int]:
         mapping = meta["id_to_label"]
     except (pickle.UnpicklingError, KeyError, TypeError, EOFError) as e:
         msg = f"{INDEX_IDS} is not as expected ({e})"
-        raise LayoutError(msg) from e
+        raise _LayoutError(msg) from e
     return {int(mapping[i]) for i in ids if i in mapping}
 
 
@@ -326,17 +326,17 @@ def _header(path: Path, vector_bytes: int | None) -> Header:
     """The element layout of ``data_level0.bin``, checked against the vector size if given.
 
     Raises:
-        LayoutError: the header is of another version or does not fit the vectors.
+        _LayoutError: the header is of another version or does not fit the vectors.
     """
     raw = path.read_bytes() if path.is_file() else b""
     if len(raw) != HEADER.size:
         msg = f"header.bin holds {len(raw)} bytes, not {HEADER.size}"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
     version, _, _, count, size, label_offset, data_offset, *_ = HEADER.unpack(raw)
     fits = vector_bytes is None or label_offset - data_offset == vector_bytes
     if version != HEADER_VERSION or not fits or label_offset + 8 > size:
         msg = f"header.bin is not a version {HEADER_VERSION} index of these vectors"
-        raise LayoutError(msg)
+        raise _LayoutError(msg)
     return Header(count, size, label_offset, data_offset)
 
 
@@ -348,7 +348,7 @@ def _tails(segment: Path) -> list[tuple[Path, int]]:
     written or forgotten in this process among it.
 
     Raises:
-        LayoutError: the index header is not as expected.
+        _LayoutError: the index header is not as expected.
     """
     if not (segment / "header.bin").is_file():
         return []
@@ -376,9 +376,8 @@ class _DataOnly(pickle.Unpickler):
 
 
 def _warn_once(folder: Path, reason: str) -> None:
-    key = (str(folder), reason)
-    if key not in _WARNED:
-        _WARNED.add(key)
+    if str(folder) not in _WARNED:
+        _WARNED.add(str(folder))
         logger.warning(
             "forgotten records were deleted from the Chroma folder %s but copies of them "
             "may stay in its files: the folder is not laid out as Chroma %s laid it out "
