@@ -17,6 +17,11 @@ the two interleaved (alternating which goes first):
   ``collection.delete(where={"persona": ...})`` and SQL ``DELETE FROM memory_nodes WHERE
   persona_name = ...``.
 
+In the embedded folder a forget also erases the forgotten records' bytes from the folder's
+files (:mod:`langchain_genmem.backends.chroma_erase`: a vector overwritten before each
+delete, the write-ahead log's rows rewritten, the database vacuumed); ``--no-erase`` turns
+that off, to time a forget as it was before (its cost is the difference).
+
 ``--layer backend`` times the backend's own write instead of the stream's (write lock,
 ``read_head``, ``read_state``, ``remove_uncommitted``, ``forget``; ``drop`` for the whole
 persona). Each row prints both medians and their ratio (genmem / bare). PostgreSQL is
@@ -25,7 +30,7 @@ a server; without one it is skipped with a message. Progress goes to stderr, the
 
 Usage:
     python benchmarks/bench_forget.py [--nodes 100000] [--dim 384] [--repeats 5]
-        [--dsn postgresql://...] [--no-postgres] [--layer stream|backend]
+        [--dsn postgresql://...] [--no-postgres] [--layer stream|backend] [--no-erase]
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from busy_core import load_average  # noqa: E402
 
+from langchain_genmem.backends import chroma_erase  # noqa: E402
 from langchain_genmem.backends.base import MemoryBackend  # noqa: E402
 from langchain_genmem.backends.chroma import ChromaBackend, persistent_client  # noqa: E402
 from langchain_genmem.memory.stream import MemoryStream  # noqa: E402
@@ -212,7 +218,12 @@ def main() -> None:
     parser.add_argument("--layer", choices=("stream", "backend"), default="stream",
                         help="what genmem's column times: MemoryStream.forget (default) or "
                         "the backend's write alone")
+    parser.add_argument("--no-erase", action="store_true",
+                        help="Chroma: delete forgotten records without erasing their bytes "
+                        "from the folder's files")
     args = parser.parse_args()
+    if args.no_erase:
+        chroma_erase.blank = chroma_erase.erase = no_erasure  # type: ignore[assignment]
     if args.nodes < 8:
         parser.error("--nodes: give at least 8")
     rows = []
@@ -223,7 +234,8 @@ def main() -> None:
             log("PostgreSQL skipped: --no-postgres")
         else:
             rows += postgres_rows(args)
-    print(f"# {args.dim}-d vectors; genmem: {args.layer}; "
+    print(f"# {args.dim}-d vectors; genmem: {args.layer}"
+          f"{' (no erasure)' if args.no_erase else ''}; "
           f"medians of {args.repeats} forgets; "
           f"load average {load_average()} (1 min) at the end")
     print("| backend | memories | forget | genmem ms | bare delete ms | genmem / bare |")
@@ -231,6 +243,11 @@ def main() -> None:
     for name, n, what, ours, theirs in rows:
         print(f"| {name} | {n} | {what} | {ours:.1f} | {theirs:.1f} | "
               f"{ours / max(theirs, 1e-6):.2f}x |")
+
+
+def no_erasure(*args: object) -> bool:
+    """Stands in for the erasure's steps under ``--no-erase``: nothing is erased."""
+    return False
 
 
 def postgres_rows(args: argparse.Namespace) -> list:

@@ -38,7 +38,9 @@ Layout (personas may share both collections; every read names its persona):
   which sees the key); meanwhile every reader gets the new state and
   :meth:`ChromaBackend.read_nodes` leaves the forgotten records out, so only a reader of
   the raw Chroma collection could still see them. Before the commit point nothing changed
-  but the snapshot (the next open reads Chroma and writes it again).
+  but the snapshot (the next open reads Chroma and writes it again). In an embedded folder
+  the deletion erases every copy of the records from the folder's files as well, before
+  ``forgetting`` is removed (:mod:`~langchain_genmem.backends.chroma_erase`).
 - ``<name>-lease`` (server clients only): one write lease per persona being written, and
   a fence record per lease ever taken over from a holder that lost it. Records written
   under a lease carry its token (metadata ``lease``). A single-memory commit there counts
@@ -79,7 +81,7 @@ from typing import Any
 
 import numpy as np
 
-from langchain_genmem.backends import snapshot
+from langchain_genmem.backends import chroma_erase, snapshot
 from langchain_genmem.backends.base import (
     Capability,
     Head,
@@ -737,12 +739,23 @@ class ChromaBackend:
             )
 
     def _finish_forget(self, persona: str, state: StreamState, since: int) -> None:
-        """Delete the records of ranges forgotten at revision ``since`` or later, then the mark."""
+        """Delete the records of ranges forgotten at revision ``since`` or later, then the mark.
+
+        In an embedded folder every copy of them is erased from its files as well
+        (:mod:`~langchain_genmem.backends.chroma_erase`) before the mark goes, so an
+        interrupted erasure is finished with the forget.
+        """
         numbers = [n for lo, hi, rev in state.forgotten if rev >= since
                    for n in range(lo, hi + 1)]
         ids = [_node_id(persona, f"node_{n}") for n in numbers]
+        dim = state.dim if self.kind == "folder" else None  # None: nothing to erase
         for chunk in _chunks(ids, self.batch):
+            if dim is not None:
+                chroma_erase.blank(self.nodes, chunk, dim)
             self.nodes.delete(ids=list(chunk))
+        if dim is not None and ids:
+            chroma_erase.erase(self.where, self.nodes, ids, dim,
+                               (self.states, _state_id(persona)))
         self._remove_snapshot(persona)
         self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
         self._pending[persona] = None

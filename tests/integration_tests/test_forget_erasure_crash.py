@@ -1,0 +1,102 @@
+"""A forget with its erasure killed by SIGKILL: the folder reopens whole, and nothing stays.
+
+A child process commits a persona to an embedded Chroma folder and forgets two of its
+memories, then stops at an exact point and is killed: once the forget returned (Chroma's
+vector index not yet written since, so reopening replays the rewritten log), or in the
+middle of the erasure (the records deleted and nothing erased yet; the log rewritten but the
+database not yet vacuumed). The folder then reopens with the right counts, gets and queries,
+and once the next write has finished the forget, no file holds the forgotten bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
+from tests.support.erasure import holding, needles
+from tests.support.forgetting import commit_nodes, random_vectors, text_of
+from tests.support.writers import kill_when_paused, spawn_python
+
+pytestmark = pytest.mark.slow
+
+P = "玛丽亚"
+DIM = 8
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from langchain_genmem.backends import chroma_erase
+    from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
+    from tests.support.forgetting import commit_nodes, forget, random_vectors
+
+    folder, persona, dim, size, gone, point, ready = json.loads(sys.argv[1])
+
+    def pause(*args, **kwargs):
+        Path(ready).write_text(str(os.getpid()))
+        while True:
+            time.sleep(60)
+
+    def then_pause(call):
+        def wrapped(*args, **kwargs):
+            call(*args, **kwargs)
+            pause()
+        return wrapped
+
+    backend = ChromaBackend(persistent_client(folder))
+    commit_nodes(backend, persona, random_vectors(size, dim))
+    if point == "before_erase":
+        chroma_erase.erase = pause
+    elif point == "after_log":
+        chroma_erase._rewrite_log = then_pause(chroma_erase._rewrite_log)
+    forget(backend, persona, gone)
+    pause()
+    """
+)
+
+
+def check_reopened(folder: Path, size: int, gone: list[int], extra: int = 0) -> ChromaBackend:
+    """Counts, gets and queries of the reopened folder: the forgotten records are gone."""
+    backend = ChromaBackend(persistent_client(folder))
+    vectors = random_vectors(size, DIM)
+    assert backend.nodes.count() == size - len(gone) + extra
+    assert backend.nodes.get(ids=[f"{P}::node_{n}" for n in gone])["ids"] == []
+    kept = [n for n in range(1, size + 1) if n not in gone]
+    read = {s.node.node_count: s for s in backend.read_nodes(P, 1, size)}
+    assert sorted(read) == kept
+    assert read[kept[-1]].node.description == text_of(kept[-1])
+    for n in (1, kept[-1]):
+        hit = backend.nodes.query(query_embeddings=[vectors[n - 1]], n_results=1)
+        assert hit["ids"] == [[f"{P}::node_{n}"]]
+    for n in gone:  # the forgotten vector finds a neighbour, never the forgotten record
+        hit = backend.nodes.query(query_embeddings=[vectors[n - 1]], n_results=3)
+        assert not {f"{P}::node_{g}" for g in gone} & set(hit["ids"][0])
+    return backend
+
+
+@pytest.mark.parametrize(("point", "size"), [
+    ("after_forget", 40), ("after_forget", 1_500), ("before_erase", 40), ("after_log", 1_500),
+])
+def test_a_killed_forget_reopens_whole_and_its_erasure_is_finished(
+    point: str, size: int, tmp_path: Path,
+) -> None:
+    folder, ready, log = tmp_path / "store", tmp_path / "ready", tmp_path / "child.log"
+    gone = [3, size - 1]
+    proc = spawn_python(CHILD, json.dumps([str(folder), P, DIM, size, gone, point, str(ready)]),
+                        log_path=log)
+    kill_when_paused(proc, ready, log)
+    bytes_of = needles(random_vectors(size, DIM), gone)
+    if point == "after_forget":
+        assert holding(folder, bytes_of) == []
+    else:  # deleted, not yet erased: the records' bytes are still in the folder
+        assert holding(folder, bytes_of) != []
+    backend = check_reopened(folder, size, gone)
+    commit_nodes(backend, P, random_vectors(1, DIM, seed=9))  # finishes the forget
+    assert holding(folder, bytes_of) == []
+    backend.close()
+    check_reopened(folder, size, gone, extra=1).close()
+    assert holding(folder, bytes_of) == []
