@@ -55,8 +55,40 @@ def run_example(name: str, *args: str, env: dict[str, str] | None = None,
     return done
 
 
+# Usage lines of the examples' docstrings that a test here runs exactly as printed (from the
+# clone's root, nothing added; the examples' default store is a temporary folder, which they
+# must remove); test_readme.py runs every other one.
+SMALLVILLE_AS_PRINTED = "python examples/smallville.py"
+QUICKSTART_AS_PRINTED = "python examples/quickstart.py"
+DAY_AS_PRINTED = "python examples/reflect_over_a_day.py"
+STEPS_AS_PRINTED = "python examples/reflection_step_by_step.py"
+STORE_AGENT_AS_PRINTED = ("python examples/store_agent.py",
+                          "python examples/store_agent.py --own-tools")
+RUN_AS_PRINTED = {SMALLVILLE_AS_PRINTED, QUICKSTART_AS_PRINTED, DAY_AS_PRINTED, STEPS_AS_PRINTED,
+                  *STORE_AGENT_AS_PRINTED}
+
+
+def run_as_printed(line: str, tmp_path: Path, env: dict[str, str] | None = None
+                   ) -> subprocess.CompletedProcess[str]:
+    """Run a usage line as printed; the temporary folder it used must be left empty."""
+    assert line in RUN_AS_PRINTED
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    script, *args = line.split()[1:]
+    done = run_example(script.split("/", 1)[1], *args, env={**(env or {}), "TMPDIR": str(temp)})
+    assert list(temp.iterdir()) == [], "the example left files in the temporary folder"
+    return done
+
+
+def test_each_line_run_as_printed_is_a_usage_line_of_its_example():
+    from tests.integration_tests.test_readme import usage_lines
+
+    shown = {line for path in EXAMPLES for line in usage_lines(path)}
+    assert RUN_AS_PRINTED <= shown, RUN_AS_PRINTED - shown
+
+
 def test_quickstart(tmp_path):
-    done = run_example("quickstart.py", "--path", str(tmp_path / "store"))
+    done = run_as_printed(QUICKSTART_AS_PRINTED, tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     ranked = out.split("== the same retriever")[0]
@@ -121,7 +153,7 @@ DAY_RULES = [
 
 def test_reflect_over_a_day(tmp_path, scripted_openai):
     srv = scripted_openai(DAY_RULES)
-    done = run_example("reflect_over_a_day.py", "--path", str(tmp_path / "day"), env=srv.env())
+    done = run_as_printed(DAY_AS_PRINTED, tmp_path, env=srv.env())
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "10:00  [ 8.0] Isabella Rodriguez is planning a Valentine's Day party" in out
@@ -134,12 +166,6 @@ def test_reflect_over_a_day(tmp_path, scripted_openai):
     assert "trigger reset to 20" in out
     calls = [r for r in srv.requests() if r["rule"] is not None]
     assert f"{len(calls) - 7} model calls" in out  # 7 events were rated before reflecting
-
-
-# Usage lines of the examples' docstrings that a test here runs exactly as printed (from the
-# clone's root, nothing added); test_readme.py runs every other one.
-SMALLVILLE_AS_PRINTED = "python examples/smallville.py"
-RUN_AS_PRINTED = {SMALLVILLE_AS_PRINTED}
 
 
 def test_smallville(tmp_path):
@@ -156,7 +182,7 @@ def test_smallville(tmp_path):
 
 
 def test_reflection_step_by_step_runs_offline_by_default(tmp_path):
-    done = run_example("reflection_step_by_step.py", "--path", str(tmp_path / "s"))
+    done = run_as_printed(STEPS_AS_PRINTED, tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("(offline: a scripted stand-in model answers")
@@ -202,9 +228,9 @@ def test_reflection_step_by_step_on_the_scripted_server(tmp_path, scripted_opena
     assert sorted(calls) == [0, 1, 1, 2, 3, 4]  # ratings, questions, 2 x insights, triples, ratings
 
 
-@pytest.mark.parametrize("tools", [[], ["--own-tools"]], ids=["langmem", "own-tools"])
-def test_store_agent_recalls_across_threads_and_days(tmp_path, tools):
-    done = run_example("store_agent.py", "--path", str(tmp_path / "m"), *tools)
+@pytest.mark.parametrize("line", STORE_AGENT_AS_PRINTED, ids=["langmem", "own-tools"])
+def test_store_agent_recalls_across_threads_and_days(tmp_path, line):
+    done = run_as_printed(line, tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     about_party = lines[lines.index(next(x for x in lines if "about the party?" in x)) + 1]
