@@ -208,15 +208,17 @@ def test_reflect_and_rating_through_chatopenai(tmp_path, scripted_openai, monkey
 
 @pytest.mark.slow
 def test_bench_personas_mode_stays_within_the_open_limit():
-    out = run_benchmark("bench_service.py", "--personas", "30", "--max-open", "5", "--every", "10",
-                        timeout=900)
+    # three times as many personas as may be open: most are closed and opened again; the
+    # embedding is the cheap one (what is measured is the server's bound, not the model)
+    out = run_benchmark("bench_service.py", "--personas", "12", "--max-open", "4", "--every", "4",
+                        "--fake-embeddings", timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     table = lines.index("| personas | RSS MB | s per hundred | open |")
     rows = [line.strip("|").split("|") for line in lines[table + 2: table + 6]]
-    assert [int(r[0]) for r in rows] == [0, 10, 20, 30]
-    assert all(int(r[3]) <= 5 for r in rows)
-    assert "most personas open at once: 5 (limit 5)" in out.stdout
+    assert [int(r[0]) for r in rows] == [0, 4, 8, 12]
+    assert all(int(r[3]) <= 4 for r in rows)
+    assert "most personas open at once: 4 (limit 4)" in out.stdout
     recalled = next(line for line in lines if line.startswith("memories recalled"))
     counts = [int(part.rsplit(": ", 1)[1]) for part in recalled.split(": ", 1)[1].split(", ")]
     assert counts and all(n == 10 for n in counts)  # closed personas answer with all they had
