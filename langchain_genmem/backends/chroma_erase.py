@@ -44,11 +44,14 @@ A Chroma server's files are its own (its persist directory); nothing here applie
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import pickle
 import sqlite3
 import struct
+import subprocess
+import sys
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -123,6 +126,11 @@ def blank(collection: Any, ids: Sequence[str], dim: int) -> None:
         collection.update(ids=existing, embeddings=[neutral(dim)] * len(existing))
 
 
+ERASER: tuple[str, ...] = (sys.executable, "-m", __name__)
+"""The command of the child process that erases (:func:`main` reads its request on stdin)."""
+ERASE_TIMEOUT = 600.0  # seconds the child may take (a VACUUM of a large database)
+
+
 def erase(
     folder: str | Path, collection: Any, ids: Sequence[str], dim: int,
     state: tuple[Any, str] | None = None,
@@ -130,7 +138,11 @@ def erase(
     """Remove every copy of the deleted records of ``ids`` from the folder's files.
 
     Call it after :func:`blank` and Chroma's delete of the same ids, with the folder's write
-    held (no other process writes it). Repeating it is harmless.
+    held (no other process writes it). Repeating it is harmless. The files are changed by a
+    child process (:data:`ERASER`, running :func:`erase_here`): this process's Chroma holds
+    the database open through its own SQLite library, and a second SQLite library opening
+    the same file in one process breaks the file locks both rely on (SQLite's documentation
+    warns of it; a server process saw "disk I/O error").
 
     Args:
         folder: the embedded Chroma folder.
@@ -146,30 +158,79 @@ def erase(
         the folder is not laid out as this module expects.
 
     Raises:
-        sqlite3.Error: SQLite failed (e.g. another process held the file too long); the
-            records are deleted all the same, and a repeat erases them.
+        sqlite3.Error: SQLite failed, or the child did (e.g. another process held the file
+            too long); the records are deleted all the same, and a repeat erases them.
+    """
+    request = {"folder": str(folder), "collection": str(collection.id), "ids": list(ids),
+               "dim": dim, "state": None if state is None else [str(state[0].id), state[1]]}
+    try:
+        done = subprocess.run(ERASER, input=json.dumps(request), capture_output=True,
+                              text=True, timeout=ERASE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        msg = f"the erasing process failed: {e}"
+        raise sqlite3.OperationalError(msg) from e
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        msg = f"the erasing process failed: {said}"
+        raise sqlite3.OperationalError(msg)
+    problem = json.loads(done.stdout)["layout_problem"]
+    if problem is not None:
+        _warn_once(Path(folder), problem)
+        return False
+    return True
+
+
+def erase_here(folder: str | Path, collection_id: str, ids: Sequence[str], dim: int,
+               state: tuple[str, str] | None = None) -> str | None:
+    """Erase as :func:`erase` says, in this process (which must not hold Chroma open).
+
+    Args:
+        folder: the embedded Chroma folder.
+        collection_id: the id of the collection the records were in.
+        ids: the deleted ids.
+        dim: the collection's vector dimension.
+        state: the id of the state records' collection and of the state record.
+
+    Returns:
+        None once erased; what is not as expected when the folder is laid out otherwise
+        (nothing was changed then).
+
+    Raises:
+        sqlite3.Error: SQLite failed.
     """
     folder = Path(folder)
     vector = neutral(dim).tobytes()
     try:
         with _connection(folder / DATABASE) as db:
             _check_log(db)
-            index = folder / _segment(db, str(collection.id), HNSW_SEGMENT)
+            index = folder / _segment(db, collection_id, HNSW_SEGMENT)
             slots = _index_slots(index, ids, len(vector))  # checked before anything changes
             tails = _tails(index)
             earlier = None
             if state is not None:
-                earlier = _earlier_states(db, str(state[0].id), state[1])
-                tails += _tails(folder / _segment(db, str(state[0].id), HNSW_SEGMENT))
-            _rewrite_log(db, str(collection.id), ids, vector, earlier)
+                earlier = _earlier_states(db, state[0], state[1])
+                tails += _tails(folder / _segment(db, state[0], HNSW_SEGMENT))
+            _rewrite_log(db, collection_id, ids, vector, earlier)
             _merge_text_index(db)
             db.execute("VACUUM")
         _overwrite(index / INDEX_DATA, slots, vector)
         _zero_tails(tails)
     except _LayoutError as e:
-        _warn_once(folder, str(e))
-        return False
-    return True
+        return str(e)
+    return None
+
+
+def main() -> None:
+    """The erasing child: a JSON request on stdin, ``{"layout_problem": ...}`` on stdout."""
+    request = json.loads(sys.stdin.read())
+    state = request["state"]
+    try:
+        problem = erase_here(request["folder"], request["collection"], request["ids"],
+                             request["dim"], None if state is None else (state[0], state[1]))
+    except sqlite3.Error as e:
+        print(f"SQLite: {e}", file=sys.stderr)
+        sys.exit(1)
+    print(json.dumps({"layout_problem": problem}))
 
 
 def _connection(path: Path) -> closing[sqlite3.Connection]:
@@ -382,3 +443,7 @@ def _warn_once(folder: Path, reason: str) -> None:
             "forgotten records were deleted from the Chroma folder %s but copies of them "
             "may stay in its files: the folder is not laid out as Chroma %s laid it out "
             "(%s)", folder, CHECKED_WITH, reason)
+
+
+if __name__ == "__main__":
+    main()

@@ -26,12 +26,28 @@ pytestmark = pytest.mark.slow
 P = "玛丽亚"
 DIM = 8
 
+STOP_AFTER_LOG = textwrap.dedent(
+    """
+    import os
+    from langchain_genmem.backends import chroma_erase
+
+    rewrite = chroma_erase._rewrite_log
+
+    def rewrite_then_die(*args, **kwargs):
+        rewrite(*args, **kwargs)
+        os._exit(9)
+
+    chroma_erase._rewrite_log = rewrite_then_die
+    chroma_erase.main()
+    """
+)
 CHILD = textwrap.dedent(
     """
     import json, os, sys, time
     from pathlib import Path
     from langchain_genmem.backends import chroma_erase
     from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
+    from langchain_genmem.core.errors import StorageError
     from tests.support.forgetting import commit_nodes, forget, random_vectors
 
     folder, persona, dim, size, gone, point, ready = json.loads(sys.argv[1])
@@ -41,22 +57,19 @@ CHILD = textwrap.dedent(
         while True:
             time.sleep(60)
 
-    def then_pause(call):
-        def wrapped(*args, **kwargs):
-            call(*args, **kwargs)
-            pause()
-        return wrapped
-
     backend = ChromaBackend(persistent_client(folder))
     commit_nodes(backend, persona, random_vectors(size, dim))
     if point == "before_erase":
         chroma_erase.erase = pause
-    elif point == "after_log":
-        chroma_erase._rewrite_log = then_pause(chroma_erase._rewrite_log)
-    forget(backend, persona, gone)
+    elif point == "after_log":  # the erasing child dies right after rewriting the log
+        chroma_erase.ERASER = (sys.executable, "-c", STOP_AFTER_LOG)
+    try:
+        forget(backend, persona, gone)
+    except StorageError:
+        assert point == "after_log"  # the forget is committed; its erasure is not finished
     pause()
     """
-)
+).replace("STOP_AFTER_LOG", repr(STOP_AFTER_LOG))
 
 
 def check_reopened(folder: Path, size: int, gone: list[int], extra: int = 0) -> ChromaBackend:

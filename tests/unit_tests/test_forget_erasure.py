@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -104,10 +105,12 @@ def test_a_folder_laid_out_otherwise_is_only_deleted_from_with_one_warning(
     where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     if where == "log":  # another Chroma version: a column of its log not as expected
-        monkeypatch.setattr(chroma_erase, "QUEUE_COLUMNS",
-                            chroma_erase.QUEUE_COLUMNS | {"payload"})
+        other = "e.QUEUE_COLUMNS = e.QUEUE_COLUMNS | {'payload'}"
     else:  # its index files of another version
-        monkeypatch.setattr(chroma_erase, "HEADER_VERSION", 2)
+        other = "e.HEADER_VERSION = 2"
+    # the erasing child expects that layout
+    monkeypatch.setattr(chroma_erase, "ERASER", (sys.executable, "-c", (
+        f"from langchain_genmem.backends import chroma_erase as e; {other}; e.main()")))
     monkeypatch.setattr(chroma_erase, "_WARNED", set())
     folder = tmp_path / "store"
     backend = open_backend(folder)
@@ -150,3 +153,21 @@ def test_a_stream_forget_erases_what_went_from_every_file_even_after_close(
     reopened = MemoryStream(P, path=str(folder), embeddings=fake)
     assert len(reopened) == 4 and seeds["cafe"] in reopened
     reopened.close()
+
+
+def test_this_process_never_opens_chromas_database_with_a_second_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Chroma holds the file through its own SQLite; Python's opening it too in this process
+    # would break the file locks both rely on (a server saw "disk I/O error"): a child erases
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("sqlite3.connect in the process that holds Chroma open")
+
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(10, DIM)
+    commit_nodes(backend, P, vectors)
+    monkeypatch.setattr(sqlite3, "connect", refused)
+    forget(backend, P, [2])
+    assert holding(folder, needles(vectors, [2])) == []
+    backend.close()
