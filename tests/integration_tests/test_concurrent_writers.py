@@ -117,7 +117,7 @@ def test_two_processes_on_one_server_both_keep_every_memory(spawned, chroma_serv
     barrier = tmp_path / "go"
     procs = []
     for tag in ("A", "B"):
-        opts = {"where": where, "collection": collection, "tag": tag, "count": 60,
+        opts = {"where": where, "collection": collection, "tag": tag, "count": 30,
                 "barrier": str(barrier)}
         log = tmp_path / f"{tag}.log"
         procs.append((spawned(WRITER, json.dumps(opts), log_path=log), log))
@@ -126,7 +126,7 @@ def test_two_processes_on_one_server_both_keep_every_memory(spawned, chroma_serv
     results = [finish(p, log) for p, log in procs]
     assert [r["error"] for r in results] == [None, None]
     dump = run_python(DUMP, where, collection)
-    check_consistent(dump, expected_descriptions("A", 60) + expected_descriptions("B", 60))
+    check_consistent(dump, expected_descriptions("A", 30) + expected_descriptions("B", 30))
 
 
 def test_a_dead_lease_holder_blocks_only_until_its_lease_expires(
