@@ -200,3 +200,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """
     with open_store(request, request.param, tmp_path) as made:
         yield made
+
+
+@pytest.fixture
+def backend(store: Store) -> Store:
+    """The :func:`store` fixture, for tests whose own ``store`` is something else (the
+    LangGraph store over it, say): each backend in turn.
+
+    Returns:
+        The store.
+    """
+    return store

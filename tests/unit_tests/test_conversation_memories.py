@@ -6,7 +6,6 @@ was embedded with; the descriptions stay as said.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -20,7 +19,7 @@ from langchain_genmem.langgraph_store import GenerativeAgentsStore
 from langchain_genmem.memory.turns import CHAT_KEY_CHARS, PREVIOUS_TURN_CHARS
 from langchain_genmem.numerics.lexical import indexed_text
 from langchain_genmem.service.schemas import MemoryBatchRequest
-from tests.support.fixtures import Store, open_store
+from tests.support.fixtures import Store
 
 T0 = datetime(2024, 3, 1, 22, 0)
 CHAT = [("林晓", "静静！睡了没"), ("陈静", "没呢，在看《三体》"), ("林晓", "我也是，刚看完第二部"),
@@ -45,12 +44,6 @@ def turns(conversation: str = "夜聊", start: datetime = T0) -> list[dict]:
     return [{"type": "event", "description": text, "speaker": who, "conversation": conversation,
              "created": start + timedelta(minutes=i), "poignancy": 3}
             for i, (who, text) in enumerate(CHAT)]
-
-
-@pytest.fixture(params=["chroma", "postgres"])
-def backend(request, tmp_path) -> Iterator[Store]:
-    with open_store(request, request.param, tmp_path) as store:
-        yield store
 
 
 def stream_on(store: Store, emb: Embeddings, **kwargs) -> MemoryStream:

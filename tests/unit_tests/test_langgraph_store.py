@@ -24,7 +24,7 @@ from langchain_genmem import (
     ValidationError,
 )
 from langchain_genmem.retrieval.presets import CHAT_RETRIEVAL
-from tests.support.fixtures import Store, open_store
+from tests.support.fixtures import open_store
 
 T0 = datetime(2023, 2, 13, 8, 0)
 NS = ("memories", "u1")
@@ -37,12 +37,6 @@ def emb() -> DeterministicFakeEmbedding:
 @pytest.fixture
 def clock() -> SimulationClock:
     return SimulationClock(T0)
-
-
-@pytest.fixture(params=["chroma", "postgres"])
-def backend(request, tmp_path) -> Iterator[Store]:
-    with open_store(request, request.param, tmp_path) as store:
-        yield store
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ another store opened on the same data) and the next write drops the record."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -21,7 +20,7 @@ from langchain_genmem import (
     StorageError,
 )
 from langchain_genmem.langgraph_store import REGISTRY
-from tests.support.fixtures import Store, open_store
+from tests.support.fixtures import Store
 
 PERSONA = "伊莎贝拉"
 PRIVATE = ("private", PERSONA)
@@ -30,12 +29,6 @@ PRIVATE_TEXT, FOOD_TEXT = '["private", "伊莎贝拉"]', '["food", "伊莎贝拉
 OLD_PHONE = "我的电话号码是一三八零零一三八零零零"
 NEW_PHONE = "我的新电话号码是一三九零零一三九零零零"
 DUMPLINGS = "我喜欢饺子"
-
-
-@pytest.fixture(params=["chroma", "postgres"])
-def backend(request, tmp_path) -> Iterator[Store]:
-    with open_store(request, request.param, tmp_path) as store:
-        yield store
 
 
 def opened(backend: Store, clock: SimulationClock) -> GenerativeAgentsStore:

@@ -5,28 +5,20 @@ memories as history, as delete did before."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 
-import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langgraph.store.base import PutOp
 
 from langchain_genmem import GenerativeAgentsRetriever, GenerativeAgentsStore, SimulationClock
 from langchain_genmem.interop.generative_agents import dump_associative_memory
 from langchain_genmem.langgraph_store import REGISTRY
-from tests.support.fixtures import Store, open_store
+from tests.support.fixtures import Store
 
 T0 = datetime(2023, 2, 13, 8, 0)
 NS = ("用户", "张三")
 PERSONA = "用户/张三"
 SECRET = "我的身份证号码是一二三四五六"
-
-
-@pytest.fixture(params=["chroma", "postgres"])
-def backend(request, tmp_path) -> Iterator[Store]:
-    with open_store(request, request.param, tmp_path) as store:
-        yield store
 
 
 def make(backend: Store, **kwargs) -> GenerativeAgentsStore:

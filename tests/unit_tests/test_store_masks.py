@@ -12,7 +12,6 @@ text and keys, unindexed items, another store writing between searches).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +22,6 @@ from langgraph.store.base import PutOp
 from langchain_genmem import GenerativeAgentsRetriever, GenerativeAgentsStore, SimulationClock
 from langchain_genmem.langgraph_store import REGISTRY, TIME_FILTERS, _matches
 from langchain_genmem.numerics.candidate_filter import make_filter
-from tests.support.fixtures import Store, open_store
 
 T0 = datetime(2023, 2, 13, 8, 0)
 ZHANG = ("用户", "张三")
@@ -59,12 +57,6 @@ PREFIXES = [(), ("用户",), ZHANG, ("用户/张三",), ("无",)]
 
 def emb() -> DeterministicFakeEmbedding:
     return DeterministicFakeEmbedding(size=32)
-
-
-@pytest.fixture(params=["chroma", "postgres"])
-def backend(request, tmp_path) -> Iterator[Store]:
-    with open_store(request, request.param, tmp_path) as store:
-        yield store
 
 
 @pytest.fixture
