@@ -261,7 +261,6 @@ def test_stored_memories_are_rated_or_listed_as_unrated(recorded, tmp_path, limi
 EVIDENCE = 5
 
 
-
 @pytest.mark.parametrize("output", ["structured", "text"])
 def test_forced_reflection_writes_thoughts_on_evidence_or_says_why(recorded, isabella, output):
     model, log = recorded
