@@ -23,7 +23,7 @@ Usage:
         [--window N]
     python benchmarks/real_model.py --reflections 1 --memories 4 --turns 2   # a quick look
     python benchmarks/real_model.py --reflections 1 --memories 2 --turns 1 --max-tokens 8 \
-        --evidence 5 --window 10                                            # the smoke test
+        --evidence 5 --window 4                                             # the smoke test
 """
 
 from __future__ import annotations
