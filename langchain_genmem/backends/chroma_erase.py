@@ -126,8 +126,12 @@ def blank(collection: Any, ids: Sequence[str], dim: int) -> None:
         collection.update(ids=existing, embeddings=[neutral(dim)] * len(existing))
 
 
-ERASER: tuple[str, ...] = (sys.executable, "-m", __name__)
-"""The command of the child process that erases (:func:`main` reads its request on stdin)."""
+ERASER: tuple[str, ...] = (
+    sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+    __file__)
+"""The command of the child process that erases (:func:`main` reads its request on stdin).
+It runs this file alone, importing nothing of the package, so the child starts quickly (and
+with the working directory on ``sys.path`` as ``-m`` has, never this file's folder)."""
 ERASE_TIMEOUT = 600.0  # seconds the child may take (a VACUUM of a large database)
 
 
