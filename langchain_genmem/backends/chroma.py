@@ -723,8 +723,9 @@ class ChromaBackend:
                 self._remove_snapshot(persona)  # it holds the nodes: gone before the commit
                 self._rekey(persona, replaced)
             self._store_state(persona, state, failing, **{FORGETTING_KEY: state.rev})
-        with _wrapped(f"persona {persona!r}: the forget is committed, but deleting its "
-                      "records failed (the next write of the persona deletes them)"):
+        with _wrapped(f"persona {persona!r}: the forget is committed, but deleting or "
+                      "erasing its records failed (the next write of the persona finishes "
+                      "it)"):
             self._finish_forget(persona, state, state.rev)
         self._wrote(persona)
 

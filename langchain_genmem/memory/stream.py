@@ -705,8 +705,11 @@ class MemoryStream:
         The ids and selectors given combine with AND; at least one is required (use
         :meth:`forget_all` for every memory). Thoughts citing a forgotten memory as
         evidence are forgotten too, recursively, unless ``keep_derived``: then they stay,
-        their evidence without the forgotten ids. One all-or-nothing write; node numbers
-        are never reused. See :mod:`~langchain_genmem.memory.forgetting`.
+        their evidence without the forgotten ids. A later turn of a conversation whose
+        embedded text quoted a forgotten turn is embedded again without it (the report's
+        ``rekeyed``). One all-or-nothing write; node numbers are never reused; an embedded
+        Chroma folder keeps no copy of what went in its files. See
+        :mod:`~langchain_genmem.memory.forgetting`.
 
         Args:
             node_ids: ``node_N`` ids.
