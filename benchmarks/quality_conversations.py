@@ -46,12 +46,13 @@ INGESTS: dict[str, dict[str, Any]] = {
     "turn + 2 previous": {"item_fields": ["conversation", "speaker"],
                           "stream": {"context_turns": 2}},
 }
-# --smoke: the first sessions of one conversation per language (between them every kind of
-# question has an answer there: the Chinese one's four sessions hold the multi-session ones),
-# and the first few questions of each kind whose answers were said there.
-SMOKE_SESSIONS = {"en-03": 2, "zh-01": 4}
-SMOKE_PER_STRATUM = 2
-
+# --smoke: a few questions, chosen so that every question set and every kind has questions in
+# both halves of the split (two multi-session ones among them), and only the turns of the
+# stretches of sessions their answers were said in (one session of en-03, three of zh-01), each
+# from the two turns before its first answer (an answer's context) to its last answer.
+SMOKE_QUESTIONS = ("en-03-q018", "en-03-q019", "zh-01-q006", "zh-01-q007", "zh-01-q011",
+                   "zh-01-q020", "zh-01-q021", "zh-01-q023", "zh-01-q024")
+SMOKE_TURNS_BEFORE = 2
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON Lines file, blank lines skipped."""
@@ -59,25 +60,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def load_turns(sessions: dict[str, int] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Every turn, by conversation, in time order.
-
-    Args:
-        sessions: keep only these conversations, up to this session (None: everything).
-
-    Returns:
-        ``{conversation: [turn, ...]}``.
-    """
+def load_turns() -> dict[str, list[dict[str, Any]]]:
+    """Every turn, by conversation, in time order: ``{conversation: [turn, ...]}``."""
     out: dict[str, list[dict[str, Any]]] = {}
     for language in LANGUAGES:
         for turn in read_jsonl(FOLDER / f"{language}.turns.jsonl"):
-            last = None if sessions is None else sessions.get(turn["conversation"], 0)
-            if last is None or turn["session"] <= last:
-                out.setdefault(turn["conversation"], []).append(turn)
+            out.setdefault(turn["conversation"], []).append(turn)
     for turns in out.values():
         turns.sort(key=lambda t: datetime.fromisoformat(t["created"]))  # stable: file order
     return out
-
 
 def load_questions() -> list[dict[str, Any]]:
     """Every question of both languages, in file order."""
@@ -198,21 +189,26 @@ def _rank(example: Example) -> tuple[int, int]:
     return SETS.index(group), KINDS.index(kind or "")
 
 
-def smoke_questions(
-    questions: Sequence[dict[str, Any]], turns: dict[str, list[dict[str, Any]]]
-) -> list[dict[str, Any]]:
-    """The first :data:`SMOKE_PER_STRATUM` questions of each conversation, kind and language
-    whose answers are all among ``turns``."""
-    said = {t["id"] for conversation in turns.values() for t in conversation}
-    seen: dict[tuple[str, str, str], int] = {}
-    out = []
-    for q in sorted(questions, key=lambda q: q["id"]):
-        if not said.issuperset(q["answers"]):
-            continue
-        key = (q["conversation"], q["kind"], q["language"])
-        seen[key] = seen.get(key, 0) + 1
-        if seen[key] <= SMOKE_PER_STRATUM:
-            out.append(q)
+def smoke_questions(questions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The questions of :data:`SMOKE_QUESTIONS`, in the order given."""
+    return [q for q in questions if q["id"] in SMOKE_QUESTIONS]
+
+
+def answered_stretches(
+    turns: dict[str, list[dict[str, Any]]], questions: Sequence[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Only the stretches of sessions (of ``{conversation: turns}``) the questions' answers
+    were said in: in each such session, from :data:`SMOKE_TURNS_BEFORE` turns before its first
+    answer to its last one; a session holding no answer is left out."""
+    answers = {a for q in questions for a in q["answers"]}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for conversation, said in turns.items():
+        for session in dict.fromkeys(t["session"] for t in said):
+            turns_of = [t for t in said if t["session"] == session]
+            hits = [i for i, t in enumerate(turns_of) if t["id"] in answers]
+            if hits:
+                first = max(hits[0] - SMOKE_TURNS_BEFORE, 0)
+                out.setdefault(conversation, []).extend(turns_of[first:hits[-1] + 1])
     return out
 
 

@@ -65,6 +65,8 @@ def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert "## Recall, nDCG and latency per question set" not in out.stdout  # Smallville off
+    # a few questions, and only the stretches of sessions their answers were said in
+    assert "# Conversations: 9 questions, 2 conversations, 66 turns" in lines
 
     # the split: disjoint, and every set and kind (of two or more questions) in both halves
     halves = {h: set(next(x for x in lines if x.startswith(f"# {h}: ")).split()[2:])
@@ -118,6 +120,26 @@ def test_bench_quality_conversations_smoke_splits_and_chooses_on_train() -> None
         baseline, mine = float(row[4]), float(row[5])
         # the difference is of the unrounded figures: up to .1 point off the rounded ones
         assert float(row[6]) == pytest.approx(100 * (mine - baseline), abs=0.101)
+
+
+def test_conversations_smoke_keeps_only_the_stretches_its_answers_were_said_in() -> None:
+    load_benchmark("bench_quality.py")  # puts the benchmarks' folder on the path
+    import quality_conversations as qc
+
+    said = [{"session": s, "id": f"c-s{s}-t{t}", "text": f"第{t}句"}
+            for s in (1, 2, 3) for t in range(1, 9)]
+    questions = [{"answers": ["c-s2-t4", "c-s2-t6"]}, {"answers": ["c-s3-t1"]},
+                 {"answers": ["c-s2-t5"]}]
+    kept = qc.answered_stretches({"c": said, "other": said[:3]}, questions)
+    assert list(kept) == ["c"]  # a conversation without an answer is left out
+    assert [t["id"] for t in kept["c"]] == [  # session 1 holds no answer
+        "c-s2-t2", "c-s2-t3", "c-s2-t4", "c-s2-t5", "c-s2-t6", "c-s3-t1"]
+
+    smoke = qc.smoke_questions(qc.load_questions())
+    assert [q["id"] for q in smoke] == list(qc.SMOKE_QUESTIONS)  # every one is in the set
+    turns = qc.answered_stretches(qc.load_turns(), smoke)
+    ids = {t["id"] for conversation in turns.values() for t in conversation}
+    assert {a for q in smoke for a in q["answers"]} <= ids
 
 
 @pytest.mark.parametrize(("config", "message"), [

@@ -118,7 +118,7 @@ def test_bench_open_prints_its_table() -> None:
 @pytest.mark.slow
 def test_bench_postgres_prints_its_tables_and_leaves_no_server() -> None:
     out = run_benchmark("bench_postgres.py", "--sizes", "300", "--queries", "2", "--adds", "2",
-                        "--writes", "5")
+                        "--writes", "5", "--writers", "1,2")  # each writer is a process of its own
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     head = lines.index("| memories | backend | import s | reopen s | add ms | process ms "
@@ -127,8 +127,8 @@ def test_bench_postgres_prints_its_tables_and_leaves_no_server() -> None:
     assert lines[head + 3].startswith("| 300 | Chroma (embedded) |")
     writers = lines.index("| memories before | writer processes | events | events/s (all "
                           "writers) |")
-    assert [line.split("|")[2].strip() for line in lines[writers + 2:writers + 5]] == [
-        "1", "2", "4"]
+    rows = [line.split("|")[2].strip() for line in lines[writers + 2:] if line.startswith("| ")]
+    assert rows == ["1", "2"]
     started = next(line for line in out.stderr.splitlines() if "started PostgreSQL" in line)
     pid = int(started.split("pid ")[1].split(")")[0])
     assert not pid_is_running(pid)
