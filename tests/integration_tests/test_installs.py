@@ -38,7 +38,7 @@ class Installed:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        venv = folder / "venv"
+        self.venv = venv = folder / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
                        timeout=INSTALL_SECONDS)
         self.bin = venv / ("Scripts" if os.name == "nt" else "bin")
@@ -76,14 +76,14 @@ class Installed:
         return {**env, "PYTHONIOENCODING": "utf-8"}
 
     def package_file(self) -> Path:
-        """Where the environment's Python imports `langchain_genmem` from."""
+        """Where the environment's Python imports `langchain_genmem` from (found, not run)."""
         done = subprocess.run(
             [str(self.bin / "python"), "-c",
-             "import langchain_genmem; print(langchain_genmem.__file__)"],
+             "import importlib.util; print(importlib.util.find_spec('langchain_genmem').origin)"],
             cwd=self.folder, env=self.env(), capture_output=True, text=True, timeout=300,
             check=True,
         )
-        return Path(done.stdout.strip())
+        return Path(done.stdout.strip()).resolve()
 
     def genmem(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -120,7 +120,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bare(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     installed = Installed(tmp_path_factory.mktemp("installed"))
     installed.install(str(wheel))
-    assert installed.package_file().is_relative_to(installed.folder / "venv")
+    assert installed.package_file().is_relative_to(installed.venv.resolve())
     installed.genmem("import", str(SIMULATION), "--no-progress")
     return installed
 
