@@ -7,9 +7,8 @@ The bare package must give a working `genmem` (import, search, stats, keywords, 
 explain as text); a feature of an extra that is missing fails in one `error:` line naming
 the extra, and only when it is used. The environment is made once per session (minutes:
 pip resolves and installs some hundred packages); the `service` extra is then added to it, as
-a user adds an extra, which takes seconds. The commands embed with the bundled model through
-the test run's vector cache (`tests/support/embedding_cache.py`): the site folder that loads
-it holds no package, and the environment checks that `langchain_genmem` is its own.
+a user adds an extra, which takes seconds. The environment checks that `langchain_genmem`
+is its own, never the checkout's.
 """
 
 from __future__ import annotations
@@ -21,9 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support.embedding_cache import CACHE_VARIABLE
-from tests.support.embedding_noise import SITE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 SIMULATION = ROOT / "data" / "generative_agents" / "July1_the_ville_isabella_maria_klaus-step-3-2"
@@ -64,15 +60,13 @@ class Installed:
         """The user's environment: no checkout on the path, no model, no database.
 
         Python writes the bytecode of what it imports, as it does for a user (with
-        ``--no-compile`` and none written, every command compiled its imports again). Only
-        the site folder is on the path, and only when the run has a vector cache.
+        ``--no-compile`` and none written, every command compiled its imports again). The
+        run's vector cache is not loaded here: few texts repeat, and the model loads anyway.
         """
         dropped = ("PYTHONPATH", "VIRTUAL_ENV", "GENMEM_DSN", "GENMEM_PERSONA",
                    "PYTHONDONTWRITEBYTECODE")
         env = {k: v for k, v in os.environ.items()
                if k not in dropped and not k.startswith("OPENAI_")}
-        if env.get(CACHE_VARIABLE, "").strip():
-            env["PYTHONPATH"] = str(SITE_DIR)
         return {**env, "PYTHONIOENCODING": "utf-8"}
 
     def package_file(self) -> Path:
