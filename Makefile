@@ -35,8 +35,12 @@ demo: $(STAMP)
 postgres: $(STAMP)
 	@$(BIN)/genmem db start
 
+# The suite starts a thousand or so Python processes: each reads the bytecode compiled here
+# once, even where PYTHONDONTWRITEBYTECODE keeps Python from writing it (then every process
+# compiled every changed module again, about 0.25 s each).
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/python -m compileall -q langchain_genmem tests benchmarks examples
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)
