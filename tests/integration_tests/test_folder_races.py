@@ -60,7 +60,7 @@ RACER = textwrap.dedent(
             else:
                 s.add_event(f"W 事件 {done}", poignancy=2)
             done += 1
-            Path(o["first"]).touch()
+            Path(o["first"]).write_text("written")
             time.sleep(0.05)  # a core left to the racers; a store small enough to open fast
         print(json.dumps({"pid": os.getpid(), "done": done, "len": len(s)}))
         sys.exit(0)
@@ -174,7 +174,7 @@ WRITE = textwrap.dedent(
     s = MemoryStream("玛丽亚 Lopez", path=sys.argv[1],
                      embeddings=DeterministicFakeEmbedding(size=8))
     if len(sys.argv) > 4:
-        Path(sys.argv[4]).touch()  # opened: about to write
+        Path(sys.argv[4]).write_text("opened")  # opened: about to write
     for i in range(int(sys.argv[2])):
         s.add_event(f"{sys.argv[3]} 事件 {i}", poignancy=2)
     print(json.dumps({"len": len(s), "done": time.time()}))

@@ -100,7 +100,7 @@ def kill_when_paused(
         AssertionError: the child exited or did not pause within ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
-    while not ready.exists():
+    while not written(ready):
         if proc.poll() is not None or time.monotonic() > deadline:
             stop_process(proc)
             msg = f"writer never reached its pause point:\n{log_tail(log_path)}"
@@ -151,9 +151,18 @@ DUMP = textwrap.dedent(
 )
 
 
+def written(path: Path) -> bool:
+    """Whether a child wrote ``path``: it exists and holds text (a file another process
+    creates exists before what it writes is in it)."""
+    try:
+        return bool(path.read_text().strip())
+    except FileNotFoundError:
+        return False
+
+
 def wait_files(*paths: Path, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
-    while not all(p.exists() for p in paths):
+    while not all(written(p) for p in paths):
         assert time.monotonic() < deadline, f"never appeared: {[str(p) for p in paths]}"
         time.sleep(0.05)
 
