@@ -194,18 +194,28 @@ def test_open_streams_of_other_processes_catch_up_with_a_forget(shared: dict[str
             stream.close()
 
 
-@pytest.mark.parametrize("point", ["before_commit", "deleting"])
-def test_a_forget_killed_on_an_embedded_folder_is_all_or_nothing(
-    point: str, tmp_path: Path,
-) -> None:
+def killed_forget(tmp_path: Path, names: list[str], point: str) -> tuple[dict, Any, list[str]]:
+    """Seed an embedded folder, then kill a process forgetting ``names`` at ``point``.
+
+    Returns:
+        The folder (as ``open_here`` takes it), the seeds, and the ids the forget was given.
+    """
     where = {"path": str(tmp_path / "store")}
     stream = open_here(where)
     seeds = memories(stream)
     stream.close()
-    ids = [seeds["library"], seeds["cafe"]]
+    ids = [seeds[name] for name in names]
     ready, log = tmp_path / "ready", tmp_path / "killed.log"
     proc = spawn_python(KILLED, json.dumps([where, ids, point, str(ready)]), log_path=log)
     kill_when_paused(proc, ready, log)
+    return where, seeds, ids
+
+
+@pytest.mark.parametrize("point", ["before_commit", "deleting"])
+def test_a_forget_killed_on_an_embedded_folder_is_all_or_nothing(
+    point: str, tmp_path: Path,
+) -> None:
+    where, seeds, ids = killed_forget(tmp_path, ["library", "cafe"], point)
     records = _raw_texts(where["path"])
     if point == "before_commit":  # nothing happened: every memory is there, forgettable
         assert seeds.text["library"] in records and seeds.text["cafe"] in records

@@ -24,6 +24,7 @@ from tests.integration_tests.test_forget_processes import (
     KILLED,
     OPEN,
     child,
+    killed_forget,
     open_here,
     shared,  # noqa: F401 - the fixture
 )
@@ -74,14 +75,7 @@ def test_open_streams_of_other_processes_read_the_re_keyed_turn(
 def test_a_forget_of_a_turn_killed_on_an_embedded_folder_leaves_no_old_text(
     point: str, tmp_path: Path,
 ) -> None:
-    where = {"path": str(tmp_path / "store")}
-    stream = open_here(where)
-    seeds = memories(stream)
-    stream.close()
-    ids = [seeds["turn1"]]
-    ready, log = tmp_path / "ready", tmp_path / "killed.log"
-    proc = spawn_python(KILLED, json.dumps([where, ids, point, str(ready)]), log_path=log)
-    kill_when_paused(proc, ready, log)
+    where, seeds, ids = killed_forget(tmp_path, ["turn1"], point)
     seen = child(KEYS, where)
     assert seen[seeds["turn2"]] == [ALONE, True]  # re-keyed before the commit point
     if point == "before_commit":  # not committed: turn 1 is still there, forgettable
