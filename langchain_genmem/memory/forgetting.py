@@ -47,6 +47,7 @@ from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_n
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.text import limits
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.turns import is_turn
 from langchain_genmem.memory.writer import StreamWriter
 from langchain_genmem.numerics.candidate_filter import CandidateFilter, make_filter
 
@@ -360,8 +361,8 @@ class Forgetter:
         by_conversation: dict[str, set[int]] = {}
         for row in rows.tolist():
             node = nodes[row]
-            if node.conversation is not None and node.type != "chat":
-                by_conversation.setdefault(node.conversation, set()).add(node.node_count)
+            if is_turn(node):
+                by_conversation.setdefault(str(node.conversation), set()).add(node.node_count)
         if not by_conversation:
             return {}
         turns = self.mirror.turns

@@ -55,6 +55,14 @@ class NodeRows(Protocol):
         """The MemoryNode of each row."""
 
 
+def is_turn(node: MemoryNode) -> bool:
+    """Whether a memory is a turn of a conversation, embedded with the turns before it.
+
+    A chat memory (type ``chat``), which holds its utterances, is not.
+    """
+    return node.conversation is not None and node.type != "chat"
+
+
 def said(speaker: str | None, text: str) -> str:
     """One line of an embedded conversation: ``"speaker: text"``, or the text alone."""
     return text if not speaker else f"{speaker}: {text}"
@@ -150,8 +158,8 @@ class TurnLog:
         nodes = cache.nodes
         for row in range(self._rows, cache.n):
             node = nodes[row]
-            if node.conversation is not None and node.type != "chat":
-                self.add(node.conversation, node.created, node.node_count, node.speaker,
+            if is_turn(node):
+                self.add(str(node.conversation), node.created, node.node_count, node.speaker,
                          node.description)
         self._rows = max(self._rows, cache.n)
 
