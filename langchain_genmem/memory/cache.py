@@ -81,6 +81,12 @@ class StaticCandidates:
     idle: int = 0
 
 
+
+def is_idle(embedding_key: str) -> bool:
+    """Whether a memory is one the original's idle filter leaves out ("idle" in its key)."""
+    return "idle" in embedding_key
+
+
 class NodeCache:
     """Columnar mirror of a persona's committed nodes.
 
@@ -199,7 +205,7 @@ class NodeCache:
         out._set_vectors(at, block)
         out.nodes.replace({row: s.node for row, s in held})
         for row, s in held:
-            out.idle[row] = "idle" in s.node.embedding_key
+            out.idle[row] = is_idle(s.node.embedding_key)
         out.key_row = {node.embedding_key: row for row, node in enumerate(out.nodes)}
         return out
 
@@ -481,7 +487,7 @@ class NodeCache:
         self.expiration[row] = np.inf if node.expiration is None else to_epoch(node.expiration)
         self.poignancy[row] = node.poignancy
         self.type_code[row] = TYPE_CODES[node.type]
-        self.idle[row] = "idle" in node.embedding_key
+        self.idle[row] = is_idle(node.embedding_key)
         self.type_count[row] = node.type_count
         self.depth[row] = node.depth
         self.node_number[row] = node.node_count
