@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from langchain_core.documents import Document
 
     from langchain_genmem.memory.stream import MemoryStream
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever, RetrievalReport
+    from langchain_genmem.retrieval.report import RetrievalReport
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 # Columns of retrieve_memories, the score components first: the metadata of a retrieved
 # Document but the counts of the retrieval as a whole, which go to ``df.attrs``.
@@ -109,7 +110,7 @@ def get_memory_df(
 
 
 def retrieve_memories(
-    retriever: GenerativeAgentsRetriever,
+    retriever: WeightedRetrieval,
     query: str,
     *,
     k: int | None = None,

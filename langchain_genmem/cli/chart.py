@@ -22,7 +22,7 @@ from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.extras import require_extra
 
 if TYPE_CHECKING:
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 # What the output's suffix selects; anything else is refused before any work.
 FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".svg": "svg", ".pdf": "pdf"}
@@ -89,7 +89,7 @@ def checked_output(output: Path) -> str:
 
 def save_explain_png(
     rows: Sequence[Mapping[str, Any]],
-    retriever: GenerativeAgentsRetriever,
+    retriever: WeightedRetrieval,
     title: str,
     output: Path,
 ) -> None:
@@ -113,7 +113,7 @@ def save_explain_png(
 
 
 def explain_figure(
-    rows: Sequence[Mapping[str, Any]], retriever: GenerativeAgentsRetriever, title: str
+    rows: Sequence[Mapping[str, Any]], retriever: WeightedRetrieval, title: str
 ) -> Any:
     """The chart of :func:`save_explain_png` as a matplotlib Figure (nothing written).
 

@@ -37,7 +37,7 @@ from langchain_genmem.retrieval.time_window import find_time_window
 
 if TYPE_CHECKING:
     from langchain_genmem.memory.stream import MemoryStream
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -261,8 +261,11 @@ class RetrievalOptions:
 
     def retriever(
         self, stream: MemoryStream, k: int, *, touch: bool, score_in: ScoreIn = ScoreIn.process
-    ) -> GenerativeAgentsRetriever:
+    ) -> WeightedRetrieval:
         """A retriever over the stream with these options.
+
+        The retriever's ranking without LangChain's Runnable machinery (a command ranks and
+        reads the report only), so a command does not import it.
 
         Args:
             stream: the stream.
@@ -273,11 +276,9 @@ class RetrievalOptions:
         Returns:
             The retriever.
         """
-        from langchain_genmem.retrieval.retrievers import (
-            GenerativeAgentsRetriever,  # lazy: start-up time
-        )
+        from langchain_genmem.retrieval.weighted import WeightedRetrieval  # lazy: start-up time
 
-        return GenerativeAgentsRetriever(
+        return WeightedRetrieval(
             stream=stream,
             k=k,
             recency_mode=self.mode.value,

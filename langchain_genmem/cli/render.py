@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from langchain_genmem.memory.stream import MemoryStream
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 _WIDTH = 120  # when stdout is not a terminal (pipes, `make demo | tee`, tests)
 _TABLE_COLUMNS = ("#", "node", "type", "created", "score", "recency", "relevance", "importance")
@@ -83,7 +83,7 @@ def count_text(stream: MemoryStream) -> str:
     return f"{memories(len(stream))} ({parts})"
 
 
-def formula(retriever: GenerativeAgentsRetriever) -> str:
+def formula(retriever: WeightedRetrieval) -> str:
     """The score formula a retriever applies, e.g. ``score = 0.5×recency + 3×relevance + ...``.
 
     Args:
@@ -107,7 +107,7 @@ def formula(retriever: GenerativeAgentsRetriever) -> str:
 
 
 def relevance_formula(
-    retriever: GenerativeAgentsRetriever, rows: Sequence[Mapping[str, Any]] = ()
+    retriever: WeightedRetrieval, rows: Sequence[Mapping[str, Any]] = ()
 ) -> str | None:
     """What the relevance component of a retrieval is, unless it is the original's cosine.
 

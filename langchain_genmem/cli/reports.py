@@ -21,14 +21,14 @@ if TYPE_CHECKING:
     from langchain_genmem.evaluation.metrics import Example
     from langchain_genmem.evaluation.tuning import FitResult
     from langchain_genmem.memory.stream import MemoryStream
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 COMPONENTS = ("recency", "relevance", "importance")
 RELEVANCE_PARTS = ("dense", "lexical")
 
 
 def retrieve_rows(
-    retriever: GenerativeAgentsRetriever, query: str, k: int, filter_: str | None
+    retriever: WeightedRetrieval, query: str, k: int, filter_: str | None
 ) -> list[dict[str, Any]]:
     """Retrieved memories as flat rows (metadata and description), best first.
 
@@ -64,7 +64,7 @@ LEFT_OUT = ("skipped_expired", "skipped_idle", "skipped_filtered")
 
 
 def retrieval_counts(
-    retriever: GenerativeAgentsRetriever, query: str, rows: list[dict[str, Any]]
+    retriever: WeightedRetrieval, query: str, rows: list[dict[str, Any]]
 ) -> dict[str, int]:
     """How many memories a retrieval scored and left out, also when it returned no row.
 
@@ -86,7 +86,7 @@ def retrieval_counts(
 
 
 def time_window_line(
-    retriever: GenerativeAgentsRetriever, query: str, rows: list[dict[str, Any]]
+    retriever: WeightedRetrieval, query: str, rows: list[dict[str, Any]]
 ) -> str | None:
     """The period the query names and what it did, as one line; None when none was read.
 
@@ -105,7 +105,7 @@ def time_window_line(
     return None if window is None else f"time in the query: {window.text()}"
 
 
-def effective_gains(retriever: GenerativeAgentsRetriever) -> dict[str, float]:
+def effective_gains(retriever: WeightedRetrieval) -> dict[str, float]:
     """What each normalised component is multiplied by: persona or given weight × gain.
 
     Args:

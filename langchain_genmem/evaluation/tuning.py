@@ -69,7 +69,7 @@ from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
 
 if TYPE_CHECKING:
     from langchain_genmem.memory.stream import MemoryStream
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 Metric = Literal["recall", "ndcg"]
 METRICS: dict[str, Any] = {"recall": recall_at_k, "ndcg": ndcg_at_k}
@@ -220,7 +220,7 @@ class PreparedExamples:
         self,
         stream: MemoryStream,
         examples: Sequence[Example],
-        retriever: GenerativeAgentsRetriever,
+        retriever: WeightedRetrieval,
         *,
         lexical: bool,
     ) -> None:
@@ -316,7 +316,7 @@ def fit_weights(
     train_fraction: float = 0.7,
     seed: int = 0,
     relevance: TunedRelevance = "hybrid",
-    retriever: GenerativeAgentsRetriever | None = None,
+    retriever: WeightedRetrieval | None = None,
     samples: int = DEFAULT_SAMPLES,
 ) -> FitResult:
     """Learn retrieval weights from labelled examples: best on a training split, reported on both.
@@ -421,7 +421,7 @@ def _plain_retriever(stream: MemoryStream) -> GenerativeAgentsRetriever:
     return GenerativeAgentsRetriever(stream=stream, update_access=False)
 
 
-def _start(stream: MemoryStream, retriever: GenerativeAgentsRetriever) -> Setting:
+def _start(stream: MemoryStream, retriever: WeightedRetrieval) -> Setting:
     """The settings retrieval uses today: the retriever's own, else the persona's."""
     w = retriever.effective_weights()
     mode, lexical_weight = retriever.effective_relevance()

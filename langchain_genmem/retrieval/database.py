@@ -29,11 +29,11 @@ from langchain_genmem.retrieval.report import RetrievalReport
 
 if TYPE_CHECKING:
     from langchain_genmem.numerics.candidate_filter import CandidateFilter
-    from langchain_genmem.retrieval.retrievers import GenerativeAgentsRetriever
+    from langchain_genmem.retrieval.weighted import WeightedRetrieval
 
 
 def retrieve_in_database(
-    retriever: GenerativeAgentsRetriever, query: str, k: int, flt: CandidateFilter
+    retriever: WeightedRetrieval, query: str, k: int, flt: CandidateFilter
 ) -> RetrievalReport:
     """Rank in the database and report as the in-process path does.
 
