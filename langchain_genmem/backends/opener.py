@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_genmem.backends.base import MemoryBackend
+from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
 from langchain_genmem.core.errors import StorageError, ValidationError
 
 __all__ = ["CHROMA_FILE", "describe_store", "open_backend"]
@@ -72,7 +73,7 @@ def open_backend(
     served = host is not None or client is not None  # a server's or a caller's collections
     if client is None:
         if host is None and path is None:
-            import chromadb  # lazy: a second of start-up, only where a Chroma client is built
+            import chromadb  # lazy: start-up time (a second), only where a Chroma client is built
 
             client = chromadb.EphemeralClient()
             name = f"{collection}-{uuid.uuid4().hex[:12]}"  # a fresh store of its own
@@ -92,8 +93,6 @@ def open_backend(
         if collection not in names:
             msg = f"collection {collection!r} on {where} does not exist"
             raise ValidationError(msg, field="collection")
-    from langchain_genmem.backends.chroma import ChromaBackend  # lazy, as chromadb is
-
     return ChromaBackend(client, name)
 
 
@@ -133,11 +132,9 @@ def describe_store(
 def _chroma_client(path: Any, host: str | None, port: int, where: str) -> Any:
     # Chroma's default settings on purpose: Chroma refuses a second client of one folder (or
     # of the in-process ephemeral system) with other settings, so ours must match the user's.
-    from langchain_genmem.backends.chroma import persistent_client  # lazy: chromadb
-
     if not host:
         return persistent_client(path)  # refuses a file; creates a missing folder
-    import chromadb  # lazy: a second of start-up, only where a Chroma client is built
+    import chromadb  # lazy: start-up time (a second), only where a Chroma client is built
 
     try:
         return chromadb.HttpClient(host=host, port=port)
