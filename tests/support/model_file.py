@@ -80,6 +80,9 @@ def _convert(source: Path, target: Path) -> None:
             continue
         floats = dequantize(tensor.data, tensor.tensor_type).reshape(shape)
         data = quantize(floats.astype(np.float32), GGMLQuantizationType.Q8_0)
+        # 8 bits a value: none moves by more than a step (at most the largest magnitude / 127)
+        error = np.abs(dequantize(data, GGMLQuantizationType.Q8_0) - floats).max()
+        assert error <= np.abs(floats).max() / 127 + 1e-6, (tensor.name, error)
         writer.add_tensor(tensor.name, data, raw_shape=data.shape,
                           raw_dtype=GGMLQuantizationType.Q8_0)
     writer.write_header_to_file()
