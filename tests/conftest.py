@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,12 @@ from tests.support import embedding_cache
 from tests.support.embedding_noise import activate, put_site_first
 
 pytest_plugins = ["tests.support.fixtures"]
+
+# pytest keeps each test module's assert-rewritten bytecode only where Python may write
+# bytecode: with PYTHONDONTWRITEBYTECODE set, every worker of every run rewrote every module
+# again (half of a worker's collection time). The pytest process writes it, as `make test`
+# writes the package's; the processes the tests start still follow the environment.
+sys.dont_write_bytecode = False
 
 TESTS_DIR = Path(__file__).resolve().parent
 UNIT_TESTS_DIR = TESTS_DIR / "unit_tests"

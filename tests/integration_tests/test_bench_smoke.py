@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.benchmarks import run_benchmark
+from tests.support.model_file import q8_0_model
 from tests.support.processes import pid_is_running
 
 
@@ -180,11 +181,14 @@ def test_bench_long_query_prints_its_table() -> None:
 def test_real_model_prints_its_three_tables_and_leaves_no_server() -> None:
     # the real SmolLM2-135M server on one thread, at the smallest size: replies of 8 tokens,
     # short reflection prompts (the server's CPU goes to reading prompts: the questions'
-    # prompt of 4 memories is half that of 10)
+    # prompt of 4 memories is half that of 10), on the model file the other tests serve
+    model = q8_0_model()
     out = run_benchmark("real_model.py", "--reflections", "1", "--memories", "2", "--turns",
-                        "1", "--max-tokens", "8", "--evidence", "5", "--window", "4")
+                        "1", "--max-tokens", "8", "--evidence", "5", "--window", "4",
+                        "--model", str(model))
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"# {model.name} on llama.cpp's server"), lines[0]
     assert lines[1].startswith("# CPU: ") and "unknown" not in lines[1]
     heads = {"| run | status |": "| 1 |", "| mode | calls |": "| batched |",
              "| turn | done |": "| 1 |"}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from langchain_genmem import MemoryStream
+from langchain_genmem.backends.locks import FolderLock
 from tests.support.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -305,14 +306,21 @@ def test_a_local_server_needs_no_key(tmp_path, scripted_openai):
 
 @pytest.mark.parametrize("name", TAKES_PATH)
 def test_a_library_error_is_one_line(name, tmp_path, scripted_openai):
-    # another process (this test) writes the folder: the example's first write is refused
-    # with a ConcurrentWriterError, a GenMemError, which it prints as one line
+    # another process (this test) owns the folder as `genmem serve` does: the example is
+    # refused at once with a ConcurrentWriterError, a GenMemError, which it prints as one
+    # line (a writer that is not an owner is waited for first: tests/integration_tests/
+    # test_concurrent_writers.py)
     srv = scripted_openai([], default="5")
     folder = tmp_path / "store"
     extra = ["--script", script(tmp_path)] if name == "chat_agent.py" else []
     with MemoryStream("伊莎贝拉", path=str(folder)) as writer:
         writer.add_event("伊莎贝拉在筹备情人节派对", poignancy=8)
+    owner = FolderLock(folder, timeout=0)
+    owner.acquire(command="genmem serve", url="http://127.0.0.1:8000")
+    try:
         done = run_example(name, "--path", str(folder), *extra, env=srv.env())
+    finally:
+        owner.release()
     line = one_line_error(done)
-    assert "is being written by another process" in line
+    assert "is owned by a running genmem serve" in line and "http://127.0.0.1:8000" in line
     assert done.returncode == 2

