@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -61,6 +62,7 @@ __all__ = [
 
 OUTPUT_FORMS: tuple[str, ...] = ("auto", "structured", "text")
 
+_OPENAI_MODELS = "langchain_openai.chat_models.base"  # where BaseChatOpenAI is defined
 _REFUSAL = re.compile(r"json[ _-]?schema|response_format|grammar|parser generation", re.I)
 _refused: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _refused_lock = threading.Lock()
@@ -100,11 +102,11 @@ def takes_call_options(model: Any) -> bool:
     Returns:
         True for OpenAI's chat models and their subclasses (langchain-openai installed).
     """
-    try:
-        from langchain_openai.chat_models.base import BaseChatOpenAI
-    except ImportError:
-        return False
-    return isinstance(_target(model), BaseChatOpenAI)
+    # An OpenAI chat model exists only in a process that imported its module: where none
+    # did, the answer is no without importing it (a second of start-up for a command that
+    # was about to say that no model is configured)
+    module = sys.modules.get(_OPENAI_MODELS)
+    return module is not None and isinstance(_target(model), module.BaseChatOpenAI)
 
 
 def bounded(model: Any, limits: CallLimits, kind: ReplyKind, n: int = 1, **options: Any) -> Any:

@@ -123,6 +123,14 @@ def test_ranking_on_a_folder_loads_chroma_but_not_the_retriever_machinery(
     assert loaded_after(genmem("--path", str(folder), *command), RETRIEVER) == ["chromadb"]
 
 
+def test_a_reflection_without_a_chat_model_loads_no_openai_client(folder: Path) -> None:
+    # it says in one line that no model is configured: only the variables are needed
+    unset = "import os\nfor name in [n for n in os.environ if n.startswith('OPENAI_')]:\n" \
+            "    del os.environ[name]\n"
+    code = unset + genmem("--path", str(folder), "reflect", "--force")
+    assert loaded_after(code, ["langchain_openai", "openai"]) == []
+
+
 def test_the_command_freezes_the_heap_at_exit_after_its_output(folder: Path) -> None:
     # The interpreter's final collections skip what the command made (a third of a second
     # of a search); the exit hooks still run, and the output is all there.
