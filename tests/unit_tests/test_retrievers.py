@@ -313,11 +313,12 @@ def around_midnight(clock) -> tuple[MemoryStream, list[str]]:
     stream = make_stream(clock)
     times = [DAY - timedelta(microseconds=1), DAY, DAY + timedelta(hours=12),
              DAY + timedelta(days=1) - timedelta(microseconds=1), DAY + timedelta(days=1)]
-    nodes = [stream.add_event(f"第{i}件事 event {i}", poignancy=i + 1, created=t)
-             for i, t in enumerate(times)]
+    events = [{"type": "event", "description": f"第{i}件事 event {i}", "poignancy": i + 1,
+               "created": t} for i, t in enumerate(times)]
     six = DAY + timedelta(hours=6)
-    thought = stream.add_thought("一个想法 a thought", poignancy=9, created=six)
-    nodes.append(thought)
+    thought = {"type": "thought", "description": "一个想法 a thought", "poignancy": 9,
+               "created": six}
+    nodes = stream.add_many([*events, thought])  # one commit: the same nodes as one add each
     return stream, [n.node_id for n in nodes]
 
 
@@ -392,8 +393,9 @@ def test_bad_filters_are_refused_naming_the_field(twelve, kw, field):
 def three_hours(clock) -> MemoryStream:
     """Accessed 0, 1 and 2 hours ago; importance rises with age; one shared vector."""
     stream = make_stream(clock, {"q": [1.0, 0.0], "same": [1.0, 1.0]})
-    for h, (text, p) in enumerate([("a", 1), ("b", 5), ("c", 9)]):
-        stream.add_event(text, embedding_key="same", poignancy=p, created=hours_ago(h))
+    add_events(stream, [{"description": text, "embedding_key": "same", "poignancy": p,
+                         "created": hours_ago(h)}
+                        for h, (text, p) in enumerate([("a", 1), ("b", 5), ("c", 9)])])
     return stream
 
 
