@@ -17,7 +17,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from langchain_genmem import GenerativeAgentsRetriever, MemoryStream, ValidationError
+from langchain_genmem import GenerativeAgentsRetriever, MemoryNode, MemoryStream, ValidationError
 from langchain_genmem.core.timeutil import SimulationClock as Clock
 from tests.support.embeddings import TableEmbeddings
 from tests.support.fixtures import Store, open_store
@@ -75,6 +75,18 @@ def ids(docs: Sequence[Document]) -> list[str]:
 
 def hours_ago(h: float) -> datetime:
     return T0 - timedelta(hours=h)
+
+
+def add_events(stream: MemoryStream, events: list[dict]) -> list[MemoryNode]:
+    """Add events in one commit: the same nodes, state and vectors as one add_event each
+    (numbered in the order given), without a store commit per memory."""
+    return stream.add_many([{"type": "event", **event} for event in events])
+
+
+def twelve_events() -> list[dict]:
+    """Twelve events an hour apart, poignancy 1..10 then 1, 2."""
+    return [{"description": f"Maria Lopez memory {i}", "poignancy": 1 + i % 10,
+             "created": hours_ago(i)} for i in range(12)]
 
 
 # Three events with hand-computable components against the query "q" = [1, 0]:
@@ -138,8 +150,8 @@ def test_documents_carry_every_metadata_key(clock):
 
 def test_score_is_the_weighted_sum_of_the_components(clock):
     stream = make_stream(clock)
-    for i in range(12):
-        stream.add_event(f"memory {i}", poignancy=1 + i % 10, created=hours_ago(3 * i))
+    add_events(stream, [{"description": f"memory {i}", "poignancy": 1 + i % 10,
+                         "created": hours_ago(3 * i)} for i in range(12)])
     stream.update_settings(recency_w=0.7, relevance_w=1.3, importance_w=0.4)
     retriever = make_retriever(stream=stream, gains=(1.0, 2.0, 3.0))
     docs = retriever.invoke("memory 4")
@@ -160,8 +172,7 @@ def test_score_is_the_weighted_sum_of_the_components(clock):
 @pytest.fixture
 def twelve(clock) -> MemoryStream:
     stream = make_stream(clock)
-    for i in range(12):
-        stream.add_event(f"Maria Lopez memory {i}", poignancy=1 + i % 10, created=hours_ago(i))
+    add_events(stream, twelve_events())
     return stream
 
 
@@ -302,11 +313,12 @@ def around_midnight(clock) -> tuple[MemoryStream, list[str]]:
     stream = make_stream(clock)
     times = [DAY - timedelta(microseconds=1), DAY, DAY + timedelta(hours=12),
              DAY + timedelta(days=1) - timedelta(microseconds=1), DAY + timedelta(days=1)]
-    nodes = [stream.add_event(f"第{i}件事 event {i}", poignancy=i + 1, created=t)
-             for i, t in enumerate(times)]
+    events = [{"type": "event", "description": f"第{i}件事 event {i}", "poignancy": i + 1,
+               "created": t} for i, t in enumerate(times)]
     six = DAY + timedelta(hours=6)
-    thought = stream.add_thought("一个想法 a thought", poignancy=9, created=six)
-    nodes.append(thought)
+    thought = {"type": "thought", "description": "一个想法 a thought", "poignancy": 9,
+               "created": six}
+    nodes = stream.add_many([*events, thought])  # one commit: the same nodes as one add each
     return stream, [n.node_id for n in nodes]
 
 
@@ -381,8 +393,9 @@ def test_bad_filters_are_refused_naming_the_field(twelve, kw, field):
 def three_hours(clock) -> MemoryStream:
     """Accessed 0, 1 and 2 hours ago; importance rises with age; one shared vector."""
     stream = make_stream(clock, {"q": [1.0, 0.0], "same": [1.0, 1.0]})
-    for h, (text, p) in enumerate([("a", 1), ("b", 5), ("c", 9)]):
-        stream.add_event(text, embedding_key="same", poignancy=p, created=hours_ago(h))
+    add_events(stream, [{"description": text, "embedding_key": "same", "poignancy": p,
+                         "created": hours_ago(h)}
+                        for h, (text, p) in enumerate([("a", 1), ("b", 5), ("c", 9)])])
     return stream
 
 
@@ -440,8 +453,7 @@ def test_update_access_false_leaves_access_times(twelve, clock):
 def fill_on_disk(path, clock) -> tuple[list[str], dict[str, datetime]]:
     """Twelve memories in a folder; retrieve three of them five hours later."""
     with make_stream(clock, path=path) as stream:
-        for i in range(12):
-            stream.add_event(f"Maria Lopez memory {i}", poignancy=1 + i % 10, created=hours_ago(i))
+        add_events(stream, twelve_events())
     created = {f"node_{i + 1}": hours_ago(i) for i in range(12)}
     clock.now = T0 + timedelta(hours=5)
     return created, clock.now
@@ -466,8 +478,10 @@ def test_access_times_reach_the_store_within_the_flush_interval(tmp_path, clock)
     created, when = fill_on_disk(tmp_path, clock)
     stream = make_stream(clock, path=tmp_path, flush_interval=0.2)
     touched = ids(make_retriever(stream=stream, k=3).invoke("Maria Lopez memory 3"))
-    time.sleep(0.2 + 0.5)
+    deadline = time.monotonic() + 0.2 + 0.5
     expected = {i: (when if i in touched else c) for i, c in created.items()}
+    while access_times(tmp_path, clock) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)  # stored as soon as the interval's timer ran: no need to wait it out
     assert access_times(tmp_path, clock) == expected  # a second stream on the same folder
 
 
@@ -517,11 +531,11 @@ def test_memories_sharing_a_vector_tie_and_come_newest_first(clock):
     table["taking a break"] = shared = rng.standard_normal(384)
     table["q"] = shared + 0.5 * rng.standard_normal(384)
     stream = make_stream(clock, table)
-    group = [stream.add_event(f"Maria Lopez is taking a break ({i})",
-                              embedding_key="taking a break", poignancy=3, created=hours_ago(1))
-             for i in range(23)]
-    for i in range(40):
-        stream.add_event(f"other {i}", poignancy=3, created=hours_ago(1))
+    group = add_events(stream, [{"description": f"Maria Lopez is taking a break ({i})",
+                                 "embedding_key": "taking a break", "poignancy": 3,
+                                 "created": hours_ago(1)} for i in range(23)])
+    add_events(stream, [{"description": f"other {i}", "poignancy": 3, "created": hours_ago(1)}
+                        for i in range(40)])
     docs = make_retriever(stream=stream, k=10).invoke("q")
     assert len({d.metadata["cosine"] for d in docs}) == 1
     assert ids(docs) == [n.node_id for n in reversed(group)][:10]

@@ -8,6 +8,7 @@ never trust a snapshot the store has moved past, whoever moved it, or a damaged 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from datetime import datetime, timedelta
@@ -73,15 +74,25 @@ def from_chroma(path: Path) -> tuple:
         aside.replace(file)
 
 
-@pytest.fixture
-def closed(tmp_path: Path) -> Path:
-    writer = open_stream(tmp_path)
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder written once for the module: 41 memories and two access times, then closed."""
+    folder = tmp_path_factory.mktemp("written")
+    writer = open_stream(folder)
     writer.add_many(items(40))
     writer.add_thought("我想 玛丽亚 喜欢书", poignancy=7, evidence=["node_1", "node_2"],
                        embedding=np.ones(8))
     writer.mark_accessed(["node_3", "node_30"], when=T0 + timedelta(hours=5, microseconds=3))
     writer.close()
-    return tmp_path
+    return folder
+
+
+@pytest.fixture
+def closed(written: Path, tmp_path: Path) -> Path:
+    """A copy of the written folder of the test's own (tests change it, snapshot included)."""
+    folder = tmp_path / "closed"
+    shutil.copytree(written, folder)
+    return folder
 
 
 def no_chroma_reads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -113,9 +113,9 @@ def reference(
     chosen = []
     for persona in sorted(set(store.backend.personas())):
         stream = store.stream(persona)
-        stream.refresh()
-        for ns_text, items in stream.state.extra.get(REGISTRY, {}).items():
-            ns = tuple(json.loads(ns_text))
+        stream.refresh()  # the committed records as they are now (read, never changed:
+        for ns_text, items in stream.committed.extra.get(REGISTRY, {}).items():
+            ns = tuple(json.loads(ns_text))  # `state` would deep-copy them for every search)
             for key, r in items.items():
                 if ns[: len(prefix)] == prefix and _matches(r["value"], tests):
                     chosen.append((persona, ns, key, r))
