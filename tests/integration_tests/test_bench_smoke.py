@@ -219,3 +219,19 @@ def test_bench_forget_prints_both_backends_beside_bare_deletes() -> None:
         (backend, what) for backend in ("Chroma (embedded)", "PostgreSQL")
         for what in ("forget 1", "forget 99", "forget all (whole persona)")]
     assert all(r[1] == "400" and r[5].endswith("x") for r in rows)
+
+
+@pytest.mark.slow
+def test_bench_startup_prints_each_case_against_the_chroma_import() -> None:
+    out = run_benchmark("bench_startup.py", "--repeats", "1", "--cases", "help,stats")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("# CPU: ") and lines[1].startswith("| case | CPU s |")
+    rows = {row[0]: row[1:] for row in
+            ([c.strip() for c in line.strip("|").split("|")] for line in lines[3:])}
+    assert list(rows) == ["import chromadb", "help", "stats"]
+    for case in ("help", "stats"):
+        cpu, wall, base, ratio = rows[case]
+        assert float(cpu) > 0 and float(wall) > 0 and base == "import chromadb"
+        assert ratio == f"{float(cpu) / float(rows['import chromadb'][0]):.1f}x" or \
+            re.fullmatch(r"\d+\.\dx", ratio)
