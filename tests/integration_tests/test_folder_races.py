@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import log_tail, stop_process
-from tests.support.writers import DUMP, check_consistent, run_python, wait_files
+from tests.support.writers import check_consistent, read_stream, run_python, wait_files
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def test_processes_opening_and_reading_while_another_writes_wait_or_name_it(
         expected.append(f"W 事件 {i}")
         if i % 7 == 6:
             expected.append(f"W 事件 {i} thought")
-    check_consistent(run_python(DUMP, str(folder), "genmem"), expected)
+    check_consistent(read_stream(str(folder), "genmem"), expected)
 
 
 # argv: folder, ready file, go file. Opens the persona, pausing inside the open (after its
