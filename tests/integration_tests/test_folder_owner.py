@@ -165,9 +165,10 @@ def test_a_library_process_beside_the_server_reads_or_is_refused_and_breaks_noth
     stream.close()
 
 
-def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(tmp_path):
-    store = tmp_path / "store"
-    assert add(store, "伊莎贝拉开门营业").returncode == 0
+def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(
+    seeded, tmp_path
+):
+    store = seeded
     texts = [f"伊莎贝拉招待第{i}位客人" for i in range(3)]
     procs = []
     for i, text in enumerate(texts):
@@ -193,10 +194,10 @@ def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(
     assert added  # the first one to take the folder always writes
     stream = Store(store).open(PERSONA)
     descriptions = [n.description for n in stream.nodes()]
-    assert len(stream) == 1 + len(added) == stream.state.node_count
-    assert sorted(descriptions) == sorted(["伊莎贝拉开门营业", *added])
+    assert len(stream) == len(FIRST) + len(added) == stream.state.node_count
+    assert sorted(descriptions) == sorted([*FIRST, *added])
     assert sorted(n.node_id for n in stream.nodes()) == sorted(
-        f"node_{i}" for i in range(1, len(added) + 2))
+        f"node_{i}" for i in range(1, len(FIRST) + len(added) + 1))
     stream.close()
 
 
