@@ -4,9 +4,9 @@ One embedded folder goes through a sequence of real processes: some write normal
 stopped at an exact point of a write (after the 2nd page of node records, while removing a
 crashed write's records, before the state record, after it) and killed with SIGKILL. Every
 killed write's items carry values no later memory should have (expired in 2000, poignancy 9,
-their own keywords, vectors and fillings). Once the last process exited, the test reads everything back: every field
-of every memory written after a crash must be exactly what its writer asked for, the leftovers
-must be gone and counted, and the memories must be retrievable.
+their own keywords, vectors and fillings). Once the last process exited, the test reads
+everything back: every field of every memory written after a crash must be exactly what its
+writer asked for, the leftovers must be gone and counted, and the memories must be retrievable.
 """
 
 from __future__ import annotations
