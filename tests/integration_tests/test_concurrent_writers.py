@@ -17,10 +17,10 @@ import pytest
 
 from tests.support.processes import stop_process
 from tests.support.writers import (
-    DUMP,
     PAUSE_HOOKS,
     check_consistent,
     kill_when_paused,
+    read_stream,
     run_python,
     wait_files,
 )
@@ -125,7 +125,7 @@ def test_two_processes_on_one_server_both_keep_every_memory(spawned, chroma_serv
     barrier.write_text("go")  # both start writing at once
     results = [finish(p, log) for p, log in procs]
     assert [r["error"] for r in results] == [None, None]
-    dump = run_python(DUMP, where, collection)
+    dump = read_stream(where, collection)
     check_consistent(dump, expected_descriptions("A", 30) + expected_descriptions("B", 30))
 
 
@@ -151,7 +151,7 @@ def test_a_dead_lease_holder_blocks_only_until_its_lease_expires(
     after = run_python(WRITER, json.dumps({
         "where": where, "collection": collection, "tag": "W", "count": 3}))
     assert after["error"] is None and after["len"] == 3
-    check_consistent(run_python(DUMP, where, collection), expected_descriptions("W", 3))
+    check_consistent(read_stream(where, collection), expected_descriptions("W", 3))
 
 
 def test_a_second_process_writing_a_folder_is_refused_by_name(spawned, tmp_path: Path):
@@ -171,7 +171,7 @@ def test_a_second_process_writing_a_folder_is_refused_by_name(spawned, tmp_path:
     # the first process has exited: the folder takes the next writer, numbered after it
     third = run_python(WRITER, json.dumps({"where": folder, "tag": "C", "count": 5}))
     assert third["error"] is None and third["len"] == 20 + 5 + 2
-    check_consistent(run_python(DUMP, folder, "genmem"),
+    check_consistent(read_stream(folder, "genmem"),
                      expected_descriptions("A", 20) + expected_descriptions("C", 5))
 
 

@@ -4,13 +4,14 @@ One embedded folder goes through a sequence of real processes: some write normal
 stopped at an exact point of a write (after the 2nd page of node records, while removing a
 crashed write's records, before the state record, after it) and killed with SIGKILL. Every
 killed write's items carry values no later memory should have (expired in 2000, poignancy 9,
-their own keywords, vectors and fillings). A last process reads everything back: every field
-of every memory written after a crash must be exactly what its writer asked for, the leftovers
-must be gone and counted, and the memories must be retrievable.
+their own keywords, vectors and fillings). Once the last process exited, the test reads
+everything back: every field of every memory written after a crash must be exactly what its
+writer asked for, the leftovers must be gone and counted, and the memories must be retrievable.
 """
 
 from __future__ import annotations
 
+import json
 import textwrap
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,8 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from langchain_genmem.memory.keywords import count_keywords
 from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python
 
 pytestmark = pytest.mark.slow
@@ -80,32 +83,31 @@ CONTINUING = textwrap.dedent(
     """
 )
 
-DUMP = textwrap.dedent(
-    """
-    import json, sys
-    from datetime import datetime
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-    from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-    from langchain_genmem.memory.keywords import count_keywords
+def read_back(folder: str) -> dict:
+    """Everything the folder holds, read once every writer has exited (killed or done).
 
-    s = MemoryStream("玛丽亚 Lopez", path=sys.argv[1],
-                     embeddings=DeterministicFakeEmbedding(size=16),
-                     clock=lambda: datetime(2023, 3, 1))
-    nodes = {n.node_id: n.model_dump(mode="json") for n in s.nodes()}
-    vectors = {n.node_id: s.vector(n.node_id).tolist() for n in s.nodes()}
-    above = s.backend.nodes.get(
-        where={"$and": [{"persona": "玛丽亚 Lopez"}, {"node_count": {"$gt": len(s)}}]},
-        include=[])["ids"]
-    strength = {"event": {}, "thought": {}}
-    for n in reversed(s.nodes()):
-        count_keywords(strength, n)
-    found = [d.metadata["node_id"]
-             for d in GenerativeAgentsRetriever(stream=s, k=1000).invoke("Maria")]
-    print(json.dumps({"nodes": nodes, "vectors": vectors, "state": s.state.model_dump(),
-                      "above": above, "retrieved": found, "strength": strength},
-                     ensure_ascii=False))
+    Read in this process: the point checked is what the crashes left on disk; each
+    continuing step above is already a fresh process opening the folder after a crash.
     """
-)
+    s = MemoryStream(PERSONA, path=folder, embeddings=DeterministicFakeEmbedding(size=DIM),
+                     clock=lambda: datetime(2023, 3, 1))
+    try:
+        nodes = {n.node_id: n.model_dump(mode="json") for n in s.nodes()}
+        vectors = {n.node_id: s.vector(n.node_id).tolist() for n in s.nodes()}
+        above = s.backend.nodes.get(
+            where={"$and": [{"persona": PERSONA}, {"node_count": {"$gt": len(s)}}]},
+            include=[])["ids"]
+        strength: dict = {"event": {}, "thought": {}}
+        for n in reversed(s.nodes()):
+            count_keywords(strength, n)
+        found = [d.metadata["node_id"]
+                 for d in GenerativeAgentsRetriever(stream=s, k=1000).invoke("Maria")]
+        out = {"nodes": nodes, "vectors": vectors, "state": s.state.model_dump(),
+               "above": above, "retrieved": found, "strength": strength}
+    finally:
+        s.close()
+    return json.loads(json.dumps(out, ensure_ascii=False))  # as a child would have printed it
+
 
 # (what the killed process writes, where it is killed); None: a process that writes normally
 STEPS: list[tuple[str, str] | None] = [
@@ -166,7 +168,7 @@ def test_sigkill_at_every_point_of_a_write_leaves_nothing_to_inherit(spawned, tm
         kill_when_paused(proc, ready, log)
         crashed_commits += CRASH_ITEMS if point == "after_state" else 0
 
-    dump = run_python(DUMP, folder)
+    dump = read_back(folder)
     nodes, vectors = dump["nodes"], dump["vectors"]
     fake = DeterministicFakeEmbedding(size=DIM)
     expected_count = 0

@@ -10,6 +10,7 @@ refused by name after it, never with Chroma's internal error.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -44,12 +45,20 @@ def add(store: Path, description: str) -> subprocess.CompletedProcess:
     return genmem(store, "add", "event", description, "--poignancy", "3")
 
 
-def seeded(tmp_path: Path) -> Path:
-    store = tmp_path / "store"
+@pytest.fixture(scope="module")
+def seeded_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder the CLI wrote FIRST into, once per module: each test writes only a copy."""
+    store = tmp_path_factory.mktemp("seeded") / "store"
     for text in FIRST:
         done = add(store, text)
         assert done.returncode == 0, done.stderr
     return store
+
+
+@pytest.fixture
+def seeded(seeded_once: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the seeded folder (no process holds it)."""
+    return Path(shutil.copytree(seeded_once, tmp_path / "store"))
 
 
 def assert_refused_by(done: subprocess.CompletedProcess, srv: GenmemServer, what: str) -> None:
@@ -68,8 +77,8 @@ def retrieve(http: httpx.Client, focal: str = "咖啡") -> dict[str, Any]:
     return r.json()
 
 
-def test_a_cli_add_beside_genmem_serve_is_refused_and_the_server_keeps_answering(tmp_path):
-    store = seeded(tmp_path)
+def test_a_cli_add_beside_genmem_serve_is_refused_and_the_server_keeps_answering(seeded):
+    store = seeded
     with GenmemServer(store) as srv, httpx.Client(base_url=srv.url, timeout=120) as http:
         before = retrieve(http)
         assert before["status"] == "ok" and before["debug"]["total_candidates"] == 2
@@ -93,8 +102,8 @@ def test_a_cli_add_beside_genmem_serve_is_refused_and_the_server_keeps_answering
     assert done.returncode == 0 and "Added node_4" in done.stdout, done.stderr
 
 
-def test_the_refusal_names_the_public_url_clients_use(tmp_path):
-    store = seeded(tmp_path)
+def test_the_refusal_names_the_public_url_clients_use(seeded):
+    store = seeded
     public = "https://memory.example.org"
     with GenmemServer(store, "--public-url", f"{public}/") as srv, \
             httpx.Client(base_url=srv.url, timeout=120) as http:
@@ -127,8 +136,8 @@ LIBRARY = textwrap.dedent(
 )
 
 
-def test_a_library_process_beside_the_server_reads_or_is_refused_and_breaks_nothing(tmp_path):
-    store = seeded(tmp_path)
+def test_a_library_process_beside_the_server_reads_or_is_refused_and_breaks_nothing(seeded):
+    store = seeded
     with GenmemServer(store) as srv, httpx.Client(base_url=srv.url, timeout=120) as http:
         r = http.post("/memories", json={"persona_name": PERSONA, "poignancy": 5,
                                          "description": "伊莎贝拉买了玫瑰花"})
@@ -156,9 +165,10 @@ def test_a_library_process_beside_the_server_reads_or_is_refused_and_breaks_noth
     stream.close()
 
 
-def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(tmp_path):
-    store = tmp_path / "store"
-    assert add(store, "伊莎贝拉开门营业").returncode == 0
+def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(
+    seeded, tmp_path
+):
+    store = seeded
     texts = [f"伊莎贝拉招待第{i}位客人" for i in range(3)]
     procs = []
     for i, text in enumerate(texts):
@@ -184,10 +194,10 @@ def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(
     assert added  # the first one to take the folder always writes
     stream = Store(store).open(PERSONA)
     descriptions = [n.description for n in stream.nodes()]
-    assert len(stream) == 1 + len(added) == stream.state.node_count
-    assert sorted(descriptions) == sorted(["伊莎贝拉开门营业", *added])
+    assert len(stream) == len(FIRST) + len(added) == stream.state.node_count
+    assert sorted(descriptions) == sorted([*FIRST, *added])
     assert sorted(n.node_id for n in stream.nodes()) == sorted(
-        f"node_{i}" for i in range(1, len(added) + 2))
+        f"node_{i}" for i in range(1, len(FIRST) + len(added) + 1))
     stream.close()
 
 
@@ -196,8 +206,8 @@ def payload(result: Any) -> Any:
     return json.loads("".join(b["text"] for b in blocks if b.get("type") == "text"))
 
 
-async def test_a_cli_add_beside_genmem_mcp_is_refused_and_mcp_keeps_answering(tmp_path):
-    store = seeded(tmp_path)
+async def test_a_cli_add_beside_genmem_mcp_is_refused_and_mcp_keeps_answering(seeded):
+    store = seeded
     with GenmemServer(store, global_args=["--persona", PERSONA],
                       command=("mcp", "--transport", "http")) as srv:
         client = MultiServerMCPClient({"genmem": {"transport": "streamable_http",

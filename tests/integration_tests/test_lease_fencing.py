@@ -22,7 +22,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import MemoryStream
 from langchain_genmem.backends.chroma import ChromaBackend
-from tests.support.writers import DUMP, check_consistent, run_python, wait_files
+from tests.support.writers import check_consistent, read_stream, run_python, wait_files
 
 pytestmark = pytest.mark.slow
 
@@ -126,7 +126,7 @@ def test_a_single_add_that_lost_its_lease_is_never_seen(spawned, chroma_server, 
     assert all("lost 丢失" not in view for view in seen)
     assert seen[0] == ["kept 保留 1", "kept 保留 2"]
     assert seen[-1] == ["kept 保留 1", "kept 保留 2", "from B 来自"]
-    dump = run_python(DUMP, where, collection)
+    dump = read_stream(where, collection)
     check_consistent(dump, ["kept 保留 1", "kept 保留 2", "from B 来自"])
     leftovers = chromadb.HttpClient(host="127.0.0.1", port=chroma_server.port).get_collection(
         collection).get(where={"node_count": {"$gt": 3}}, include=[])

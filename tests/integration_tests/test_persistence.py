@@ -7,9 +7,12 @@ store's MemoryStream arguments (a Chroma folder or a PostgreSQL DSN) as JSON.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,28 +41,43 @@ WRITER = textwrap.dedent(
     """
 )
 
+ROOT = Path(__file__).resolve().parents[2]
+
+# A fresh process reading the store back (what `read_back` returns, as JSON).
 DUMP = textwrap.dedent(
     """
     import json, sys
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-    from langchain_genmem import MemoryStream
-
-    s = MemoryStream(sys.argv[2], **json.loads(sys.argv[1]),
-                     embeddings=DeterministicFakeEmbedding(size=16))
-    print(json.dumps({
-        "nodes": [n.model_dump(mode="json") for n in s.nodes()],
-        "index": s.keyword_index,
-        "strength": s.kw_strength,
-        "state": s.state.model_dump(mode="json"),
-        "vectors": {k: v.tolist() for k, v in s.embeddings_by_key().items()},
-    }, ensure_ascii=False, sort_keys=True))
+    from tests.integration_tests.test_persistence import read_back
+    print(json.dumps(read_back(sys.argv[1], sys.argv[2]), ensure_ascii=False, sort_keys=True))
     """
 )
 
 
+def read_back(where: str, persona: str) -> dict[str, Any]:
+    """Everything the store holds for ``persona`` (``where``: its arguments as JSON)."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_genmem import MemoryStream
+
+    s = MemoryStream(persona, **json.loads(where), embeddings=DeterministicFakeEmbedding(size=16))
+    try:
+        out = {
+            "nodes": [n.model_dump(mode="json") for n in s.nodes()],
+            "index": s.keyword_index,
+            "strength": s.kw_strength,
+            "state": s.state.model_dump(mode="json"),
+            "vectors": {k: v.tolist() for k, v in s.embeddings_by_key().items()},
+        }
+    finally:
+        s.close()
+    return json.loads(json.dumps(out, ensure_ascii=False))  # as a child prints it
+
+
 def run(code: str, *args: str) -> str:
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+                          timeout=120, check=False, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(ROOT), os.environ.get("PYTHONPATH", "")])})
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -67,9 +85,9 @@ def run(code: str, *args: str) -> str:
 def test_a_restarted_process_sees_the_same_stream(store):
     where = json.dumps(store.kwargs())
     run(WRITER, where)  # exits without close(): access times flushed at exit
-    first = json.loads(run(DUMP, where, "玛丽亚 Lopez"))
-    second = json.loads(run(DUMP, where, "玛丽亚 Lopez"))
-    assert first == second
+    first = json.loads(run(DUMP, where, "玛丽亚 Lopez"))  # a fresh process opening the store
+    # read once more after that process exited (here: no child needed), the same again
+    assert read_back(where, "玛丽亚 Lopez") == first
     nodes = {n["node_id"]: n for n in first["nodes"]}
     assert list(nodes) == ["node_4", "node_3", "node_2", "node_1"]
     assert nodes["node_4"]["depth"] == 1 and nodes["node_4"]["filling"] == ["node_1", "node_3"]
@@ -94,7 +112,7 @@ def test_a_restarted_process_sees_the_same_stream(store):
 def test_personas_sharing_a_folder_never_see_each_other(store):
     where = json.dumps(store.kwargs())
     run(WRITER, where)
-    other = json.loads(run(DUMP, where, "Klaus Mueller"))
+    other = read_back(where, "Klaus Mueller")  # once the writer exited
     assert other["nodes"] == [] and other["state"]["node_count"] == 0
 
 

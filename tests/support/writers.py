@@ -21,17 +21,16 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 from tests.support.processes import log_tail, spawn, stop_process
 
 __all__ = [
-    "DUMP",
     "PAUSE_HOOKS",
     "check_consistent",
     "kill_when_paused",
+    "read_stream",
     "run_python",
     "spawn_python",
     "wait_files",
@@ -120,16 +119,18 @@ def run_python(code: str, *args: str, timeout: float = 180.0) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-DUMP = textwrap.dedent(
+def read_stream(where: str, collection: str) -> dict:
+    """What a folder or a Chroma server (``http://host:port``) holds for the test persona.
+
+    Read in the test process once the writers exited: what they left is what is checked.
     """
-    import json, sys
     import chromadb
     from langchain_core.embeddings import DeterministicFakeEmbedding
+
     from langchain_genmem import MemoryStream
     from langchain_genmem.backends.chroma import ChromaBackend
     from langchain_genmem.memory.keywords import count_keywords
 
-    where, collection = sys.argv[1], sys.argv[2]
     if where.startswith("http://"):
         host, port = where[7:].split(":")
         client = chromadb.HttpClient(host=host, port=int(port))
@@ -137,18 +138,20 @@ DUMP = textwrap.dedent(
         client = chromadb.PersistentClient(path=where)
     s = MemoryStream("玛丽亚 Lopez", backend=ChromaBackend(client, collection),
                      embeddings=DeterministicFakeEmbedding(size=8))
-    nodes = list(reversed(s.nodes()))
-    strength = {"event": {}, "thought": {}}
-    for n in nodes:
-        count_keywords(strength, n)
-    print(json.dumps({
-        "ids": [n.node_id for n in nodes],
-        "descriptions": [n.description for n in nodes],
-        "type_counts": [[n.type, n.type_count] for n in nodes],
-        "state": s.state.model_dump(), "strength": strength,
-    }, ensure_ascii=False))
-    """
-)
+    try:
+        nodes = list(reversed(s.nodes()))
+        strength: dict = {"event": {}, "thought": {}}
+        for n in nodes:
+            count_keywords(strength, n)
+        out = {
+            "ids": [n.node_id for n in nodes],
+            "descriptions": [n.description for n in nodes],
+            "type_counts": [[n.type, n.type_count] for n in nodes],
+            "state": s.state.model_dump(), "strength": strength,
+        }
+    finally:
+        s.close()
+    return json.loads(json.dumps(out, ensure_ascii=False))
 
 
 def written(path: Path) -> bool:
