@@ -8,9 +8,10 @@ prompts about twice as fast and generate as fast, and lose nothing: each Q4_1 va
 dequantized and stored again with 8 bits, more than it had. Tests still check only the shape
 of the replies, never their wording (see :mod:`tests.support.llama_server`).
 
-The file is written once per environment, under ``<sys.prefix>/share``, by the first test
-process that needs it (others wait on a file lock), and used as it is afterwards. It is
-checked by size and by the source file's size and modification time, recorded beside it.
+The file is written once per environment, under ``<sys.prefix>/share`` (a temporary folder
+where that is not writable), by the first test process that needs it (others wait on a file
+lock), and used as it is afterwards. It is made again when the source file's size or
+modification time, recorded beside it, changed.
 Nothing here is library code; the library's ``LlamaServer`` serves any GGUF file.
 """
 
@@ -20,6 +21,7 @@ import fcntl
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +30,10 @@ from langchain_genmem.llm.llama_server import smollm2_gguf
 
 __all__ = ["q8_0_model"]
 
-FOLDER = Path(sys.prefix) / "share" / "langchain-genmem-tests"
+# Beside the environment, which keeps it between runs; a temporary folder where the
+# environment is not writable (a system Python)
+FOLDER = (Path(sys.prefix) if os.access(sys.prefix, os.W_OK)
+          else Path(tempfile.gettempdir())) / "share" / "langchain-genmem-tests"
 
 
 def q8_0_model() -> Path:
