@@ -11,7 +11,6 @@ writer asked for, the leftovers must be gone and counted, and the memories must 
 
 from __future__ import annotations
 
-import json
 import textwrap
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,8 +20,13 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
-from langchain_genmem.memory.keywords import count_keywords
-from tests.support.writers import PAUSE_HOOKS, kill_when_paused, run_python
+from tests.support.writers import (
+    PAUSE_HOOKS,
+    as_printed,
+    kill_when_paused,
+    recounted_strength,
+    run_python,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -97,16 +101,14 @@ def read_back(folder: str) -> dict:
         above = s.backend.nodes.get(
             where={"$and": [{"persona": PERSONA}, {"node_count": {"$gt": len(s)}}]},
             include=[])["ids"]
-        strength: dict = {"event": {}, "thought": {}}
-        for n in reversed(s.nodes()):
-            count_keywords(strength, n)
         found = [d.metadata["node_id"]
                  for d in GenerativeAgentsRetriever(stream=s, k=1000).invoke("Maria")]
         out = {"nodes": nodes, "vectors": vectors, "state": s.state.model_dump(),
-               "above": above, "retrieved": found, "strength": strength}
+               "above": above, "retrieved": found,
+               "strength": recounted_strength(reversed(s.nodes()))}
     finally:
         s.close()
-    return json.loads(json.dumps(out, ensure_ascii=False))  # as a child would have printed it
+    return as_printed(out)
 
 
 # (what the killed process writes, where it is killed); None: a process that writes normally

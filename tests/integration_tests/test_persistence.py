@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.writers import as_printed
+
 WRITER = textwrap.dedent(
     """
     import json, sys
@@ -70,7 +72,7 @@ def read_back(where: str, persona: str) -> dict[str, Any]:
         }
     finally:
         s.close()
-    return json.loads(json.dumps(out, ensure_ascii=False))  # as a child prints it
+    return as_printed(out)
 
 
 def run(code: str, *args: str) -> str:

@@ -22,15 +22,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.support.processes import log_tail, spawn, stop_process
+
+if TYPE_CHECKING:  # importing this module stays cheap: the package loads where it is used
+    from langchain_genmem import MemoryNode
 
 __all__ = [
     "PAUSE_HOOKS",
     "check_consistent",
     "kill_when_paused",
+    "as_printed",
     "read_stream",
+    "recounted_strength",
     "run_python",
     "spawn_python",
     "wait_files",
@@ -119,6 +126,21 @@ def run_python(code: str, *args: str, timeout: float = 180.0) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def recounted_strength(nodes: Iterable[MemoryNode]) -> dict[str, dict[str, int]]:
+    """The keyword strengths ``nodes`` give, counted again from scratch (oldest first)."""
+    from langchain_genmem.memory.keywords import count_keywords
+
+    strength: dict[str, dict[str, int]] = {"event": {}, "thought": {}}
+    for node in nodes:
+        count_keywords(strength, node)
+    return strength
+
+
+def as_printed(out: dict) -> dict:
+    """``out`` as a child process printing it as JSON gives it back (tuples as lists...)."""
+    return json.loads(json.dumps(out, ensure_ascii=False))
+
+
 def read_stream(where: str, collection: str) -> dict:
     """What a folder or a Chroma server (``http://host:port``) holds for the test persona.
 
@@ -129,7 +151,6 @@ def read_stream(where: str, collection: str) -> dict:
 
     from langchain_genmem import MemoryStream
     from langchain_genmem.backends.chroma import ChromaBackend
-    from langchain_genmem.memory.keywords import count_keywords
 
     if where.startswith("http://"):
         host, port = where[7:].split(":")
@@ -140,18 +161,15 @@ def read_stream(where: str, collection: str) -> dict:
                      embeddings=DeterministicFakeEmbedding(size=8))
     try:
         nodes = list(reversed(s.nodes()))
-        strength: dict = {"event": {}, "thought": {}}
-        for n in nodes:
-            count_keywords(strength, n)
         out = {
             "ids": [n.node_id for n in nodes],
             "descriptions": [n.description for n in nodes],
             "type_counts": [[n.type, n.type_count] for n in nodes],
-            "state": s.state.model_dump(), "strength": strength,
+            "state": s.state.model_dump(), "strength": recounted_strength(nodes),
         }
     finally:
         s.close()
-    return json.loads(json.dumps(out, ensure_ascii=False))
+    return as_printed(out)
 
 
 def written(path: Path) -> bool:

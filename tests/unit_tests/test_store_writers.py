@@ -25,8 +25,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_genmem import ConcurrentWriterError, MemoryNode, MemoryStream, StorageError
 from langchain_genmem.backends.chroma import NODE_KEYS, ChromaBackend, _meta_of
 from langchain_genmem.backends.locks import FolderLock
-from langchain_genmem.memory.keywords import count_keywords
 from langchain_genmem.memory.location import StoreLocation
+from tests.support.writers import recounted_strength
 
 T0 = datetime(2023, 2, 13, 9, 0)
 PERSONA = "玛丽亚 Lopez"
@@ -156,10 +156,7 @@ def test_threads_writing_through_two_streams_keep_every_memory(shared):
     nodes = list(reversed(check.nodes()))
     assert [n.node_id for n in nodes] == [f"node_{i}" for i in range(1, 61)]
     assert len({n.description for n in nodes}) == 60
-    strength = {"event": {}, "thought": {}}
-    for n in nodes:
-        count_keywords(strength, n)
-    assert check.kw_strength == strength
+    assert check.kw_strength == recounted_strength(nodes)
     assert check.state.importance_ele_n == 60
 
 
