@@ -17,11 +17,13 @@ import pytest
 from langchain_genmem import MemoryStream
 from langchain_genmem.backends.locks import FolderLock
 from tests.support.processes import free_port
+from tests.support.warm import python_command
 
 ROOT = Path(__file__).resolve().parents[2]
 IMPORTANCE = r"rate the likely poignancy of each of the following"
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 LOCAL_SERVER = "OPENAI_BASE_URL=http://localhost:11434/v1"
+pytestmark = pytest.mark.usefixtures("warm_commands")  # the examples start warm
 NO_MODEL = ("error: no chat model: set OPENAI_API_KEY, or point OPENAI_BASE_URL at a local "
             "OpenAI-compatible server (Ollama: http://localhost:11434/v1, llama.cpp's "
             "llama-server, vLLM)")
@@ -50,7 +52,7 @@ TAKES_PATH = names(p for p in EXAMPLES if '"--path"' in p.read_text("utf-8"))
 def run_example(name: str, *args: str, env: dict[str, str] | None = None,
                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args],
+    done = subprocess.run([python_command(base), str(ROOT / "examples" / name), *args],
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**base, **(env or {})}, cwd=cwd or ROOT)
     return done

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.integration_tests.test_examples import IMPORTANCE, run_example
+
+pytestmark = pytest.mark.usefixtures("warm_commands")  # the example starts warm
 
 ECHO = "On the scale of 1 to 10, where 1 is purely mundane (e.g., brushing teeth)"
 

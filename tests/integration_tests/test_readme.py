@@ -10,7 +10,10 @@ repository's), ``.venv`` (a link to the test's virtual environment, whose ``bin`
 messages, the reader's own chat script. A block may reopen what an earlier block or command
 of the same page stored (``.genmem``...); pages never share a folder. Each python block runs
 in its own ``python`` process; each command in ``bash`` with empty input (an interactive
-example ends at once), continuation lines joined.
+example ends at once), continuation lines joined. ``python`` and ``genmem`` start warm
+(``tests/support/warm.py``): each is still a process of its own, forked from a server that
+imported the heavy libraries once; the two walks of a page use two servers, so they differ
+in hash seed as two readers' runs do.
 
 **Twice.** The whole sequence then runs a second time in the same folder: every python block
 must print what it printed the first time (nothing stored twice, nothing shown that a second
@@ -87,6 +90,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration_tests.test_examples import RUN_AS_PRINTED
+from tests.support.warm import WarmPython, python_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -270,6 +274,11 @@ def clone(folder: Path) -> Path:
     return folder
 
 
+def reader_path(warm: WarmPython) -> str:
+    """``PATH`` with the test environment's ``python`` and ``genmem`` first, started warm."""
+    return os.pathsep.join([str(warm.bin), str(Path(sys.executable).parent), os.environ["PATH"]])
+
+
 def closed_port() -> int:
     """A port of 127.0.0.1 where nothing listens (an OpenAI server that is not running)."""
     with socket.socket() as sock:
@@ -287,8 +296,11 @@ class Done:
 
 
 def run_step(block: Block, command: str | None, folder: Path, env: dict[str, str]) -> Done:
-    """Run a python block (command None) or one command of a bash block in the folder."""
-    argv = [sys.executable, "-c", block.code] if command is None else ["bash", "-c", command]
+    """Run a python block (command None) or one command of a bash block in the folder.
+
+    ``python`` and ``genmem`` are the ones first on the ``PATH`` of ``env``.
+    """
+    argv = ["python", "-c", block.code] if command is None else ["bash", "-c", command]
     done = subprocess.run(argv, cwd=folder, env=env, input="", capture_output=True, text=True,
                           encoding="utf-8", timeout=TIMEOUT, check=False)
     return Done(done.returncode, done.stdout, done.stderr)
@@ -302,19 +314,19 @@ class Tour:
     """A reader going through one page: its folder, services, and the first run's output."""
 
     def __init__(self, page: str, folder: Path, env: dict[str, str],
-                 request: pytest.FixtureRequest) -> None:
+                 request: pytest.FixtureRequest, warm: WarmPython) -> None:
         self.page, self.folder, self.request = page, clone(folder / "reader"), request
         self.tmp = folder / "tmp"
         self.tmp.mkdir()
-        self.env = {**env, "TMPDIR": str(self.tmp),
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        self.warm = warm
+        self.env = {**env, "TMPDIR": str(self.tmp), "PATH": reader_path(warm)}
         self.dsn: str | None = None
         self.first: dict[str, str] = {}
         self.skipped: list[str] = []
         self.seconds: dict[str, float] = {}
 
-    def block_env(self, block: Block) -> dict[str, str]:
-        env = dict(self.env)
+    def block_env(self, block: Block, second: bool) -> dict[str, str]:
+        env = {**self.env, **self.warm.env(int(second))}
         if "needs=chroma" in block.declared:
             server = self.request.getfixturevalue("chroma_server")
             env |= {"CHROMA_HOST": server.host, "CHROMA_PORT": str(server.port)}
@@ -342,7 +354,7 @@ class Tour:
                 assert not wrong, f"{block.name} printed otherwise:\n" + "\n".join(wrong)
 
     def step(self, block: Block, command: str | None, second: bool) -> str:
-        name, env = step_name(block, command), self.block_env(block)
+        name, env = step_name(block, command), self.block_env(block, second)
         if "needs=model" in block.declared and not second:
             self.without_model(block, command, env)
         started = time.perf_counter()
@@ -398,8 +410,9 @@ def test_every_page_with_code_has_blocks_and_each_declares_only_known_words() ->
 @pytest.mark.timeout(TIMEOUT * 3)  # a whole page, twice: longer than one step's TIMEOUT
 @pytest.mark.parametrize("page", TOURS)
 def test_page_runs_in_order_twice_as_printed(page: str, tmp_path: Path, openai_env: dict,
-                                             request: pytest.FixtureRequest) -> None:
-    tour = Tour(page, tmp_path, offline_env(**openai_env), request)
+                                             request: pytest.FixtureRequest,
+                                             warm_python: WarmPython) -> None:
+    tour = Tour(page, tmp_path, offline_env(**openai_env), request, warm_python)
     tour.walk(second=False)
     tour.walk(second=True)
     print("\n".join(["skipped:", *dict.fromkeys(tour.skipped), "seconds (both runs):",
@@ -489,13 +502,14 @@ def run_usage(line: str, tmp_path: Path, env: dict[str, str], said: str = "") ->
     """Run an example's usage line in a clone-like folder; ``said`` is what is typed."""
     folder, temp = clone(tmp_path / "clone"), tmp_path / "tmp"
     temp.mkdir()
-    done = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=folder, input=said,
+    done = subprocess.run([python_command(env), *shlex.split(line)[1:]], cwd=folder, input=said,
                           env={**env, "TMPDIR": str(temp)}, capture_output=True, text=True,
                           encoding="utf-8", timeout=TIMEOUT, check=False)
     assert list(temp.iterdir()) == [], "the example left files in the temporary folder"
     return Done(done.returncode, done.stdout, done.stderr)
 
 
+@pytest.mark.usefixtures("warm_commands")
 @pytest.mark.parametrize(("example", "line"), USAGE, ids=[line for _, line in USAGE])
 def test_example_usage_runs_as_printed(example: str, line: str, tmp_path: Path,
                                        openai_env: dict) -> None:
@@ -509,6 +523,7 @@ NEEDS_MODEL = [(name, line) for name, line in USAGE
 
 
 # (test_examples.py runs each example that builds a model against a server that is down.)
+@pytest.mark.usefixtures("warm_commands")
 @pytest.mark.parametrize(("example", "line"), NEEDS_MODEL, ids=[line for _, line in NEEDS_MODEL])
 def test_an_example_that_needs_a_chat_model_fails_in_one_line_without_one(
         example: str, line: str, tmp_path: Path) -> None:

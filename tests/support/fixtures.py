@@ -6,6 +6,9 @@
   collection name.
 - `spawned`: starts `python -c CODE args...` children (`tests.support.writers.spawn_python`)
   and stops every one still running when the test ends, pass or fail.
+- `warm_python`: fork servers with the heavy libraries imported and a ``bin`` folder of
+  ``python`` and ``genmem`` shims (`tests.support.warm`), one set per worker, for the tests
+  that start many commands as a reader does; `warm_commands` puts them on ``PATH`` for one test.
 - `postgres_server`: one `PostgresServer` (PostgreSQL + pgvector) for the whole session,
   started only if a test asks for it; tests isolate themselves by database.
 - `small_model_server`, `small_model`: llama.cpp's server on a real small chat model
@@ -23,6 +26,7 @@ def test_reflect(scripted_openai, chroma_server):
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +44,7 @@ from tests.support.llama_server import small_model, small_model_server
 from tests.support.openai_server import Rule, ScriptedOpenAI
 from tests.support.postgres_server import PostgresServer
 from tests.support.processes import stop_process
+from tests.support.warm import WarmPython
 from tests.support.writers import spawn_python
 
 __all__ = ["BACKENDS", "Store", "chroma_server", "open_store", "postgres_server",
@@ -76,6 +81,31 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
     """
     with ChromaServer(tmp_path_factory.mktemp("chroma-server")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def warm_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmPython]:
+    """Two fork servers (each its own hash seed) and their shims, for the whole session.
+
+    Yields:
+        The running servers; put `warm_python.bin` first on ``PATH`` and add
+        `warm_python.env(n)` to the environment.
+    """
+    with WarmPython(tmp_path_factory.mktemp("warm-python")) as warm:
+        yield warm
+
+
+@pytest.fixture
+def warm_commands(warm_python: WarmPython, monkeypatch: pytest.MonkeyPatch) -> WarmPython:
+    """For one test: ``python`` and ``genmem`` found on ``PATH`` start warm (the first server).
+
+    Returns:
+        The session's `WarmPython`.
+    """
+    monkeypatch.setenv("PATH", warm_python.path(dict(os.environ)))
+    for name, value in warm_python.env(0).items():
+        monkeypatch.setenv(name, value)
+    return warm_python
 
 
 @pytest.fixture

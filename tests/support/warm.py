@@ -1,0 +1,135 @@
+"""Start ``python`` and ``genmem`` without paying for their imports again, for the tests.
+
+A command of this package spends most of its CPU importing third-party libraries (Chroma,
+LangChain, OpenAI's client: two to four seconds a process on two shared cores), and the
+tests that run the manual and the examples as a reader does start hundreds of them.
+:class:`WarmPython` runs fork servers (:mod:`tests.support.warm_server`) that import those
+libraries once and fork a child per command, and a ``bin`` folder of shims
+(:mod:`tests.support.warm_shim`) named ``python`` and ``genmem`` that hand a command to a
+server. Put :attr:`WarmPython.bin` first on ``PATH`` and :meth:`WarmPython.env` in the
+environment, and ``python`` and ``genmem`` run as before: a process of their own with the
+caller's folder, environment, stdio, exit status and signals, importing this package afresh.
+
+What a child shares with its siblings is what a fresh interpreter could not share: the
+preloaded libraries and the hash seed of ``str`` (set order). Each server has its own seed,
+so a test that compares two runs (a page done twice) runs them on different servers
+(``env(1)`` for the second). Start-up itself (what a command imports, deprecation warnings
+of old module paths, installs) is tested in fresh interpreters, never here.
+
+```python
+with WarmPython(tmp_path) as warm:
+    env = {**os.environ, **warm.env(0), "PATH": f"{warm.bin}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["genmem", "--help"], env=env, check=True)
+```
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from tests.support.processes import ServerStartError, log_tail, stop_process
+from tests.support.warm_shim import VARIABLE
+
+HERE = Path(__file__).resolve().parent
+SHIM = """#!{python} -ISB
+import sys
+sys.path.insert(0, {here!r})
+import warm_shim
+warm_shim.main({name!r}, {real!r})
+"""
+# Variables a server must not see: the package reads them when a command runs, not before.
+NOT_FOR_SERVERS = ("PYTHONPATH", "GENMEM_", "OPENAI_", "CHROMA_", "LANGCHAIN_", "LANGSMITH_")
+
+
+def python_command(environ: dict[str, str]) -> str:
+    """``python`` where ``environ`` sends the shims to a server (its ``PATH`` finds one), else
+    this interpreter."""
+    return "python" if environ.get(VARIABLE) else sys.executable
+
+
+class WarmPython:
+    """Fork servers and a ``bin`` folder of shims, alive for a ``with`` block.
+
+    Args:
+        folder: Where the sockets, the shims and the servers' logs go; default: a
+            temporary folder removed on exit.
+        servers: How many servers (each with its own hash seed) to run.
+
+    Attributes:
+        bin: The folder holding the ``python`` and ``genmem`` shims.
+    """
+
+    def __init__(self, folder: Path | None = None, servers: int = 2) -> None:
+        self._own = folder is None
+        self.folder = Path(tempfile.mkdtemp(prefix="warm-")) if folder is None else folder
+        self.bin = self.folder / "bin"
+        self.count = servers
+        self.sockets: list[Path] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> WarmPython:
+        try:
+            self.bin.mkdir(parents=True, exist_ok=True)
+            self._write_shims()
+            for number in range(self.count):
+                self._start(number)
+            for number in range(self.count):
+                self._wait(number)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def env(self, server: int = 0) -> dict[str, str]:
+        """The variable that sends the shims' commands to server ``server``."""
+        return {VARIABLE: str(self.sockets[server % self.count])}
+
+    def path(self, environ: dict[str, str]) -> str:
+        """``PATH`` of ``environ`` with the shims first."""
+        return f"{self.bin}{os.pathsep}{environ.get('PATH', os.defpath)}"
+
+    def close(self) -> None:
+        """Stop the servers (and any command still running); remove a folder this made."""
+        for proc in self._procs:
+            stop_process(proc)
+        self._procs.clear()
+        if self._own:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _write_shims(self) -> None:
+        bin_dir = Path(sys.executable).parent
+        for name, real in [("python", sys.executable), ("genmem", str(bin_dir / "genmem"))]:
+            shim = self.bin / name
+            shim.write_text(SHIM.format(python=sys.executable, here=str(HERE), name=name,
+                                        real=real), "utf-8")
+            shim.chmod(0o755)
+
+    def _start(self, number: int) -> None:
+        sock = self.folder / f"server{number}.sock"
+        self.sockets.append(sock)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_FOR_SERVERS)}
+        with (self.folder / f"server{number}.log").open("wb") as log:
+            self._procs.append(subprocess.Popen(  # noqa: S603 - our own server script
+                [sys.executable, str(HERE / "warm_server.py"), str(sock)], env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.folder))
+
+    def _wait(self, number: int, timeout: float = 120.0) -> None:
+        proc, sock = self._procs[number], self.sockets[number]
+        deadline = time.monotonic() + timeout
+        while not sock.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = self.folder / f"server{number}.log"
+                raise ServerStartError(f"warm server {number} did not start:\n{log_tail(log)}")
+            time.sleep(0.05)
