@@ -5,8 +5,8 @@ The blocks are found, not listed: add a block or a command to a page and it is r
 **A page is a tour.** Its ``python`` blocks and the commands of its ``bash`` blocks run in
 page order, all in one temporary folder for that page, as a reader following the page from a
 clone does: the folder holds ``data/``, ``examples/`` and ``benchmarks/`` (links to the
-repository's), ``.venv`` (a link to the test's virtual environment, whose ``bin`` is first on
-``PATH``, so ``genmem`` and ``python`` are the installed ones) and ``turns.txt``, two
+repository's), ``.venv`` (the test's virtual environment, whose ``bin`` is first on ``PATH``,
+so ``genmem`` and ``python`` are the installed ones) and ``turns.txt``, two
 messages, the reader's own chat script. A block may reopen what an earlier block or command
 of the same page stored (``.genmem``...); pages never share a folder. Each python block runs
 in its own ``python`` process; each command in ``bash`` with empty input (an interactive
@@ -264,12 +264,12 @@ def openai_env(tmp_path_factory: pytest.TempPathFactory):
         yield srv.env()
 
 
-def clone(folder: Path) -> Path:
+def clone(folder: Path, warm: WarmPython) -> Path:
     """A reader's folder: the clone's data, examples and benchmarks, the venv, a chat script."""
     folder.mkdir(parents=True)
     for name in ("data", "examples", "benchmarks"):
         (folder / name).symlink_to(ROOT / name, target_is_directory=True)
-    (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    warm.venv(folder / ".venv")
     (folder / "turns.txt").write_text("My name is Sam.\n我妹妹住在波尔图。\n", "utf-8")
     return folder
 
@@ -315,7 +315,7 @@ class Tour:
 
     def __init__(self, page: str, folder: Path, env: dict[str, str],
                  request: pytest.FixtureRequest, warm: WarmPython) -> None:
-        self.page, self.folder, self.request = page, clone(folder / "reader"), request
+        self.page, self.folder, self.request = page, clone(folder / "reader", warm), request
         self.tmp = folder / "tmp"
         self.tmp.mkdir()
         self.warm = warm
@@ -498,9 +498,10 @@ def test_every_example_shows_its_usage() -> None:
     assert named == {p.name for p in (ROOT / "examples").glob("*.py")}
 
 
-def run_usage(line: str, tmp_path: Path, env: dict[str, str], said: str = "") -> Done:
+def run_usage(line: str, tmp_path: Path, env: dict[str, str], warm: WarmPython,
+              said: str = "") -> Done:
     """Run an example's usage line in a clone-like folder; ``said`` is what is typed."""
-    folder, temp = clone(tmp_path / "clone"), tmp_path / "tmp"
+    folder, temp = clone(tmp_path / "clone", warm), tmp_path / "tmp"
     temp.mkdir()
     done = subprocess.run([python_command(env), *shlex.split(line)[1:]], cwd=folder, input=said,
                           env={**env, "TMPDIR": str(temp)}, capture_output=True, text=True,
@@ -509,11 +510,10 @@ def run_usage(line: str, tmp_path: Path, env: dict[str, str], said: str = "") ->
     return Done(done.returncode, done.stdout, done.stderr)
 
 
-@pytest.mark.usefixtures("warm_commands")
 @pytest.mark.parametrize(("example", "line"), USAGE, ids=[line for _, line in USAGE])
 def test_example_usage_runs_as_printed(example: str, line: str, tmp_path: Path,
-                                       openai_env: dict) -> None:
-    done = run_usage(line, tmp_path, offline_env(**openai_env))
+                                       openai_env: dict, warm_commands: WarmPython) -> None:
+    done = run_usage(line, tmp_path, offline_env(**openai_env), warm_commands)
     assert done.status == 0, done.err[-4000:]
     assert "Traceback" not in done.err
 
@@ -523,11 +523,10 @@ NEEDS_MODEL = [(name, line) for name, line in USAGE
 
 
 # (test_examples.py runs each example that builds a model against a server that is down.)
-@pytest.mark.usefixtures("warm_commands")
 @pytest.mark.parametrize(("example", "line"), NEEDS_MODEL, ids=[line for _, line in NEEDS_MODEL])
 def test_an_example_that_needs_a_chat_model_fails_in_one_line_without_one(
-        example: str, line: str, tmp_path: Path) -> None:
-    done = run_usage(line, tmp_path, offline_env(), said="My name is Sam.\n")
+        example: str, line: str, tmp_path: Path, warm_commands: WarmPython) -> None:
+    done = run_usage(line, tmp_path, offline_env(), warm_commands, said="My name is Sam.\n")
     said = done.err.strip().splitlines()
     assert done.status != 0 and len(said) == 1 and said[0].startswith("error:"), \
         f"no OPENAI_*: {done.status}\n{done.err[-3000:]}"

@@ -6,8 +6,9 @@ tests that run the manual and the examples as a reader does start hundreds of th
 :class:`WarmPython` runs fork servers (:mod:`tests.support.warm_server`) that import those
 libraries once and fork a child per command, and a ``bin`` folder of shims
 (:mod:`tests.support.warm_shim`) named ``python`` and ``genmem`` that hand a command to a
-server. Put :attr:`WarmPython.bin` first on ``PATH`` and :meth:`WarmPython.env` in the
-environment, and ``python`` and ``genmem`` run as before: a process of their own with the
+server. Put :attr:`WarmPython.bin` first on ``PATH`` (or make a reader's ``.venv`` with
+:meth:`WarmPython.venv`) and :meth:`WarmPython.env` in the environment, and ``python`` and
+``genmem`` run as before: a process of their own with the
 caller's folder, environment, stdio, exit status and signals, importing this package afresh.
 
 What a child shares with its siblings is what a fresh interpreter could not share: the
@@ -99,6 +100,18 @@ class WarmPython:
         """``PATH`` of ``environ`` with the shims first."""
         return f"{self.bin}{os.pathsep}{environ.get('PATH', os.defpath)}"
 
+    def venv(self, where: Path) -> None:
+        """Make ``where`` this environment as a reader's ``.venv``: every file of it linked,
+        but ``bin/python`` and ``bin/genmem`` are the shims."""
+        where.mkdir()
+        for entry in Path(sys.prefix).iterdir():
+            if entry.name != "bin":
+                (where / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        (where / "bin").mkdir()
+        for entry in Path(sys.executable).parent.iterdir():
+            shim = self.bin / entry.name
+            (where / "bin" / entry.name).symlink_to(shim if shim.exists() else entry)
+
     def close(self) -> None:
         """Stop the servers (and any command still running); remove a folder this made."""
         for proc in self._procs:
@@ -109,10 +122,11 @@ class WarmPython:
 
     def _write_shims(self) -> None:
         bin_dir = Path(sys.executable).parent
-        for name, real in [("python", sys.executable), ("genmem", str(bin_dir / "genmem"))]:
+        for name, real in [("python", sys.executable), ("python3", sys.executable),
+                           ("genmem", str(bin_dir / "genmem"))]:
             shim = self.bin / name
-            shim.write_text(SHIM.format(python=sys.executable, here=str(HERE), name=name,
-                                        real=real), "utf-8")
+            shim.write_text(SHIM.format(python=sys.executable, here=str(HERE),
+                                        name=name.rstrip("3"), real=real), "utf-8")
             shim.chmod(0o755)
 
     def _start(self, number: int) -> None:
