@@ -1,0 +1,117 @@
+"""A warm ``python`` or ``genmem`` (tests/support/warm.py) behaves as a fresh interpreter does.
+
+Each case runs the same command cold (this environment's interpreter) and warm (the shim),
+and compares what a caller can see: status, stdout, stderr, and what the command sees of its
+arguments, folder, environment, path and stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.warm import WarmPython
+
+SEES = """\
+import atexit, os, sys
+print(sys.argv[1:], repr(sys.path[0]), os.getcwd(), os.environ.get("WHO"), input(), flush=True)
+print("中文", file=sys.stderr)
+atexit.register(lambda: print("at exit"))
+print("no newline", end="")
+raise SystemExit(int(sys.argv[1]))
+"""
+FAILS = "def f():\n    return {}['键']\n\nf()\n"
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory):
+    with WarmPython(tmp_path_factory.mktemp("warm")) as servers:
+        yield servers
+
+
+def run(argv: list[str], folder: Path, warm: WarmPython | None, server: int = 0,
+        **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WHO": "山姆", **extra}
+    if warm is not None:
+        env |= {**warm.env(server), "PATH": warm.path(env)}
+        argv = [str(warm.bin / argv[0]), *argv[1:]]
+    else:
+        argv = [sys.executable if argv[0] == "python" else
+                str(Path(sys.executable).parent / argv[0]), *argv[1:]]
+    return subprocess.run(argv, cwd=folder, env=env, input="typed 输入\n", capture_output=True,
+                          text=True, encoding="utf-8", timeout=120, check=False)
+
+
+def same(argv: list[str], folder: Path, warm: WarmPython) -> subprocess.CompletedProcess[str]:
+    cold, hot = run(argv, folder, None), run(argv, folder, warm)
+    assert (hot.returncode, hot.stdout, hot.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    return hot
+
+
+def test_code_scripts_and_modules_see_and_end_as_in_a_fresh_interpreter(
+        warm: WarmPython, tmp_path: Path) -> None:
+    (tmp_path / "sees.py").write_text(SEES, "utf-8")
+    done = same(["python", "-c", SEES, "3", "参数"], tmp_path, warm)
+    assert done.returncode == 3 and "['3', '参数'] '' " in done.stdout
+    assert done.stdout.endswith("no newline" + "at exit\n") and "typed 输入" in done.stdout
+    assert same(["python", "sees.py", "4"], tmp_path, warm).returncode == 4
+    assert same(["python", "-m", "sees", "0"], tmp_path, warm).returncode == 0
+
+
+def test_an_uncaught_error_prints_the_same_traceback(warm: WarmPython, tmp_path: Path) -> None:
+    done = same(["python", "-c", FAILS], tmp_path, warm)
+    assert done.returncode == 1 and done.stderr.endswith("KeyError: '键'\n")
+    assert "warm" not in done.stderr and "runpy" not in done.stderr
+
+
+def test_genmem_runs_the_installed_command(warm: WarmPython, tmp_path: Path) -> None:
+    assert same(["genmem", "--help"], tmp_path, warm).returncode == 0
+    assert same(["genmem", "search", "--no-such-option"], tmp_path, warm).returncode == 2
+
+
+def test_the_test_sitecustomize_applies_in_warm_commands(warm: WarmPython, tmp_path: Path) -> None:
+    code = "import sys; print(sorted(m for m in sys.modules if m.startswith('_genmem_')))"
+    done = same(["python", "-c", code], tmp_path, warm)
+    if os.environ.get("GENMEM_TEST_EMBEDDING_CACHE", "").strip():
+        assert "_genmem_embedding_cache" in done.stdout
+
+
+def test_an_option_the_server_cannot_honour_runs_the_real_interpreter(
+        warm: WarmPython, tmp_path: Path) -> None:
+    done = same(["python", "-I", "-c", "import sys; print(sys.flags.isolated)"], tmp_path, warm)
+    assert done.stdout == "1\n"
+
+
+def test_each_server_has_its_own_hash_seed(warm: WarmPython, tmp_path: Path) -> None:
+    code = "print(hash('seed'))"
+    one, two = (run(["python", "-c", code], tmp_path, warm, n).stdout for n in (0, 1))
+    assert one != two
+
+
+def test_signals_reach_the_command_and_a_killed_shim_takes_it_along(
+        warm: WarmPython, tmp_path: Path) -> None:
+    code = ("import os, signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(5))\n"
+            "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+            "time.sleep(60)\n")
+    env = {**os.environ, **warm.env(0)}
+    for signal_number, status in [(signal.SIGTERM, 5), (signal.SIGKILL, -signal.SIGKILL)]:
+        pid_file = tmp_path / f"pid{signal_number}"
+        shim = subprocess.Popen([str(warm.bin / "python"), "-c", code, str(pid_file)], env=env)
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and shim.poll() is None
+            time.sleep(0.05)
+        command = int(pid_file.read_text())
+        assert command != shim.pid
+        shim.send_signal(signal_number)
+        assert shim.wait(timeout=30) == status
+        while Path(f"/proc/{command}").exists():  # the server reaps it: gone, not a zombie
+            assert time.monotonic() < deadline, f"the command {command} outlived its shim"
+            time.sleep(0.05)
