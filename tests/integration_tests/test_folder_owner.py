@@ -24,7 +24,8 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 
 from langchain_genmem.cli import Store
 from tests.support.genmem_server import GenmemServer
-from tests.support.processes import spawn, stop_process
+from tests.support.processes import stop_process
+from tests.support.warm import shared
 
 pytestmark = pytest.mark.slow
 
@@ -35,10 +36,9 @@ FIRST = ["伊莎贝拉在霍布斯咖啡馆煮咖啡", "伊莎贝拉正在筹备
 def genmem(store: Path, *args: str, persona: str | None = PERSONA) -> subprocess.CompletedProcess:
     """Run `genmem --path STORE [--persona P] ARGS...` to the end."""
     who = ["--persona", persona] if persona else []
-    return subprocess.run(  # noqa: S603 - argv built here
+    return shared().run(
         [sys.executable, "-m", "langchain_genmem.cli", "--path", str(store), *who, *args],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
+        timeout=300)
 
 
 def add(store: Path, description: str) -> subprocess.CompletedProcess:
@@ -142,10 +142,7 @@ def test_a_library_process_beside_the_server_reads_or_is_refused_and_breaks_noth
         r = http.post("/memories", json={"persona_name": PERSONA, "poignancy": 5,
                                          "description": "伊莎贝拉买了玫瑰花"})
         assert r.status_code == 200, r.text
-        done = subprocess.run(  # noqa: S603
-            [sys.executable, "-c", LIBRARY, str(store), PERSONA],
-            capture_output=True, text=True, timeout=300, check=False,
-        )
+        done = shared().run([sys.executable, "-c", LIBRARY, str(store), PERSONA], timeout=300)
         assert done.returncode == 0, done.stderr
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         assert "added" not in seen and seen["error"]["type"] == "ConcurrentWriterError"
@@ -175,7 +172,9 @@ def test_racing_cli_adds_wait_then_are_refused_by_name_never_with_chromas_error(
         log = tmp_path / f"add{i}.log"
         argv = [sys.executable, "-m", "langchain_genmem.cli", "--path", str(store),
                 "--persona", PERSONA, "add", "event", text, "--poignancy", "3"]
-        procs.append((spawn(argv, log_path=log), log, text))
+        with log.open("wb") as out:
+            procs.append((shared().popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT), log, text))
     added = []
     for proc, log, text in procs:
         try:

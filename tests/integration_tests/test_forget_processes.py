@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import uuid
@@ -25,6 +24,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem.memory.stream import MemoryStream
+from tests.support import warm
 from tests.support.forgotten import START, Seeded, assert_forgotten, memories
 from tests.support.writers import kill_when_paused, spawn_python
 
@@ -126,10 +126,9 @@ def fake() -> DeterministicFakeEmbedding:
 
 def child(code: str, *args: Any) -> dict[str, Any]:
     """Run a child Python from the repository root (it imports tests.support); its JSON."""
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(list(args), ensure_ascii=False)],
-                          capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              [str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    argv = [sys.executable, "-c", code, json.dumps(list(args), ensure_ascii=False)]
+    done = warm.shared().run(argv, timeout=300, cwd=ROOT, env={
+        **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.warm import shared
 from tests.support.writers import as_printed
 
 WRITER = textwrap.dedent(
@@ -76,10 +76,9 @@ def read_back(where: str, persona: str) -> dict[str, Any]:
 
 
 def run(code: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              [str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    done = shared().run([sys.executable, "-c", code, *args], timeout=120, cwd=ROOT,
+                        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                            [str(ROOT), os.environ.get("PYTHONPATH", "")])})
     assert done.returncode == 0, done.stderr
     return done.stdout
 

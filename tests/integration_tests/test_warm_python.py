@@ -29,10 +29,9 @@ raise SystemExit(int(sys.argv[1]))
 FAILS = "def f():\n    return {}['键']\n\nf()\n"
 
 
-@pytest.fixture(scope="module")
-def warm(tmp_path_factory: pytest.TempPathFactory):
-    with WarmPython(tmp_path_factory.mktemp("warm")) as servers:
-        yield servers
+@pytest.fixture
+def warm(warm_python: WarmPython) -> WarmPython:
+    return warm_python
 
 
 def run(argv: list[str], folder: Path, warm: WarmPython | None, server: int = 0,

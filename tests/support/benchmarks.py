@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from tests.support.warm import shared
+
 __all__ = ["REPO", "load_benchmark", "run_benchmark"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 def run_benchmark(
     script: str, *args: str, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``benchmarks/<script>`` with ``args`` from the repository's root.
+    """Run ``benchmarks/<script>`` with ``args`` from the repository's root (warm:
+    `tests.support.warm`, its own process without the imports' start-up).
 
     Args:
         script: the file name in ``benchmarks/``.
@@ -26,10 +29,8 @@ def run_benchmark(
     Returns:
         The finished run, its output captured as text; its exit code is the caller's to check.
     """
-    return subprocess.run(  # noqa: S603
-        [sys.executable, str(REPO / "benchmarks" / script), *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
-    )
+    return shared().run([sys.executable, str(REPO / "benchmarks" / script), *args],
+                        timeout=timeout, cwd=REPO)
 
 
 def load_benchmark(script: str) -> ModuleType:

@@ -44,7 +44,7 @@ from tests.support.llama_server import small_model, small_model_server
 from tests.support.openai_server import Rule, ScriptedOpenAI
 from tests.support.postgres_server import PostgresServer
 from tests.support.processes import stop_process
-from tests.support.warm import WarmPython
+from tests.support.warm import WarmPython, shared
 from tests.support.writers import spawn_python
 
 __all__ = ["BACKENDS", "Store", "chroma_server", "open_store", "postgres_server",
@@ -84,15 +84,14 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
 
 
 @pytest.fixture(scope="session")
-def warm_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmPython]:
-    """Two fork servers (each its own hash seed) and their shims, for the whole session.
+def warm_python() -> WarmPython:
+    """The worker's two fork servers (each its own hash seed) and their shims.
 
-    Yields:
-        The running servers; put `warm_python.bin` first on ``PATH`` and add
-        `warm_python.env(n)` to the environment.
+    Returns:
+        The running servers (`tests.support.warm.shared`); put `warm_python.bin` first on
+        ``PATH`` and add `warm_python.env(n)` to the environment.
     """
-    with WarmPython(tmp_path_factory.mktemp("warm-python")) as warm:
-        yield warm
+    return shared()
 
 
 @pytest.fixture

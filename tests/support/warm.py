@@ -26,17 +26,22 @@ with WarmPython(tmp_path) as warm:
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from tests.support.processes import ServerStartError, log_tail, stop_process
-from tests.support.warm_shim import VARIABLE
+from tests.support.warm_shim import VARIABLE, python_request, read_pid, send
 
 HERE = Path(__file__).resolve().parent
 SHIM = """#!{python} -ISB
@@ -49,7 +54,63 @@ warm_shim.main({name!r}, {real!r})
 NOT_FOR_SERVERS = ("PYTHONPATH", "GENMEM_", "OPENAI_", "CHROMA_", "LANGCHAIN_", "LANGSMITH_")
 
 
-def python_command(environ: dict[str, str]) -> str:
+class WarmProcess:
+    """A command a server runs for this process: what tests use of `subprocess.Popen`.
+
+    ``pid`` is the command's own, so a signal sent to it (SIGKILL included) reaches the
+    command at once; the server reaps it and sends its status. Closing the connection (this
+    object collected, this process gone) has the server kill a command still running.
+    """
+
+    def __init__(self, argv: Sequence[str], sock: socket.socket) -> None:
+        self.args, self._sock = list(argv), sock
+        self.pid = read_pid(sock)
+        self.returncode: int | None = None
+        self._pending = b""
+
+    def poll(self) -> int | None:
+        """The exit code if the command ended, else None (as `Popen.poll`)."""
+        if self.returncode is None:
+            self._read(block=False)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; `subprocess.TimeoutExpired` after ``timeout`` seconds."""
+        if self.returncode is None:
+            self._sock.settimeout(timeout)
+            try:
+                self._read(block=True)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout) from None
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _read(self, block: bool) -> None:
+        if not block:
+            self._sock.setblocking(False)
+        try:
+            while not self._pending.endswith(b"\n"):
+                more = self._sock.recv(64)
+                if not more:
+                    raise OSError(f"the fork server went away while running {self.args}")
+                self._pending += more
+        except BlockingIOError:
+            return
+        self.returncode = os.waitstatus_to_exitcode(int(self._pending))
+        self._sock.close()
+
+
+def python_command(environ: Mapping[str, str]) -> str:
     """``python`` where ``environ`` sends the shims to a server (its ``PATH`` finds one), else
     this interpreter."""
     return "python" if environ.get(VARIABLE) else sys.executable
@@ -100,6 +161,50 @@ class WarmPython:
         """``PATH`` of ``environ`` with the shims first."""
         return f"{self.bin}{os.pathsep}{environ.get('PATH', os.defpath)}"
 
+    def popen(self, argv: Sequence[str], *, cwd: Path | str | None = None,
+              env: Mapping[str, str] | None = None, stdin: IO | int | None = None,
+              stdout: IO | int | None = None, stderr: IO | int | None = None,
+              server: int = 0) -> WarmProcess | subprocess.Popen:
+        """Start ``python ARGS`` (``argv[0]`` is this interpreter) as `subprocess.Popen` would.
+
+        ``stdin``, ``stdout``, ``stderr``: a file, a descriptor, `subprocess.DEVNULL`,
+        `subprocess.STDOUT` (stderr only) or None (this process's). A command the server
+        cannot run as a fresh interpreter would gets a real `subprocess.Popen`.
+        """
+        folder = os.fspath(cwd) if cwd is not None else os.getcwd()
+        environ = dict(os.environ if env is None else env)
+        request = python_request(list(argv[1:]), folder) if argv[0] == sys.executable else None
+        if request is None:
+            return subprocess.Popen(list(argv), cwd=cwd, env=environ, stdin=stdin,  # noqa: S603
+                                    stdout=stdout, stderr=stderr)
+        with open(os.devnull, "r+b") as null:
+            fds = [_fd(stdin, 0, null), _fd(stdout, 1, null)]
+            fds.append(fds[1] if stderr == subprocess.STDOUT else _fd(stderr, 2, null))
+            sock = send(str(self.sockets[server % self.count]), request, folder, environ, fds)
+        return WarmProcess(argv, sock)
+
+    def run(self, argv: Sequence[str], *, input: str = "", cwd: Path | str | None = None,
+            env: Mapping[str, str] | None = None, timeout: float | None = None,
+            server: int = 0) -> subprocess.CompletedProcess[str]:
+        """`subprocess.run` with ``capture_output=True, text=True, encoding="utf-8"``."""
+        with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, \
+                tempfile.TemporaryFile() as err:
+            given.write(input.encode("utf-8"))
+            given.seek(0)
+            proc = self.popen(argv, cwd=cwd, env=env, stdin=given, stdout=out, stderr=err,
+                              server=server)
+            try:
+                status = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(list(argv), status,
+                                               out.read().decode("utf-8", "replace"),
+                                               err.read().decode("utf-8", "replace"))
+
     def venv(self, where: Path) -> None:
         """Make ``where`` this environment as a reader's ``.venv``: every file of it linked,
         but ``bin/python`` and ``bin/genmem`` are the shims."""
@@ -147,3 +252,24 @@ class WarmPython:
                 log = self.folder / f"server{number}.log"
                 raise ServerStartError(f"warm server {number} did not start:\n{log_tail(log)}")
             time.sleep(0.05)
+
+
+def _fd(stream: IO | int | None, own: int, null: IO) -> int:
+    """The descriptor to hand over for one of a command's stdin, stdout or stderr."""
+    if stream is None:
+        return own
+    if stream == subprocess.DEVNULL:
+        return null.fileno()
+    return stream if isinstance(stream, int) else stream.fileno()
+
+
+_SHARED: list[WarmPython] = []
+
+
+def shared() -> WarmPython:
+    """This process's servers, started on first use and stopped when it exits."""
+    if not _SHARED:
+        warm = WarmPython().__enter__()
+        atexit.register(warm.close)
+        _SHARED.append(warm)
+    return _SHARED[0]

@@ -13,7 +13,8 @@ exits: ``atexit`` handlers, flushed streams, the status of ``SystemExit``, or a 
 and status 1. The server sends the shim the child's pid, then its wait status.
 
 A shim that goes away before its command ends (killed) has the command killed too.
-SIGTERM stops the server and every command still running.
+SIGTERM, or the end of the process that started the server, stops the server and every
+command still running.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class Server:
         self.listener = listener
         self.selector = selectors.DefaultSelector()
         self.selector.register(listener, selectors.EVENT_READ, None)
+        self.parent = os.pidfd_open(os.getppid())  # the tests' process: when it ends, so do we
+        self.selector.register(self.parent, selectors.EVENT_READ, ("parent", 0))
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid: (connection, pidfd)
 
     def run(self) -> None:
@@ -92,8 +95,10 @@ class Server:
                     kind, pid = key.data
                     if kind == "exit":
                         self.reap(pid)
-                    else:
+                    elif kind == "hangup":
                         self.hung_up(pid)
+                    else:
+                        self.stop()
 
     def accept(self) -> None:
         conn, _ = self.listener.accept()
@@ -145,6 +150,7 @@ class Server:
     def forget_all(self, keep: socket.socket) -> None:
         """In a child: close the server's descriptors (the selector's are its parent's)."""
         self.listener.close()
+        os.close(self.parent)
         for conn, pidfd in self.children.values():
             os.close(pidfd)
             if conn is not keep:

@@ -22,24 +22,25 @@ VARIABLE = "GENMEM_TEST_WARM"
 HEADER = struct.Struct("!I")
 
 
-def python_request(argv: list[str]) -> dict | None:
-    """The request for ``python ARGV``, or None where only the real interpreter will do."""
+def python_request(argv: list[str], cwd: str) -> dict | None:
+    """The request for ``python ARGV`` run in ``cwd``, or None where only the real interpreter
+    will do."""
     dont_write_bytecode = False
     for i, arg in enumerate(argv):
         if arg == "-B":
             dont_write_bytecode = True
             continue
         rest = argv[i + 2:]
+        script = os.path.join(cwd, arg)
         if arg == "-c" and i + 1 < len(argv):
             request = {"kind": "code", "target": argv[i + 1], "args": rest, "path0": ""}
         elif arg == "-m" and i + 1 < len(argv):
-            request = {"kind": "module", "target": argv[i + 1], "args": rest,
-                       "path0": os.getcwd()}
-        elif arg.startswith("-") or not os.path.isfile(arg):
+            request = {"kind": "module", "target": argv[i + 1], "args": rest, "path0": cwd}
+        elif arg.startswith("-") or not os.path.isfile(script):
             return None
         else:
             request = {"kind": "path", "target": arg, "args": argv[i + 1:],
-                       "path0": os.path.dirname(os.path.realpath(arg))}
+                       "path0": os.path.dirname(os.path.realpath(script))}
         return {**request, "dont_write_bytecode": dont_write_bytecode}
     return None
 
@@ -50,16 +51,18 @@ def script_request(script: str, argv: list[str]) -> dict:
             "path0": os.path.dirname(os.path.realpath(script))}
 
 
-def send(path: str, request: dict) -> socket.socket:
-    """Connect to the server and hand it the command with this process's stdio."""
+def send(path: str, request: dict, cwd: str, env: dict[str, str],
+         fds: list[int]) -> socket.socket:
+    """Connect to the server and hand it the command, to run in ``cwd`` with ``env`` and the
+    descriptors ``fds`` as its stdin, stdout and stderr."""
     umask = os.umask(0)
     os.umask(umask)
-    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-    body = json.dumps({**request, "cwd": os.getcwd(), "umask": umask, "env": env}).encode()
+    env = {k: v for k, v in env.items() if k != VARIABLE}
+    body = json.dumps({**request, "cwd": cwd, "umask": umask, "env": env}).encode()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
-        socket.send_fds(sock, [HEADER.pack(len(body))], [0, 1, 2])
+        socket.send_fds(sock, [HEADER.pack(len(body))], fds)
     except OSError:
         sock.close()
         raise
@@ -67,10 +70,20 @@ def send(path: str, request: dict) -> socket.socket:
     return sock
 
 
+def read_pid(sock: socket.socket) -> int:
+    """The command's pid, the server's first line."""
+    line = b""
+    while not line.endswith(b"\n"):
+        more = sock.recv(1)
+        if not more:
+            raise OSError("the fork server went away")
+        line += more
+    return int(line)
+
+
 def wait(sock: socket.socket) -> int:
     """Forward signals to the command until the server reports its wait status."""
-    answers = sock.makefile("rb")
-    pid = int(answers.readline())
+    pid = read_pid(sock)
 
     def forward(number: int, _frame: object) -> None:
         try:
@@ -80,7 +93,7 @@ def wait(sock: socket.socket) -> int:
 
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, forward)
-    line = answers.readline()
+    line = sock.makefile("rb").readline()
     if not line:
         sys.stderr.write("warm shim: the fork server went away\n")
         return 1 << 8
@@ -99,11 +112,12 @@ def end_as(status: int) -> None:
 def main(name: str, real: str) -> None:
     """Run ``name`` (``python``, or an installed script whose file is ``real``) warm."""
     argv = sys.argv[1:]
-    request = python_request(argv) if name == "python" else script_request(real, argv)
+    cwd = os.getcwd()
+    request = python_request(argv, cwd) if name == "python" else script_request(real, argv)
     path = os.environ.get(VARIABLE, "")
     if request is not None and path:
         try:
-            sock = send(path, request)
+            sock = send(path, request, cwd, dict(os.environ), [0, 1, 2])
         except OSError:
             pass
         else:

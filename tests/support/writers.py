@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.support.processes import log_tail, spawn, stop_process
+from tests.support.processes import log_tail, stop_process
+from tests.support.warm import WarmProcess, shared
 
 if TYPE_CHECKING:  # importing this module stays cheap: the package loads where it is used
     from langchain_genmem import MemoryNode
@@ -92,13 +93,17 @@ def pause_at(backend, point, ready):
 '''
 
 
-def spawn_python(code: str, *args: str, log_path: Path) -> subprocess.Popen[bytes]:
-    """Run ``python -c code args...`` with its output in ``log_path``."""
-    return spawn([sys.executable, "-c", code, *args], log_path=log_path)
+def spawn_python(code: str, *args: str, log_path: Path) -> WarmProcess | subprocess.Popen[bytes]:
+    """Start ``python -c code args...`` (warm: `tests.support.warm`) with its output in
+    ``log_path``; ``pid`` is the child's own."""
+    with log_path.open("wb") as log:
+        return shared().popen([sys.executable, "-c", code, *args], stdin=subprocess.DEVNULL,
+                              stdout=log, stderr=subprocess.STDOUT)
 
 
 def kill_when_paused(
-    proc: subprocess.Popen[bytes], ready: Path, log_path: Path, timeout: float = 120.0
+    proc: WarmProcess | subprocess.Popen[bytes], ready: Path, log_path: Path,
+    timeout: float = 120.0
 ) -> None:
     """Wait until the child wrote ``ready`` (it sits at its pause point), then SIGKILL it.
 
@@ -120,8 +125,7 @@ def kill_when_paused(
 
 def run_python(code: str, *args: str, timeout: float = 180.0) -> dict:
     """Run ``python -c code args...`` to the end and parse the JSON it prints last."""
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    done = shared().run([sys.executable, "-c", code, *args], timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
