@@ -1,4 +1,5 @@
-"""`genmem serve` (or `genmem mcp --transport http`) in a child process on 127.0.0.1.
+"""`genmem serve` (or `genmem mcp --transport http`) in a child process on 127.0.0.1, started
+warm (`tests/support/warm.py`: its own process, without the imports' start-up).
 
 It is stopped by its own pid (SIGTERM, on which uvicorn shuts down gracefully: the streams are
 flushed).
@@ -61,7 +62,7 @@ class GenmemServer(ServerProcess):
                 *self.global_args, *self.command, "--host", self.host, "--port", str(self.port),
                 *self.args]
         self.launch(argv, check=self._healthy, what=f"genmem serve on port {self.port}",
-                    interval=0.2)
+                    interval=0.2, warm=True)
 
     def _healthy(self) -> bool:
         path = "/healthz" if self.command[0] == "serve" else "/mcp"

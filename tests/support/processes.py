@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from langchain_genmem.backends.local_postgres import pid_is_running
+    from tests.support.warm import WarmProcess
 
 __all__ = ["ServerProcess", "ServerStartError", "free_port", "pid_is_running", "spawn",
            "stop_process", "wait_until_ready"]
@@ -80,7 +81,8 @@ def spawn(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     user: str | None = None,
-) -> subprocess.Popen[bytes]:
+    warm: bool = False,
+) -> subprocess.Popen[bytes] | WarmProcess:
     """Start a child process whose stdout and stderr both go to `log_path`.
 
     Args:
@@ -89,12 +91,19 @@ def spawn(
         cwd: The child's working directory; default: this process's.
         env: Variables added to (or replacing) this process's environment.
         user: Run the child as this system user (PostgreSQL refuses to run as root).
+        warm: Start ``python ...`` (``argv[0]`` this interpreter) warm
+            (`tests.support.warm`): a process of its own, without the imports' start-up.
 
     Returns:
         The running child.
     """
     child_env = {**os.environ, **(env or {})}
     with log_path.open("wb") as log:
+        if warm and user is None:
+            from tests.support.warm import shared
+
+            return shared().popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, cwd=cwd, env=child_env)
         return subprocess.Popen(  # noqa: S603 - argv is built by the test helpers
             list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=cwd, env=child_env, user=user,
@@ -196,7 +205,7 @@ class ServerProcess:
         self.startup_timeout = startup_timeout
         self.pid = 0
         self.startup_seconds = 0.0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | WarmProcess | None = None
 
     def _start(self) -> None:
         """Prepare the folder's files and call `launch`."""
@@ -211,6 +220,7 @@ class ServerProcess:
         cwd: Path | None = None,
         interval: float = 0.05,
         user: str | None = None,
+        warm: bool = False,
     ) -> None:
         """Start the child and wait until `check` returns true; its output goes to `server.out`.
 
@@ -221,9 +231,10 @@ class ServerProcess:
             cwd: The child's working directory; default: the server's folder.
             interval: Seconds between checks.
             user: Run the server as this system user.
+            warm: Start it warm (see `spawn`).
         """
         log_path = self.folder / "server.out"
-        self._proc = spawn(argv, log_path=log_path, cwd=cwd or self.folder, user=user)
+        self._proc = spawn(argv, log_path=log_path, cwd=cwd or self.folder, user=user, warm=warm)
         self.pid = self._proc.pid
         self.startup_seconds = wait_until_ready(check, proc=self._proc, log_path=log_path,
                                                 what=what, timeout=self.startup_timeout,
