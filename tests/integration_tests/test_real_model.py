@@ -44,6 +44,7 @@ from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, ReplyKind
 from langchain_genmem.llm.llama_server import LlamaServer
 from langchain_genmem.reflection.state import ReflectionStatus
 from tests.support.llama_server import small_model_chat
+from tests.support.warm import shared
 
 pytestmark = pytest.mark.slow
 
@@ -186,8 +187,7 @@ def model_env(server: LlamaServer) -> dict[str, str]:
 
 
 def run(*argv: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,  # noqa: S603
-                          env=env, cwd=cwd, timeout=SUBPROCESS_TIMEOUT, check=False)
+    done = shared().run([sys.executable, *argv], env=env, cwd=cwd, timeout=SUBPROCESS_TIMEOUT)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0, (done.stdout, done.stderr)
     return done
