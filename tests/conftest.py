@@ -40,6 +40,7 @@ from pytest_socket import disable_socket, socket_allow_hosts
 
 from tests.support import embedding_cache
 from tests.support.embedding_noise import activate, put_site_first
+from tests.support.warm import close_shared
 
 pytest_plugins = ["tests.support.fixtures"]
 
@@ -71,6 +72,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[embedding_cache.CACHE_VARIABLE] = os.path.join(folder, "vectors.sqlite3")
     if embedding_cache.activate() is not None:
         put_site_first(os.environ)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the warm-start servers this process started (xdist workers skip ``atexit``)."""
+    close_shared()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -8,6 +8,7 @@ arguments, folder, environment, path and stdin.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,13 @@ print("no newline", end="")
 raise SystemExit(int(sys.argv[1]))
 """
 FAILS = "def f():\n    return {}['键']\n\nf()\n"
+
+
+@pytest.fixture(scope="module")
+def polling(tmp_path_factory: pytest.TempPathFactory):
+    """A server that polls for ended commands, as on a system without pidfds."""
+    with WarmPython(tmp_path_factory.mktemp("polling"), servers=1, polling=True) as servers:
+        yield servers
 
 
 @pytest.fixture
@@ -93,8 +101,11 @@ def test_each_server_has_its_own_hash_seed(warm: WarmPython, tmp_path: Path) -> 
     assert one != two
 
 
+@pytest.mark.parametrize("server", ["pidfd", "polling"])
 def test_signals_reach_the_command_and_a_killed_shim_takes_it_along(
-        warm: WarmPython, tmp_path: Path) -> None:
+        server: str, warm_python: WarmPython, polling: WarmPython, tmp_path: Path) -> None:
+    warm = warm_python if server == "pidfd" else polling
+    assert same(["python", "-c", FAILS], tmp_path, warm).returncode == 1
     code = ("import os, signal, sys, time\n"
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(5))\n"
             "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
@@ -114,3 +125,30 @@ def test_signals_reach_the_command_and_a_killed_shim_takes_it_along(
         while Path(f"/proc/{command}").exists():  # the server reaps it: gone, not a zombie
             assert time.monotonic() < deadline, f"the command {command} outlived its shim"
             time.sleep(0.05)
+
+
+def ended(pid: int) -> bool:
+    """Whether ``pid`` is gone (or a zombie nobody reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("polls", [False, True])
+def test_a_server_ends_with_the_process_that_started_it(polls: bool) -> None:
+    code = ("import os, sys\nfrom tests.support.warm import WarmPython\n"
+            f"warm = WarmPython(servers=1, polling={polls}).__enter__()\n"
+            "print(warm._procs[0].pid, warm.folder, flush=True)\nos._exit(0)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                          timeout=120, check=True)
+    pid, folder = done.stdout.split(maxsplit=1)
+    server = int(pid)
+    deadline = time.monotonic() + 30
+    try:
+        while not ended(server):
+            assert time.monotonic() < deadline, f"the server {server} outlived its process"
+            time.sleep(0.05)
+    finally:
+        shutil.rmtree(folder.strip(), ignore_errors=True)

@@ -123,16 +123,18 @@ class WarmPython:
         folder: Where the sockets, the shims and the servers' logs go; default: a
             temporary folder removed on exit.
         servers: How many servers (each with its own hash seed) to run.
+        polling: Have the servers poll for ended commands, as where the system has no pidfds.
 
     Attributes:
         bin: The folder holding the ``python`` and ``genmem`` shims.
     """
 
-    def __init__(self, folder: Path | None = None, servers: int = 2) -> None:
+    def __init__(self, folder: Path | None = None, servers: int = 2,
+                 polling: bool = False) -> None:
         self._own = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="warm-")) if folder is None else folder
         self.bin = self.folder / "bin"
-        self.count = servers
+        self.count, self.polling = servers, polling
         self.sockets: list[Path] = []
         self._procs: list[subprocess.Popen[bytes]] = []
 
@@ -240,7 +242,8 @@ class WarmPython:
         env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_FOR_SERVERS)}
         with (self.folder / f"server{number}.log").open("wb") as log:
             self._procs.append(subprocess.Popen(  # noqa: S603 - our own server script
-                [sys.executable, str(HERE / "warm_server.py"), str(sock)], env=env,
+                [sys.executable, str(HERE / "warm_server.py"), str(sock),
+                 *(["--poll"] if self.polling else [])], env=env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=self.folder))
 
@@ -267,9 +270,16 @@ _SHARED: list[WarmPython] = []
 
 
 def shared() -> WarmPython:
-    """This process's servers, started on first use and stopped when it exits."""
+    """This process's servers, started on first use and stopped by :func:`close_shared` (the
+    end of the test session) or when it exits."""
     if not _SHARED:
         warm = WarmPython().__enter__()
-        atexit.register(warm.close)
+        atexit.register(close_shared)
         _SHARED.append(warm)
     return _SHARED[0]
+
+
+def close_shared() -> None:
+    """Stop this process's servers and remove their folder, if it started them."""
+    while _SHARED:
+        _SHARED.pop().close()

@@ -1,6 +1,6 @@
 """A fork server: Python with the heavy libraries imported once, forked for each command.
 
-Run as ``python warm_server.py SOCKET`` by :class:`tests.support.warm.WarmPython`, never
+Run as ``python warm_server.py SOCKET [--poll]`` by :class:`tests.support.warm.WarmPython`, never
 imported. It imports :data:`PRELOAD` (third-party libraries only: never this package, so
 each command imports and configures the package itself, from the ``PYTHONPATH`` it is
 given), then listens on the unix socket ``SOCKET``. Each connection is one command sent by
@@ -44,9 +44,18 @@ PRELOAD = (
     "openai", "langchain_openai", "langgraph.graph", "langgraph.store.base",
 )
 HEADER = struct.Struct("!I")  # the JSON body's length, sent with the three descriptors
+POLL = 0.05  # seconds between checks for ended children where there are no pidfds
 BASE_PATH = sys.path[1:]  # a fresh interpreter's path after its script folder and PYTHONPATH
 THIS_FILE = os.path.abspath(__file__)
 HIDDEN_FRAMES = {THIS_FILE, runpy.__file__, "<frozen runpy>"}
+
+
+def pidfd(pid: int) -> int | None:
+    """A descriptor readable once ``pid`` ends, or None where the system has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 class Forked(BaseException):
@@ -76,29 +85,53 @@ def receive(conn: socket.socket) -> tuple[dict, list[int]]:
 
 
 class Server:
-    """The accept loop: forks a child per request, reports each child's pid and wait status."""
+    """The accept loop: forks a child per request, reports each child's pid and wait status.
 
-    def __init__(self, listener: socket.socket) -> None:
+    A child's end and the end of the tests' process are seen through pidfds; where the
+    system has none (or with ``--poll``), the loop polls every :data:`POLL` seconds instead.
+    """
+
+    def __init__(self, listener: socket.socket, polling: bool = False) -> None:
         self.listener = listener
         self.selector = selectors.DefaultSelector()
         self.selector.register(listener, selectors.EVENT_READ, None)
-        self.parent = os.pidfd_open(os.getppid())  # the tests' process: when it ends, so do we
-        self.selector.register(self.parent, selectors.EVENT_READ, ("parent", 0))
-        self.children: dict[int, tuple[socket.socket, int]] = {}  # pid: (connection, pidfd)
+        self.parent_pid = os.getppid()  # the tests' process: when it ends, so do we
+        self.parent = None if polling else pidfd(self.parent_pid)
+        if self.parent is not None:
+            self.selector.register(self.parent, selectors.EVENT_READ, ("parent", 0))
+        self.children: dict[int, socket.socket] = {}  # pid: the shim's connection
+        self.pidfds: dict[int, int] = {}
 
     def run(self) -> None:
+        polling = self.parent is None
         while True:
-            for key, _events in self.selector.select():
+            for key, _events in self.selector.select(POLL if polling else None):
                 if key.data is None:
                     self.accept()
                 else:
                     kind, pid = key.data
                     if kind == "exit":
-                        self.reap(pid)
+                        self.finish(pid, os.waitpid(pid, 0)[1])
                     elif kind == "hangup":
                         self.hung_up(pid)
                     else:
                         self.stop()
+            if polling:
+                self.poll()
+
+    def poll(self) -> None:
+        """Without pidfds: reap every child that ended; stop if the tests' process did."""
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in self.children:
+                self.finish(pid, status)
+        if os.getppid() != self.parent_pid:
+            self.stop()
 
     def accept(self) -> None:
         conn, _ = self.listener.accept()
@@ -114,17 +147,21 @@ class Server:
             raise Forked(request, fds)
         for fd in fds:
             os.close(fd)
-        pidfd = os.pidfd_open(pid)
-        self.children[pid] = (conn, pidfd)
-        self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
+        self.children[pid] = conn
+        ended = pidfd(pid) if self.parent is not None else None
+        if ended is not None:
+            self.pidfds[pid] = ended
+            self.selector.register(ended, selectors.EVENT_READ, ("exit", pid))
         self.selector.register(conn, selectors.EVENT_READ, ("hangup", pid))
         conn.sendall(f"{pid}\n".encode())
 
-    def reap(self, pid: int) -> None:
-        _, status = os.waitpid(pid, 0)
-        conn, pidfd = self.children.pop(pid)
-        self.selector.unregister(pidfd)
-        os.close(pidfd)
+    def finish(self, pid: int, status: int) -> None:
+        """The child ``pid`` ended: send its wait status to its shim."""
+        conn = self.children.pop(pid)
+        ended = self.pidfds.pop(pid, None)
+        if ended is not None:
+            self.selector.unregister(ended)
+            os.close(ended)
         if conn.fileno() >= 0:
             self.selector.unregister(conn)
             try:
@@ -134,7 +171,7 @@ class Server:
             conn.close()
 
     def hung_up(self, pid: int) -> None:
-        conn, _ = self.children[pid]
+        conn = self.children[pid]
         try:
             data = conn.recv(64)
         except OSError:
@@ -150,9 +187,10 @@ class Server:
     def forget_all(self, keep: socket.socket) -> None:
         """In a child: close the server's descriptors (the selector's are its parent's)."""
         self.listener.close()
-        os.close(self.parent)
-        for conn, pidfd in self.children.values():
-            os.close(pidfd)
+        for fd in [self.parent, *self.pidfds.values()]:
+            if fd is not None:
+                os.close(fd)
+        for conn in self.children.values():
             if conn is not keep:
                 conn.close()
         self.selector.close()
@@ -252,7 +290,7 @@ def child(forked: Forked) -> None:
     raise SystemExit(0)
 
 
-def main(path: str) -> None:
+def main(path: str, polling: bool = False) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     import gc
@@ -263,7 +301,7 @@ def main(path: str) -> None:
     listener.bind(path + ".tmp")
     listener.listen(64)
     os.rename(path + ".tmp", path)  # the socket appears ready, or not at all
-    server = Server(listener)
+    server = Server(listener, polling)
     signal.signal(signal.SIGTERM, server.stop)
     try:
         server.run()
@@ -273,4 +311,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], polling="--poll" in sys.argv[2:])
