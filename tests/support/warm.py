@@ -171,19 +171,25 @@ class WarmPython:
 
         ``stdin``, ``stdout``, ``stderr``: a file, a descriptor, `subprocess.DEVNULL`,
         `subprocess.STDOUT` (stderr only) or None (this process's). A command the server
-        cannot run as a fresh interpreter would gets a real `subprocess.Popen`.
+        cannot run as a fresh interpreter would, or any command when the server is gone,
+        gets a real `subprocess.Popen`.
         """
         folder = os.fspath(cwd) if cwd is not None else os.getcwd()
         environ = dict(os.environ if env is None else env)
         request = python_request(list(argv[1:]), folder) if argv[0] == sys.executable else None
-        if request is None:
-            return subprocess.Popen(list(argv), cwd=cwd, env=environ, stdin=stdin,  # noqa: S603
-                                    stdout=stdout, stderr=stderr)
-        with open(os.devnull, "r+b") as null:
-            fds = [_fd(stdin, 0, null), _fd(stdout, 1, null)]
-            fds.append(fds[1] if stderr == subprocess.STDOUT else _fd(stderr, 2, null))
-            sock = send(str(self.sockets[server % self.count]), request, folder, environ, fds)
-        return WarmProcess(argv, sock)
+        if request is not None:
+            with open(os.devnull, "r+b") as null:
+                fds = [_fd(stdin, 0, null), _fd(stdout, 1, null)]
+                fds.append(fds[1] if stderr == subprocess.STDOUT else _fd(stderr, 2, null))
+                try:
+                    sock = send(str(self.sockets[server % self.count]), request, folder,
+                                environ, fds)
+                except OSError:  # the server is gone: start it cold, as the shims do
+                    pass
+                else:
+                    return WarmProcess(argv, sock)
+        return subprocess.Popen(list(argv), cwd=cwd, env=environ, stdin=stdin,  # noqa: S603
+                                stdout=stdout, stderr=stderr)
 
     def run(self, argv: Sequence[str], *, input: str = "", cwd: Path | str | None = None,
             env: Mapping[str, str] | None = None, timeout: float | None = None,
