@@ -152,3 +152,24 @@ def test_a_server_ends_with_the_process_that_started_it(polls: bool) -> None:
             time.sleep(0.05)
     finally:
         shutil.rmtree(folder.strip(), ignore_errors=True)
+
+
+def test_popen_gives_the_commands_own_pid_and_waits_as_popen_does(
+        warm: WarmPython, tmp_path: Path) -> None:
+    code = "import os, sys, time\nprint(os.getpid(), flush=True)\ntime.sleep(float(sys.argv[1]))"
+    with (tmp_path / "out").open("wb") as out:
+        proc = warm.popen([sys.executable, "-c", code, "60"], stdout=out,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.2)
+    assert proc.poll() is None
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "out").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert int((tmp_path / "out").read_text()) == proc.pid
+    proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL == proc.poll()
+    done = warm.run([sys.executable, "-c", "import sys; print(input()[::-1]); sys.exit(4)"],
+                    input="山姆\n", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (4, "姆山\n", "")
