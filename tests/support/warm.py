@@ -19,7 +19,7 @@ of old module paths, installs) is tested in fresh interpreters, never here.
 
 ```python
 with WarmPython(tmp_path) as warm:
-    env = {**os.environ, **warm.env(0), "PATH": f"{warm.bin}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, **warm.env(0), "PATH": warm.path(dict(os.environ))}
     subprocess.run(["genmem", "--help"], env=env, check=True)
 ```
 """
@@ -34,13 +34,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from tests.support.processes import ServerStartError, log_tail, stop_process
+from tests.support.processes import stop_process, wait_until_ready
 from tests.support.warm_shim import VARIABLE, python_request, read_pid, send
 
 HERE = Path(__file__).resolve().parent
@@ -253,14 +252,10 @@ class WarmPython:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=self.folder))
 
-    def _wait(self, number: int, timeout: float = 120.0) -> None:
-        proc, sock = self._procs[number], self.sockets[number]
-        deadline = time.monotonic() + timeout
-        while not sock.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = self.folder / f"server{number}.log"
-                raise ServerStartError(f"warm server {number} did not start:\n{log_tail(log)}")
-            time.sleep(0.05)
+    def _wait(self, number: int) -> None:
+        wait_until_ready(self.sockets[number].exists, proc=self._procs[number],
+                         log_path=self.folder / f"server{number}.log",
+                         what=f"warm server {number}", timeout=120.0)
 
 
 def _fd(stream: IO | int | None, own: int, null: IO) -> int:
