@@ -191,6 +191,9 @@ class ChromaBackend:
         self._record: dict[str, tuple[int, int]] = {}
         # per persona: the unfinished forget's revision the last read of the state record saw
         self._pending: dict[str, int | None] = {}
+        # per persona: the revision of the last forget this backend finished (a reader's
+        # look at the state record may have seen its mark before the finish removed it)
+        self._finished: dict[str, int] = {}
         try:
             self.nodes = client.get_or_create_collection(
                 name,
@@ -313,7 +316,11 @@ class ChromaBackend:
                 return None
             meta = got["metadatas"][0]
             own = self._record[persona] = (int(meta["rev"]), int(meta["node_count"]))
-            self._pending[persona] = meta.get(FORGETTING_KEY)
+            mark = meta.get(FORGETTING_KEY)
+            if mark is not None and int(mark) > self._finished.get(persona, 0):
+                self._pending[persona] = int(mark)  # not one this backend finished since
+            else:
+                self._pending[persona] = None
         head = Head(rev=own[0], node_count=own[1])
         chain, above = self._read_chain(persona, head.node_count)
         self._chain[persona] = len(chain)
@@ -759,6 +766,7 @@ class ChromaBackend:
                                (self.states, _state_id(persona)))
         self._remove_snapshot(persona)
         self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
+        self._finished[persona] = max(self._finished.get(persona, 0), state.rev)
         self._pending[persona] = None
 
     def _finish_interrupted(self, persona: str, since: int) -> None:
@@ -935,7 +943,8 @@ class ChromaBackend:
             self.states.delete(ids=[_state_id(persona)])
             self._remove_snapshot(persona)
         self._forget(persona)
-        for held in (self._known, self._chain, self._pending, self._above, self._stamps):
+        for held in (self._known, self._chain, self._pending, self._above, self._stamps,
+                     self._finished):
             held.pop(persona, None)
 
     def _undo(self, ids: list[str], token: str | None = None) -> None:

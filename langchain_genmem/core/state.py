@@ -26,6 +26,7 @@ exactly as before the field existed.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from typing import Any
 
@@ -236,8 +237,7 @@ class StreamState(BaseModel):
         wanted = sorted(set(int(n) for n in numbers))
         if not wanted:
             raise ValidationError("forget: no node numbers given", field="node_numbers")
-        live = set(self.live_numbers(wanted[0], wanted[-1]).tolist())
-        gone = [n for n in wanted if n not in live]
+        gone = [n for n in wanted if n < 1 or n > self.node_count] or self._among_forgotten(wanted)
         if gone:
             msg = (f"forget: node_{gone[0]} is not a stored memory (numbers run from 1 to "
                    f"{self.node_count}, forgotten ones excepted)")
@@ -245,6 +245,19 @@ class StreamState(BaseModel):
         rev = self.rev + 1
         added = [(lo, hi, rev) for lo, hi in number_runs(wanted)]
         return self.model_copy(update={"rev": rev, "forgotten": [*self.forgotten, *added]})
+
+    def _among_forgotten(self, numbers: list[int]) -> list[int]:
+        """Which of ``numbers`` (ascending) a forgotten range holds: a bisection each."""
+        if not self.forgotten:
+            return []
+        ranges = sorted((lo, hi) for lo, hi, _ in self.forgotten)
+        firsts = [lo for lo, _ in ranges]
+        out = []
+        for n in numbers:
+            at = bisect.bisect_right(firsts, n) - 1
+            if at >= 0 and ranges[at][1] >= n:
+                out.append(n)
+        return out
 
     def rekeying(self, numbers: Iterable[int]) -> StreamState:
         """This state with ``numbers`` re-keyed at its revision (call after :meth:`forgetting`).

@@ -44,30 +44,34 @@ class AccessRecorder:
         self.pending: dict[str, float] = {}
         self._timer: threading.Timer | None = None
 
-    def mark(self, rows: np.ndarray, when: float) -> None:
-        """Record an access of rows: at once in the store when lazy, else as :meth:`record`.
+    def mark(self, numbers: np.ndarray, when: float) -> None:
+        """Record an access of nodes: at once in the store when lazy, else as :meth:`record`.
 
         Args:
-            rows: the rows (``node_{row+1}``), known to the mirror.
+            numbers: node numbers known to the mirror (int64 array).
             when: the access time, epoch seconds.
         """
         m = self.mirror
         if m.lazy:
-            m.backend.write_access(m.persona, {f"node_{r + 1}": when for r in rows})
+            m.backend.write_access(m.persona, {f"node_{n}": when for n in numbers.tolist()})
             return
-        self.record(rows, when)
+        self.record(numbers, when)
 
-    def record(self, rows: np.ndarray, when: float) -> None:
-        """Move the rows' access times to ``when`` where that is later; store them behind.
+    def record(self, numbers: np.ndarray, when: float) -> None:
+        """Move the access times of nodes to ``when`` where that is later; store them behind.
+
+        Nodes are named by number, so the access lands on exactly those memories whatever
+        the cache a caller read them from; one forgotten meanwhile is skipped.
 
         Args:
-            rows: the rows (int64 array) of held nodes.
+            numbers: node numbers (int64 array).
             when: the access time, epoch seconds.
         """
         m = self.mirror
         with m.lock:
             cache = self.loader.columns()
-            moved = cache.touch(rows, when)  # never backwards: only later times move
+            rows = cache.rows_of_numbers(numbers)
+            moved = cache.touch(rows[rows >= 0], when)  # never backwards: only later times
             nodes = cache.nodes
             for row in moved.tolist():
                 self.pending[nodes[row].node_id] = when
@@ -98,6 +102,7 @@ class AccessRecorder:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            pending = {i: t for i, t in pending.items() if m.row(i) is not None}  # forgotten
             if not pending:
                 return 0
             try:

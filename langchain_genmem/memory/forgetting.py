@@ -338,19 +338,24 @@ class Forgetter:
         )
 
     def _plan(self, chosen: Selection, keep_derived: bool) -> Plan:
-        """What to forget, from the caught-up mirror (under its lock)."""
-        cache = self.mirror.cache
+        """What to forget, from the caught-up mirror (under its lock).
+
+        Costs what is forgotten: the memories citing it are found in the mirror's
+        citations (built on the first forget), not by reading every memory.
+        """
+        m = self.mirror
+        cache = m.cache
         selected = self._selected(cache, chosen)
-        cites, thoughts = _citations(cache)
+        citations = m.citations
+        citations.build(cache)
         derived: set[int] = set()
         if not keep_derived:
-            frontier = list(selected)
+            frontier = set(selected)
             while frontier:
-                citing = {c for n in frontier for c in thoughts.get(n, ())}
-                frontier = sorted(citing - selected - derived)
+                frontier = citations.citing(frontier, thoughts_only=True) - selected - derived
                 derived.update(frontier)
         gone = selected | derived
-        kept = {c for n in gone for c in cites.get(n, ())} - gone
+        kept = citations.citing(gone) - gone
         return Plan(tuple(sorted(selected)), tuple(sorted(derived)), tuple(sorted(kept)),
                     self._given_back(cache, gone), self._rekeys(cache, gone))
 
@@ -375,36 +380,40 @@ class Forgetter:
                              limits().description)
 
     def _selected(self, cache: NodeCache, chosen: Selection) -> set[int]:
-        """The numbers of the live memories ``chosen`` names."""
-        n = cache.n
-        numbers = cache.node_number[:n]
-        if chosen.everything:
-            return set(numbers.tolist())
-        keep = chosen.window.mask(cache.created[:n], cache.type_code[:n], cache.poignancy[:n],
-                                  numbers)
-        if chosen.expired:
-            keep &= cache.expiration[:n] <= to_epoch(self.mirror.clock())
+        """The numbers of the live memories ``chosen`` names.
+
+        Ids alone cost what they name; a selector reads the columns of every live memory.
+        """
         if chosen.node_ids:
-            rows = cache.rows_of_numbers(np.array([node_number_or_none(i) for i in chosen.node_ids],
-                                                  dtype=np.int64))
+            named = np.array([node_number_or_none(i) for i in chosen.node_ids], dtype=np.int64)
+            rows = cache.rows_of_numbers(named)
             missing = [i for i, r in zip(chosen.node_ids, rows.tolist(), strict=True) if r < 0]
             if missing:
                 raise UnknownNodeError(missing[0], field="node_ids", persona=self.mirror.persona)
-            named = np.zeros(n, dtype=bool)
-            named[rows] = True
-            keep &= named
-        rows = np.flatnonzero(keep).tolist()
+        else:
+            rows = cache.live_rows()
+        if chosen.everything:
+            return set(cache.node_number[rows].tolist())
+        keep = chosen.window.mask(cache.created[rows], cache.type_code[rows],
+                                  cache.poignancy[rows], cache.node_number[rows])
+        if chosen.expired:
+            keep &= cache.expiration[rows] <= to_epoch(self.mirror.clock())
+        picked = rows[keep].tolist()
         if chosen.conversation or chosen.speaker or chosen.text:
             nodes = cache.nodes
-            rows = [r for r in rows if _matches(nodes[r], chosen)]
-        return set(numbers[rows].tolist())
+            picked = [r for r in picked if _matches(nodes[r], chosen)]
+        return set(cache.node_number[picked].tolist())
 
     def _given_back(self, cache: NodeCache, gone: set[int]) -> tuple[float, int]:
-        """Poignancy and count of forgotten events the reflection trigger counted."""
+        """Poignancy and count of forgotten events the reflection trigger counted.
+
+        Those are among the newest ``importance_ele_n`` live events: the rows are read from
+        the newest back, a block at a time, until that many events were seen.
+        """
         counted = self.mirror.state.importance_ele_n
         if counted <= 0 or not gone:
             return 0.0, 0
-        events = np.flatnonzero(cache.type_code[: cache.n] == TYPE_CODES["event"])[-counted:]
+        events = _newest_events(cache, counted)
         hit = events[np.isin(cache.node_number[events], np.fromiter(gone, dtype=np.int64))]
         return float(cache.poignancy[hit].sum()), int(hit.size)
 
@@ -436,24 +445,24 @@ def _matches(node: MemoryNode, chosen: Selection) -> bool:
     return chosen.text is None or chosen.text.casefold() in node.description.casefold()
 
 
-def _citations(cache: NodeCache) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """``{cited number: citing numbers}`` over every held memory, and over thoughts only.
-
-    Thoughts cite their evidence; an event may cite the chat it is about (its filling).
-    """
-    every: dict[int, list[int]] = {}
-    thoughts: dict[int, list[int]] = {}
-    for node in cache.nodes:
-        filling = node.filling
-        if not isinstance(filling, list):
-            continue
-        for entry in filling:
-            cited = node_number_or_none(entry) if isinstance(entry, str) else None
-            if cited is not None:
-                every.setdefault(cited, []).append(node.node_count)
-                if node.type == "thought":
-                    thoughts.setdefault(cited, []).append(node.node_count)
-    return every, thoughts
+def _newest_events(cache: NodeCache, count: int) -> np.ndarray:
+    """The rows of the newest ``count`` live events (fewer when there are fewer)."""
+    event = TYPE_CODES["event"]
+    if cache.moved:  # rows are not in number order: every live event, by number
+        rows = cache.live_rows()
+        rows = rows[cache.type_code[rows] == event]
+        return rows[np.argsort(cache.node_number[rows], kind="stable")][-count:]
+    found: list[np.ndarray] = []
+    seen, end, block = 0, cache.n, 1024
+    while end > 0 and seen < count:
+        start = max(0, end - block)
+        rows = start + np.flatnonzero((cache.type_code[start:end] == event)
+                                      & cache.alive[start:end])
+        found.append(rows)
+        seen += rows.size
+        end, block = start, block * 2
+    rows = np.concatenate(found[::-1]) if found else np.zeros(0, dtype=np.int64)
+    return rows[-count:]
 
 
 def _held(cache: NodeCache, number: int) -> MemoryNode:

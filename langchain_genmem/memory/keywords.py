@@ -18,7 +18,8 @@ original), so they are persisted with the stream's state.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import bisect
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_genmem.core.nodes import NODE_TYPES, STRENGTH_TYPES, MemoryNode, node_number
@@ -152,22 +153,26 @@ class KeywordIndex:
             out[kind] = {**out.get(kind, {}), **counts}
         return out
 
-    def remove(self, node_ids: Collection[str]) -> None:
+    def remove(self, nodes: Iterable[MemoryNode]) -> None:
         """Stop indexing nodes (forgotten ones); keywords left with no node go.
 
+        Costs the nodes' keywords: each id is found by bisection in its keyword's list
+        (ids are indexed oldest first, so each list is ascending by node number).
+
         Args:
-            node_ids: the ids.
+            nodes: the nodes.
         """
-        if not node_ids:
-            return
-        for by_kw in self.index.values():
-            for kw in list(by_kw):
-                held = by_kw[kw]
-                kept = [i for i in held if i not in node_ids]
-                if not kept:
+        for node in nodes:
+            by_kw = self.index.get(node.type, {})
+            for kw in unique(k.lower() for k in node.keywords):
+                held = by_kw.get(kw)
+                if held is None:
+                    continue
+                at = bisect.bisect_left(held, node.node_count, key=node_number)
+                if at < len(held) and held[at] == node.node_id:
+                    del held[at]
+                if not held:
                     del by_kw[kw]
-                elif len(kept) != len(held):
-                    by_kw[kw] = kept
 
     def strength_without(self, nodes: Sequence[MemoryNode]) -> dict[str, dict[str, int]]:
         """The strengths once ``nodes`` are forgotten (computed before the index drops them).

@@ -130,7 +130,7 @@ class StreamLoader:
             return
         with m.lock:
             n = m.state.live_count
-            if m.cache.n != n or n == 0:
+            if m.cache.live != n or n == 0:
                 return
             content = m.cache.snapshot_content()
             content.meta["keywords"] = snapshot.index_to_json(m.keywords.index)
@@ -235,7 +235,8 @@ class StreamLoader:
         """
         if self.mirror.lazy:
             return self.read_stored(node_id).node
-        return self.columns().nodes[self.mirror.row_or_raise(node_id)]
+        with self.mirror.lock:  # the row and its node of one moment
+            return self.columns().nodes[self.mirror.row_or_raise(node_id)]
 
     def read_stored(self, node_id: str) -> StoredNode:
         """One node and its vector, read from the store (a lazy stream).

@@ -17,14 +17,17 @@ module of this kind: it commits through :meth:`StreamWriter.write
 Forgotten memories: whenever the mirror installs a committed state, it drops the nodes that
 state forgot since the one it held (:meth:`StreamState.forgotten_since
 <langchain_genmem.core.state.StreamState.forgotten_since>`) from the cache, the keyword
-index, the conversation turns and the lexical index, however it learnt of them (its own
-forget, another process's caught up with, a lazy stream loading). The cache is then a new
-object (rows skip forgotten numbers), so a reader holding the old one keeps one moment. A
-kept memory that cites forgotten ones (a thought's evidence) is shown without those ids.
-Kept turns the forget re-keyed (their embedded text quoted a forgotten turn) get their new
-text and vector in the new cache too: from the forget itself, or read again from the store
-(:meth:`StreamState.rekeyed_since <langchain_genmem.core.state.StreamState.rekeyed_since>`)
-by a process catching up.
+index, the citations, the conversation turns and the lexical index, however it learnt of
+them (its own forget, another process's caught up with, a lazy stream loading), at the cost
+of what was forgotten. The cache is then a new object in which their rows are dead
+(:meth:`NodeCache.without <langchain_genmem.memory.cache.NodeCache.without>`: the columns
+are shared, rows keep their numbers), so a reader holding the old one keeps one moment and
+the row-keyed lexical index stays valid. A kept memory that cites forgotten ones (a
+thought's evidence) is shown without those ids. Kept turns the forget re-keyed (their
+embedded text quoted a forgotten turn) get their new text and vector in place: from the
+forget itself, or read again from the store (:meth:`StreamState.rekeyed_since
+<langchain_genmem.core.state.StreamState.rekeyed_since>`) by a process catching up. Once
+dead rows outnumber live ones (and at :meth:`StreamMirror.compact`), the cache is compacted.
 
 Every part changes the mirror under :attr:`StreamMirror.lock`; the committed state is
 replaced whole, never changed in place, so a reader holding it keeps one moment.
@@ -41,9 +44,10 @@ import numpy as np
 
 from langchain_genmem.backends.base import MemoryBackend, StoredNode
 from langchain_genmem.core.errors import UnknownNodeError
-from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_none
+from langchain_genmem.core.nodes import MemoryNode, node_number_or_none
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.memory.cache import NodeCache
+from langchain_genmem.memory.citations import Citations
 from langchain_genmem.memory.keywords import KeywordIndex
 from langchain_genmem.memory.turns import TurnLog
 
@@ -51,6 +55,11 @@ if TYPE_CHECKING:
     from langchain_genmem.numerics.lexical import LexicalIndex
 
 Clock = Callable[[], datetime]
+
+COMPACT_AFTER = 4096
+"""Dead rows (forgotten memories) the cache keeps before it compacts itself, at least: it
+compacts once dead rows outnumber both this and the live ones, so a compaction, which
+copies every row, is paid for by as many forgotten memories."""
 
 
 class StreamMirror:
@@ -67,6 +76,7 @@ class StreamMirror:
         keywords: the keyword index and keyword strengths of the held nodes.
         turns: the conversation turns of the held nodes, built on the first turn added.
         lexical: the BM25 index of the held nodes, built on the first lexical query.
+        citations: which held memories cite which, built on the first forget.
         state: the committed state this mirror is caught up with.
         access_rev: the revision of the store's access log this mirror has read.
     """
@@ -81,6 +91,7 @@ class StreamMirror:
         self.keywords = KeywordIndex()
         self.turns = TurnLog()
         self.lexical: LexicalIndex | None = None
+        self.citations = Citations()
         self.state = StreamState()
         self.access_rev = 0
 
@@ -100,7 +111,7 @@ class StreamMirror:
         Returns:
             The count.
         """
-        return self.state.live_count if self.lazy else self.cache.n
+        return self.state.live_count if self.lazy else self.cache.live
 
     def row(self, node_id: str) -> int | None:
         """The row of a known node that exists.
@@ -169,36 +180,54 @@ class StreamMirror:
         self.cache.append(stored, total=total)
         for s in stored:
             self.keywords.index_node(s.node)
+        if self.citations.built:
+            self.citations.add(s.node for s in stored)
 
     def release(self) -> None:
         """Hold no node again: a lazy stream after an operation that had to load them."""
         with self.lock:
             self.cache = NodeCache()
             self.keywords = KeywordIndex(strength=self.keywords.strength)
-            self.turns, self.lexical = TurnLog(), None
+            self.turns, self.lexical, self.citations = TurnLog(), None, Citations()
             self.lazy = True
 
     def drop(self, ranges: Sequence[tuple[int, int]], state: StreamState) -> None:
-        """Stop holding forgotten nodes: cache rows, keywords, turns, lexical index.
+        """Stop holding forgotten nodes: cache rows, keywords, citations, turns, lexical index.
+
+        Costs what is forgotten (the citations are built first if this is the first forget
+        this mirror sees).
 
         Args:
             ranges: the ``(first, last)`` number ranges forgotten.
-            state: the state that forgot them (its other forgotten numbers trim evidence).
+            state: the state that forgot them.
         """
-        highest = self.cache.highest
-        numbers = [n for lo, hi in ranges for n in range(lo, min(hi, highest) + 1)]
-        cache = self.cache.without(np.asarray(numbers, dtype=np.int64))
-        if cache is self.cache:
+        old = self.cache
+        highest = old.highest
+        wanted = np.asarray([n for lo, hi in ranges for n in range(lo, min(hi, highest) + 1)],
+                            dtype=np.int64)
+        rows = old.rows_of_numbers(wanted)
+        rows = rows[rows >= 0]
+        if not rows.size:
             return
-        forgotten = state.forgotten_numbers()
-        thoughts = np.flatnonzero(cache.type_code[: cache.n] == TYPE_CODES["thought"])
-        trimmed = {row: t for row in thoughts.tolist()  # only thoughts cite evidence
-                   if (t := without_forgotten(cache.nodes[row], forgotten)) is not None}
+        nodes = [old.nodes[r] for r in rows.tolist()]
+        gone = {node.node_count for node in nodes}
+        self.citations.build(old)
+        cache = old.without(np.fromiter(gone, dtype=np.int64, count=len(gone)))
+        trimmed = {}
+        for number in sorted(self.citations.citing(gone) - gone):  # evidence to trim
+            row = cache.row_of_number(number)
+            if row is not None and (t := without_forgotten(cache.nodes[row], gone)) is not None:
+                trimmed[row] = t
         if trimmed:
             cache.replace_nodes(trimmed)
+        self.citations.remove(nodes)
+        self.keywords.remove(nodes)
+        self.turns.remove(nodes)
+        if self.lexical is not None:
+            self.lexical.forget_rows(old, rows)
         self.cache = cache
-        self.keywords.remove({f"node_{n}" for n in numbers})
-        self.turns, self.lexical = TurnLog(), None  # rebuilt from the new rows on next use
+        if cache.dead > max(COMPACT_AFTER, cache.live):
+            self.compact()
 
     def rekey(self, replaced: Sequence[StoredNode]) -> None:
         """Hold the new embedded text and vector of re-keyed nodes (a new cache object).
@@ -206,10 +235,31 @@ class StreamMirror:
         Args:
             replaced: held nodes with their new ``embedding_key`` and vector.
         """
-        cache = self.cache.replacing(replaced)
-        if cache is not self.cache:
+        old = self.cache
+        cache = old.rekeyed(replaced)
+        if cache is old:
+            return
+        if self.lexical is not None:  # the moved rows are indexed anew when next synced
+            moved = np.flatnonzero(old.alive[: old.n] & ~cache.alive[: old.n])
+            self.lexical.forget_rows(old, moved)
+        self.cache = cache
+
+    def compact(self) -> bool:
+        """Renumber the held rows without the dead ones (a new cache; costs every row).
+
+        The lexical index and the turns are built again from the new rows on their next
+        use; a reader holding the old cache keeps it.
+
+        Returns:
+            True when there was something to compact.
+        """
+        with self.lock:
+            cache = self.cache.compacted()
+            if cache is self.cache:
+                return False
             self.cache = cache
-            self.turns, self.lexical = TurnLog(), None  # rebuilt from the new rows on next use
+            self.turns, self.lexical = TurnLog(), None
+            return True
 
 
 def without_forgotten(node: MemoryNode, forgotten: Collection[int]) -> MemoryNode | None:

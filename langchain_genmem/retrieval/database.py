@@ -61,24 +61,24 @@ def retrieve_in_database(
     stream.refresh()
     now = naive(stream.clock())
     vector = embed_query(stream.embeddings, query)
-    state = stream.committed
+    cache, state = (None, stream.committed) if stream.lazy else stream.view()
     where = current_sql(flt.sql(), state) if retriever.leaves_out_superseded else flt.sql()
     ranking = backend.rank(
         stream.persona, vector, k=k, mode=retriever.recency_mode,
         decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
-        weights=retriever.effective_weights(), now=now,
+        weights=retriever.effective_weights(state), now=now,
         include_expired=retriever.include_expired, where=where,
     )
     skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
-    if not stream.lazy:
-        cache = stream.columns
+    if cache is not None:
         static = cache.candidates(chats=flt.chats)
-        skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt)[3]
+        skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt, state)[3]
     if not ranking.rows:
         status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
         return RetrievalReport(query=query, status=status, **skipped)
     nodes = [r.node for r in ranking.rows]
     if retriever.update_access:
+        # stored at once; a memory forgotten since the ranking's snapshot has no row left
         backend.write_access(stream.persona, {n.node_id: to_epoch(now) for n in nodes})
         if not stream.lazy:
             stream.columns.merge_access({n.node_count: to_epoch(now) for n in nodes})

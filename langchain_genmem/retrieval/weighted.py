@@ -34,7 +34,9 @@ from langchain_genmem.core.modes import (
     TimeInQuery,
 )
 from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.cache import NodeCache
 from langchain_genmem.memory.corrections import current
 from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.memory.stream import MemoryStream
@@ -241,37 +243,35 @@ class WeightedRetrieval(BaseModel):
         query = validation.query(query)
         k = self.k if k is None else validation.top_k(k)
         flt = self.candidate_filter(**filters)
-        mode, share = self.effective_relevance()
-        window = self.query_window(query)
         if self.score_in == "database":
-            self._check_database(mode)
-            if window is None:
-                return retrieve_in_database(self, query, k, flt)
-            report = retrieve_in_database(self, query, k, _within(flt, window))
-            if report.candidate_count:
-                return _timed(report, window, "narrowed")
-            return _timed(retrieve_in_database(self, query, k, flt), window, "no_memory_in_window")
+            return self._in_database(query, k, flt)
         stream = self.memory_stream
         stream.refresh()
-        cache = stream.columns
+        # One moment of the persona for the whole read: the columns and the state are
+        # taken once, and rows never move under the columns taken (a forget makes new
+        # ones), so ranks, access times and documents all name the same memories.
+        cache, state = stream.view()
+        mode, share = self.effective_relevance(state)
+        window = self.query_window(query)
         now = to_epoch(stream.clock())
         static = cache.candidates(self.idle_filter, chats=flt.chats)
         # Rows up to the candidates' size only: a write from another thread may append
-        # nodes while this retrieval reads (rows below it never change but for access times).
+        # nodes while this retrieval reads.
         n = static.n
         use: TimeUse | None = None
         if window is not None and self.time_in_query == "narrow":
-            picked = self.pick_candidates(static, cache, now, _within(flt, window))
+            picked = self.pick_candidates(static, cache, now, _within(flt, window), state)
             use = "narrowed" if picked[0].size else "no_memory_in_window"
         if use != "narrowed":
-            picked = self.pick_candidates(static, cache, now, flt)
+            picked = self.pick_candidates(static, cache, now, flt, state)
         rows, importance, cands_static, skipped = picked
         if rows.size == 0:
             return _timed(RetrievalReport(query=query, status="no_candidates", **skipped),
                           window, use)
+        weights = self.effective_weights(state)
         bonus = None
         if window is not None and self.time_in_query == "weight":
-            bonus, use = self._time_bonus(window, cache.created[rows]), "weighted"
+            bonus, use = self._time_bonus(window, cache.created[rows], weights), "weighted"
         bm25 = None if mode == "dense" else stream.lexical_index(cache).scores(query, rows)
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
         if mode == "lexical":  # no dense part: no query embedding
@@ -280,14 +280,12 @@ class WeightedRetrieval(BaseModel):
         else:
             cosine, error, exact = self._first_pass(query, cache, n, pick, rows)
         cands = Candidates(
-            last_accessed=cache.last_accessed[pick],
+            last_accessed=cache.last_accessed[pick].copy(),  # this read's: others touch it
             type_code=cands_static[0],
             node_count=cands_static[1],
             poignancy=cands_static[2],
             cosine=cosine,
         )
-
-        state = stream.committed
         decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         order = None
         if self.recency_mode == "reverie":
@@ -296,15 +294,16 @@ class WeightedRetrieval(BaseModel):
             order = _candidate_positions(everything, rows, cache.n)
         raw_recency, recency_error, exact_recency = approximate_recency(
             cands, self.recency_mode, decay, now, order)
-        ranked = rank(cands, raw_recency, self.effective_weights(), k, exact, error, importance,
+        ranked = rank(cands, raw_recency, weights, k, exact, error, importance,
                       overwrite=True,  # both arrays are this call's own
                       relevance=mode, lexical_weight=share, bm25=bm25, bonus=bonus,
                       recency_error=recency_error, exact_recency=exact_recency)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
-            stream.record_access(rows[best], now)
+            stream.record_access(rows[best], now, columns=cache)
         docs = [
-            self._document(rows[i], i, place, ranked, skipped, with_dense=mode != "lexical")
+            self._document(cache, rows[i], i, place, ranked, skipped,
+                           with_dense=mode != "lexical")
             for place, i in enumerate(best)
         ]
         accessed = [d.metadata["node_id"] for d in docs]
@@ -321,6 +320,18 @@ class WeightedRetrieval(BaseModel):
         )
         return _timed(report, window, use)
 
+    def _in_database(self, query: str, k: int, flt: CandidateFilter) -> RetrievalReport:
+        """Rank in the database (``score_in="database"``), narrowed to a named time first."""
+        mode, _ = self.effective_relevance()
+        self._check_database(mode)
+        window = self.query_window(query)
+        if window is None:
+            return retrieve_in_database(self, query, k, flt)
+        report = retrieve_in_database(self, query, k, _within(flt, window))
+        if report.candidate_count:
+            return _timed(report, window, "narrowed")
+        return _timed(retrieve_in_database(self, query, k, flt), window, "no_memory_in_window")
+
     def query_window(self, query: str) -> TimeWindow | None:
         """The period the query names, as this retriever reads it at the stream's clock.
 
@@ -335,9 +346,9 @@ class WeightedRetrieval(BaseModel):
             return None
         return find_time_window(query, self.memory_stream.clock())
 
-    def _time_bonus(self, window: TimeWindow, created: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _time_bonus(window: TimeWindow, created: np.ndarray, weights: Weights) -> np.ndarray:
         """What each candidate gains with ``time_in_query="weight"``: in the window or not."""
-        weights = self.effective_weights()
         start, end = to_epoch(window.start), to_epoch(window.end)
         inside = (created >= start) & (created < end)
         return inside * (TIME_BOOST * weights.relevance_w * weights.gains[1])
@@ -366,13 +377,16 @@ class WeightedRetrieval(BaseModel):
     def _time_in_query(cls, value: Any) -> str:
         return validation.one_of(value, TIME_IN_QUERY_MODES, "time_in_query")
 
-    def effective_relevance(self) -> tuple[RelevanceMode, float]:
+    def effective_relevance(self, state: StreamState | None = None) -> tuple[RelevanceMode, float]:
         """The relevance mode and lexical weight this retriever scores with.
+
+        Args:
+            state: the persona's committed state a read took (None: the stream's now).
 
         Returns:
             Its own, or the persona's (``relevance_mode``, ``lexical_weight``) where None.
         """
-        state = self.memory_stream.committed
+        state = self.memory_stream.committed if state is None else state
         mode = state.relevance_mode if self.relevance is None else self.relevance
         share = state.lexical_weight if self.lexical_weight is None else self.lexical_weight
         return mode, float(share)
@@ -400,7 +414,8 @@ class WeightedRetrieval(BaseModel):
         return own.merged(filters)
 
     def pick_candidates(
-        self, static: Any, cache: Any, now: float, flt: CandidateFilter | None = None
+        self, static: Any, cache: Any, now: float, flt: CandidateFilter | None = None,
+        state: StreamState | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, ...], dict[str, int]]:
         """The rows this retrieval scores, and how many memories were left out and why.
 
@@ -410,6 +425,7 @@ class WeightedRetrieval(BaseModel):
             cache: the stream's node cache.
             now: the stream's clock, as an epoch.
             flt: the candidate filter (default: the retriever's own).
+            state: the committed state read with ``cache`` (None: the stream's now).
 
         Returns:
             The candidate rows, their normalised importance (None when it must be
@@ -434,7 +450,8 @@ class WeightedRetrieval(BaseModel):
         if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
             narrow(cache.expiration[rows] > now, "skipped_expired")
         if self.leaves_out_superseded:
-            narrow(current(cands_static[1], self.memory_stream.committed), "skipped_filtered")
+            held = self.memory_stream.committed if state is None else state
+            narrow(current(cands_static[1], held), "skipped_filtered")
         if flt.active:
             type_code, node_count, poignancy = cands_static
             narrow(flt.mask(cache.created[rows], type_code, poignancy, node_count),
@@ -446,13 +463,16 @@ class WeightedRetrieval(BaseModel):
         """Whether this retrieval leaves superseded memories out (not ``"reverie"``)."""
         return not self.include_superseded and self.recency_mode != "reverie"
 
-    def effective_weights(self) -> Weights:
+    def effective_weights(self, state: StreamState | None = None) -> Weights:
         """The weights this retriever scores with: its own, or the persona's where None.
+
+        Args:
+            state: the persona's committed state a read took (None: the stream's now).
 
         Returns:
             The resolved weights and gains.
         """
-        state = self.memory_stream.committed
+        state = self.memory_stream.committed if state is None else state
         return Weights(
             recency_w=state.recency_w if self.recency_w is None else self.recency_w,
             relevance_w=state.relevance_w if self.relevance_w is None else self.relevance_w,
@@ -462,6 +482,7 @@ class WeightedRetrieval(BaseModel):
 
     def _document(
         self,
+        cache: NodeCache,
         row: int,
         i: int,
         place: int,
@@ -473,7 +494,7 @@ class WeightedRetrieval(BaseModel):
         dense = with_dense and r.dense is not None
         return memory_document(
             self.memory_stream.persona,
-            self.memory_stream.columns.nodes[row],
+            cache.nodes[row],
             score=float(r.scored.score[i]),
             recency=float(r.scored.recency[i]),
             relevance=float(r.scored.relevance[i]),

@@ -255,6 +255,16 @@ def test_columns_taken_before_a_forget_keep_lexical_scores_of_their_own_rows(
     old = stream.lexical_index(before).scores("blueberry pancake", np.arange(before.n))
     assert int(np.argmax(old)) == before.row_of_number(2) == 1
     now = stream.lexical_index()
-    assert now is stream.lexical_index(stream.columns) is not stream.lexical_index(before)
-    new = now.scores("blueberry pancake", np.arange(stream.columns.n))
-    assert int(np.argmax(new)) == stream.columns.row_of_number(2) == 0
+    # rows keep their numbers through a forget: the columns taken before share the index
+    assert now is stream.lexical_index(stream.columns) is stream.lexical_index(before)
+    after = stream.columns
+    assert after is not before and after.n == before.n and after.dead == before.dead + 1
+    library = before.row_of_number(1)
+    assert library is not None and after.row_of_number(1) is None
+    assert before.alive[library] and not after.alive[library]
+    live = after.live_rows()
+    new = now.scores("blueberry pancake", live)
+    assert live[int(np.argmax(new))] == after.row_of_number(2) == 1
+    stream.compact()  # renumbered: the columns taken before get an index of their own
+    assert stream.columns.row_of_number(2) == 0
+    assert stream.lexical_index(before) is not stream.lexical_index()

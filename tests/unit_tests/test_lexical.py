@@ -34,10 +34,11 @@ def node(row: int, description: str, **fields: object) -> MemoryNode:
 
 
 class FakeCache:
-    """The two things the index reads of a NodeCache."""
+    """What the index reads of a NodeCache: its rows' nodes and which rows are dead."""
 
     def __init__(self, texts: list[str] | None = None) -> None:
         self.nodes: list[MemoryNode] = []
+        self.alive = np.zeros(0, dtype=bool)
         for text in texts or []:
             self.append(text)
 
@@ -45,8 +46,17 @@ class FakeCache:
     def n(self) -> int:
         return len(self.nodes)
 
+    @property
+    def dead(self) -> int:
+        return int(self.n - self.alive[: self.n].sum())
+
     def append(self, description: str, **fields: object) -> None:
         self.nodes.append(node(len(self.nodes), description, **fields))
+        self.alive = np.append(self.alive, True)
+
+    def forget(self, rows: list[int]) -> None:
+        self.alive = self.alive.copy()
+        self.alive[rows] = False
 
 
 def reference_bm25(docs: list[list[str]], query: list[str]) -> np.ndarray:
@@ -280,6 +290,26 @@ def test_sync_recheck_finds_changed_rows():
     assert index.sync(cache, recheck=True) == 1
     np.testing.assert_allclose(index.scores("zebra 克劳斯", np.arange(cache.n)),
                                expected(cache, "zebra 克劳斯"), rtol=1e-12)
+
+
+def test_dead_rows_leave_the_statistics_as_if_never_indexed():
+    # forgotten memories keep their rows; the live rows score as in an index of them alone
+    index, cache = index_of(ALL)
+    gone = [1, 4, len(ALL) - 1]
+    cache.forget(gone)
+    assert index.sync(cache) == 0  # no row added: the dead ones are taken all the same
+    assert index.live_count == len(ALL) - len(gone)
+    live = [r for r in range(cache.n) if r not in gone]
+    fresh, _ = index_of([ALL[r] for r in live])
+    for query in QUERIES:
+        np.testing.assert_allclose(index.scores(query, live),
+                                   fresh.scores(query, np.arange(len(live))), rtol=1e-12, atol=0)
+    assert index.forget_rows(cache, gone) == 0  # marked once
+    cache.append("Hobbs Cafe 关门了")  # rows added after keep their place
+    index.sync(cache)
+    fresh, _ = index_of([*(ALL[r] for r in live), "Hobbs Cafe 关门了"])
+    np.testing.assert_allclose(index.scores("Hobbs Cafe", [*live, cache.n - 1]),
+                               fresh.scores("Hobbs Cafe", np.arange(len(live) + 1)), rtol=1e-12)
 
 
 def test_reindex_refuses_unknown_rows():
