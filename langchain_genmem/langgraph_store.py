@@ -113,7 +113,7 @@ from langgraph.store.base import (
 
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
-from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.errors import UnknownNodeError, ValidationError
 from langchain_genmem.core.nodes import node_number_or_none
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import naive
@@ -618,8 +618,11 @@ class GenerativeAgentsStore(BaseStore):
             )
             items = self._items_of[persona]
             for d in report.documents:
-                namespace, key = items.keys[node_number_or_none(d.id) - 1]  # type: ignore[operator]
-                scored.append((d.metadata["score"], items.record(namespace, key)))
+                # an item deleted (or put anew) since the ranking is left out, not an error
+                held = items.keys.get(node_number_or_none(d.id) - 1)  # type: ignore[operator]
+                record = None if held is None else items.record(*held)
+                if record is not None and record.node_id == d.id:
+                    scored.append((d.metadata["score"], record))
         if len(personas) > 1:
             scored.sort(key=lambda s: s[0], reverse=True)
         return [r.item(score, search=True) for score, r in scored[op.offset : op.offset + op.limit]]
@@ -638,7 +641,7 @@ class GenerativeAgentsStore(BaseStore):
         records = [items.record(*items.keys[row]) for row in rows.tolist()]
         if flt:
             stream, passes = self.stream(persona), make_filter(**flt).passes
-            records = [r for r in records if passes(stream.get(r.node_id))]  # type: ignore[union-attr]
+            records = [r for r in records if _passes(stream, r.node_id, passes)]  # type: ignore[union-attr]
         registry = self.stream(persona).committed.extra.get(REGISTRY, {})
         place = {tuple(json.loads(ns_text)): i for i, ns_text in enumerate(registry)}
         records.sort(key=lambda r: place[r.namespace])  # type: ignore[union-attr]
@@ -657,6 +660,14 @@ class GenerativeAgentsStore(BaseStore):
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _passes(stream: MemoryStream, node_id: str, passes: Callable[[Any], bool]) -> bool:
+    """Whether an item's memory passes a retrieval filter (one forgotten meanwhile: no)."""
+    try:
+        return passes(stream.get(node_id))
+    except UnknownNodeError:
+        return False
 
 
 def _turn_of(value: Mapping[str, Any]) -> dict[str, str]:

@@ -83,9 +83,9 @@ class AccessRecorder:
     def _flush_from_timer(self) -> None:
         try:
             self.flush()
-        except StorageError:
-            logger.warning("deferred access times of %r not stored yet", self.mirror.persona,
-                           exc_info=True)
+        except StorageError as e:  # an outage: one line, the times stay pending
+            logger.warning("deferred access times of %r not stored yet: %s",
+                           self.mirror.persona, e)
 
     def flush(self) -> int:
         """Write deferred access times to the store now.

@@ -277,7 +277,10 @@ class Forgetter:
                 plan = self._plan(chosen, keep_derived)
                 return self._report(plan, dry_run=True, live=m.live() - len(plan.numbers))
         with m.lock:  # the selected turns' texts (derived thoughts are seldom turns)
-            first = self._rekeys(m.cache, self._selected(m.cache, chosen))
+            selected = self._selected(m.cache, chosen)
+            if not selected:  # nothing to forget as of now: no write right is taken
+                return self._report(Plan((), (), (), (0.0, 0)), dry_run=False, live=m.live())
+            first = self._rekeys(m.cache, selected)
         vectors = self._embedded(first.values(), {})  # before the write right
         planned: list[Plan] = []
 

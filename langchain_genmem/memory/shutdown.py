@@ -66,8 +66,8 @@ def flush_open_streams() -> int:
     for stream in list(OPEN_STREAMS):
         try:
             written += stream.flush()
-        except GenMemError:
-            logger.warning("access times of %r not stored", stream.persona, exc_info=True)
+        except GenMemError as e:  # the store is unavailable: one line, no traceback
+            logger.warning("access times of %r not stored: %s", stream.persona, e)
     return written
 
 

@@ -877,8 +877,8 @@ class MemoryStream:
         OPEN_STREAMS.discard(self)
         try:
             self._loader.save_snapshot()
-        except GenMemError:
-            logger.warning("no snapshot of %r saved at close", self.persona, exc_info=True)
+        except GenMemError as e:
+            logger.warning("no snapshot of %r saved at close: %s", self.persona, e)
         if self._own_backend:
             self.backend.close()
 
@@ -917,5 +917,7 @@ def _flush_all() -> None:
     for stream in list(OPEN_STREAMS):
         try:
             stream.flush()
+        except GenMemError as e:  # the store is unavailable: one line, no traceback
+            logger.warning("access times of %r lost at exit: %s", stream.persona, e)
         except Exception:  # noqa: BLE001 - at exit, report and go on with the others
             logger.warning("access times of %r lost at exit", stream.persona, exc_info=True)
