@@ -410,6 +410,13 @@ def _add_error_handlers(app: FastAPI) -> None:
         status = next((code for kind, code in _STATUS_OF if isinstance(exc, kind)), 500)
         return _error(status, str(exc), getattr(exc, "field", None), retry_headers(exc))
 
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, not the caller's doing: the one error shape, and the traceback in the log
+        logger.error("%s %s failed", request.method, request.url.path,
+                     exc_info=(type(exc), exc, exc.__traceback__))
+        return _error(500, "internal error: the server failed this request (see its log)")
+
 
 def _error(
     status: int, message: str, field: str | None = None, headers: Any = None

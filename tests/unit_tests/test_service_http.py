@@ -621,3 +621,24 @@ def test_the_conversation_preset_ranks_as_the_chat_agent_and_fields_given_win(cl
     bad = client.post("/retrieve", headers=bearer(ADMIN), json={
         "persona_name": PERSONA, "focal_text": "x", "preset": "chat"})
     assert bad.status_code == 422 and "preset" in bad.text
+
+
+def test_an_unexpected_failure_is_a_500_in_the_one_error_shape_with_its_traceback_logged(
+    store, monkeypatch, caplog,
+):
+    from langchain_genmem.service.operations import MemoryService
+
+    def broken(self, request):
+        raise IndexError("index 2011 is out of bounds for axis 0 with size 2008")
+
+    monkeypatch.setattr(MemoryService, "retrieve", broken)
+    app = create_app(create_service(store), keys=KeyRing([ApiKey(ADMIN)]))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/retrieve", headers=bearer(ADMIN),
+                   json={"persona_name": "玛丽亚", "focal_text": "咖啡"})
+    assert r.status_code == 500
+    assert r.json() == {"status": "error", "field": None,
+                        "message": "internal error: the server failed this request (see its log)"}
+    assert "2011" not in r.text  # nothing of the failure's own text reaches the client
+    logged = [rec for rec in caplog.records if rec.levelname == "ERROR" and rec.exc_info]
+    assert logged and "POST /retrieve failed" in logged[0].getMessage()
