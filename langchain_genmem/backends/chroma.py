@@ -178,6 +178,8 @@ class ChromaBackend:
         self.lease_ttl = lease_ttl
         self._folder = FolderLock(self.where, lock_timeout) if self.kind == "folder" else None
         self._gate = None if self._folder is None else FolderGate(self._folder)
+        # an embedded folder's erasing process, started at its first forget
+        self._eraser = None if self._folder is None else chroma_erase.Eraser(self.where)
         self._leases: Any = None
         self._held = threading.local()  # the lease this thread holds, on a server
         # per persona: the committed state last read or written, and its run of node commits
@@ -268,7 +270,12 @@ class ChromaBackend:
                 lease.release()
 
     def close(self) -> None:
-        """Give back this process's right to write an embedded folder (reads go on)."""
+        """Give back this process's right to write an embedded folder (reads go on).
+
+        The folder's erasing process ends too (a later forget starts another).
+        """
+        if self._eraser is not None:
+            self._eraser.close()
         if self._folder is not None:
             self._folder.release()
 
@@ -459,35 +466,31 @@ class ChromaBackend:
         """The nodes numbered ``first`` .. ``last`` that exist, with their vectors, in order.
 
         Records of forgotten nodes are left out, also those a forget not finished yet left
-        in Chroma. The forgotten numbers are read after the records, so a forget committed
-        in between explains the records it deleted.
+        in Chroma (their fields may be erased already: they are never parsed). The forgotten
+        numbers are read after the records, so a forget committed in between explains the
+        records it deleted.
 
         Raises:
             StorageError: a number neither stored nor forgotten (a damaged store).
         """
-        out: list[StoredNode] = []
+        raw: list[tuple[Any, Any, Any]] = []
         for lo in range(first, last + 1, GET_PAGE):
             hi = min(last, lo + GET_PAGE - 1)
             ids = [_node_id(persona, f"node_{i}") for i in range(lo, hi + 1)]
             with self._reading(persona):
                 got = self.nodes.get(ids=ids, include=["embeddings", "metadatas", "documents"])
-            rows = sorted(
-                zip(got["metadatas"], got["documents"], got["embeddings"], strict=False),
-                key=lambda r: r[0]["node_count"],
-            )
-            out.extend(
-                StoredNode(_node_from(m, d), np.asarray(v, dtype=np.float32)) for m, d, v in rows
-            )
+            raw.extend(zip(got["metadatas"], got["documents"], got["embeddings"], strict=False))
+        raw.sort(key=lambda r: int(r[0]["node_count"]))
         live = self._live_numbers(persona, first, last)
-        if len(out) != live.shape[0]:
+        if len(raw) != live.shape[0]:  # a forget not finished yet: its records lost their fields
             alive = set(live.tolist())
-            out = [s for s in out if s.node.node_count in alive]
-        if len(out) != live.shape[0]:
-            found = {s.node.node_count for s in out}
+            raw = [r for r in raw if int(r[0]["node_count"]) in alive]
+        if len(raw) != live.shape[0]:
+            found = {int(r[0]["node_count"]) for r in raw}
             missing = [_node_id(persona, f"node_{n}") for n in live.tolist() if n not in found]
             msg = f"persona {persona!r}: committed nodes missing from the store: {missing[:3]}"
             raise StorageError(msg)
-        return out
+        return [StoredNode(_node_from(m, d), np.asarray(v, dtype=np.float32)) for m, d, v in raw]
 
     def _live_numbers(self, persona: str, first: int, last: int) -> np.ndarray:
         """The numbers ``first`` .. ``last`` the state record does not list as forgotten."""
@@ -750,24 +753,43 @@ class ChromaBackend:
         """Delete the records of ranges forgotten at revision ``since`` or later, then the mark.
 
         In an embedded folder every copy of them is erased from its files as well
-        (:mod:`~langchain_genmem.backends.chroma_erase`) before the mark goes, so an
+        (:mod:`~langchain_genmem.backends.chroma_erase`: their rows are overwritten before
+        Chroma deletes them, what Chroma freed is zeroed after) before the mark goes, so an
         interrupted erasure is finished with the forget.
         """
         numbers = [n for lo, hi, rev in state.forgotten if rev >= since
                    for n in range(lo, hi + 1)]
         ids = [_node_id(persona, f"node_{n}") for n in numbers]
-        dim = state.dim if self.kind == "folder" else None  # None: nothing to erase
-        for chunk in _chunks(ids, self.batch):
-            if dim is not None:
-                chroma_erase.blank(self.nodes, chunk, dim)
-            self.nodes.delete(ids=list(chunk))
-        if dim is not None and ids:
-            chroma_erase.erase(self.where, self.nodes, ids, dim,
-                               (self.states, _state_id(persona)))
+        rekeyed = [_node_id(persona, f"node_{n}") for n in state.rekeyed_since(since - 1)]
+        self._erased_delete(persona, ids, state.dim, rekeyed)
         self._remove_snapshot(persona)
         self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
         self._finished[persona] = max(self._finished.get(persona, 0), state.rev)
         self._pending[persona] = None
+
+    def _erased_delete(
+        self, persona: str, ids: Sequence[str], dim: int | None, rekeyed: Sequence[str],
+    ) -> None:
+        """Delete node records page by page, erasing them where it applies.
+
+        In an embedded folder laid out as expected they are erased from its files too
+        (their rows overwritten before the deletes, what Chroma freed zeroed after).
+        """
+        eraser = self._eraser if ids and dim else None
+        state = (self.states, _state_id(persona))
+        present = None
+        if eraser is not None:
+            present = chroma_erase.prepare(eraser, self.nodes, ids, int(dim or 0), state,
+                                           rekeyed)
+        if present is None:  # nothing to erase, or another layout (a warning was logged)
+            eraser = None
+        else:
+            for chunk in _chunks(present, self.batch):
+                chroma_erase.blank(self.nodes, chunk, int(dim or 0), existing=True)
+        for chunk in _chunks(ids, self.batch):
+            self.nodes.delete(ids=list(chunk))
+        if eraser is not None:
+            chroma_erase.finish(eraser, self.nodes, ids, int(dim or 0), state, rekeyed)
 
     def _finish_interrupted(self, persona: str, since: int) -> None:
         """Finish a forget of revision ``since`` that an interrupted writer committed."""
@@ -934,18 +956,73 @@ class ChromaBackend:
         """Delete everything of a persona: its node records, state record and snapshot file.
 
         A write: takes an embedded folder. Keyword strengths live in the state record and
-        access times on the node records, so they go with them.
+        access times on the node records, so they go with them. In an embedded folder every
+        copy of them is erased from its files as well, as by :meth:`forget`.
         """
         if self._folder is not None:
             self._folder.acquire(persona)
         with self._exclusive(persona), _wrapped(f"could not delete persona {persona!r}"):
-            self.nodes.delete(where={"persona": persona})
-            self.states.delete(ids=[_state_id(persona)])
             self._remove_snapshot(persona)
+            if self._eraser is None:
+                self.nodes.delete(where={"persona": persona})
+                self.states.delete(ids=[_state_id(persona)])
+            else:
+                self._drop_erased(persona, self._eraser)
         self._forget(persona)
         for held in (self._known, self._chain, self._pending, self._above, self._stamps,
                      self._finished):
             held.pop(persona, None)
+
+    def _drop_erased(self, persona: str, eraser: chroma_erase.Eraser) -> None:
+        """Delete the persona's records, erasing them from the folder's files.
+
+        Every version of its state record goes too.
+        """
+        ids = self.nodes.get(where={"persona": persona}, include=[])["ids"]
+        got = self.nodes.get(ids=ids[:1], include=["embeddings"])["embeddings"] if ids else []
+        dim = len(got[0]) if len(got) else 1
+        state = (self.states, _state_id(persona))
+        present = chroma_erase.prepare(eraser, self.nodes, ids, dim, state)
+        erase = (present is not None
+                 and chroma_erase.prepare(eraser, self.states, [state[1]], 1, state) is not None)
+        for chunk in _chunks((present or []) if erase else [], self.batch):
+            chroma_erase.blank(self.nodes, chunk, dim, existing=True)
+        for chunk in _chunks(ids, self.batch):
+            self.nodes.delete(ids=list(chunk))
+        self.states.delete(ids=[state[1]])
+        if erase:
+            chroma_erase.finish(eraser, self.nodes, ids, dim, state)
+
+    def compact(self) -> dict[str, Any] | None:
+        """Rebuild an embedded folder's database so that nothing deleted stays in it.
+
+        A forget erases what it forgets in work that grows with what it forgets
+        (:mod:`~langchain_genmem.backends.chroma_erase`); this is the whole-file work it
+        leaves: ``VACUUM`` of ``chroma.sqlite3`` (with ``secure_delete`` on, after merging
+        Chroma's full-text index), which also clears copies that Chroma's own writes moved
+        into the free space of live pages, and returns the free pages to the file system,
+        and the index files' unused room zeroed. It takes as long as rewriting the database
+        (seconds per 100,000 memories) and needs that much free disk; run it after large
+        forgets, before a backup or a handover of the folder, or on a schedule. A write:
+        takes the folder, and other processes' reads wait for it.
+
+        Returns:
+            What it did: ``bytes_before``/``bytes_after`` (the database file),
+            ``free_pages_before``/``free_pages_after``, ``full_text_merged`` and
+            ``index_bytes_zeroed``; None where there is nothing to compact (a Chroma server
+            or an in-memory client) or the folder is laid out otherwise (a warning is
+            logged, nothing is changed).
+
+        Raises:
+            ConcurrentWriterError: another process holds the folder.
+            StorageError: SQLite failed (nothing is lost: a failed ``VACUUM`` changes
+                nothing).
+        """
+        if self._folder is None or self._eraser is None:
+            return None
+        self._folder.acquire()
+        with self._exclusive("*"), _wrapped("could not compact the Chroma folder"):
+            return chroma_erase.compact(self._eraser)
 
     def _undo(self, ids: list[str], token: str | None = None) -> None:
         """Delete this write's records again (best effort: the next write removes the rest).
@@ -1008,6 +1085,18 @@ def persistent_client(path: str | Path) -> Any:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         msg = f"path: Chroma cannot open the store at {folder} ({reason})"
         raise StorageError(msg) from e
+
+
+def compact_store(backend: object) -> dict[str, Any] | None:
+    """Compact a store's embedded Chroma folder (:meth:`ChromaBackend.compact`).
+
+    Args:
+        backend: any storage backend.
+
+    Returns:
+        What the compaction did; None for any other store (nothing to compact).
+    """
+    return backend.compact() if isinstance(backend, ChromaBackend) else None
 
 
 def _client_kind(client: Any) -> tuple[str, str]:

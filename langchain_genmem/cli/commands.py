@@ -1,7 +1,7 @@
 """The ``genmem`` commands, from ``import`` to ``reflect``.
 
-import, export, add, forget, search, keywords, stats, explain, tune, reflect; ``demo`` comes
-last.
+import, export, add, forget, compact, search, keywords, stats, explain, tune, reflect;
+``demo`` comes last.
 
 They are registered on the app in this order, the order the help lists them.
 """
@@ -286,6 +286,28 @@ def forget(
     shown = {i: stream.get(i) for i in report.forgotten} if dry_run else {}
     for line in report_lines(report, shown):
         typer.echo(line)
+
+
+@app.command()
+def compact(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """Rebuild an embedded folder's database: no byte of a deleted memory stays in it.
+
+    A forget erases what it forgets; this clears the copies Chroma's own writes moved.
+    """
+    from langchain_genmem.backends.chroma import compact_store  # lazy: start-up time
+
+    store = store_of(ctx)
+    report = compact_store(store.backend(create=False))
+    if as_json:
+        echo_json({"store": store.where(), "compacted": report is not None, **(report or {})})
+    elif report is None:
+        typer.echo(f"Nothing to compact in {store.where()}: only an embedded Chroma folder "
+                   "is compacted")
+    else:
+        typer.echo(f"Compacted {store.where()}: chroma.sqlite3 "
+                   f"{report['bytes_before'] / 1e6:.1f} MB -> "
+                   f"{report['bytes_after'] / 1e6:.1f} MB, "
+                   f"{report['free_pages_before']} free pages returned")
 
 
 _FORGET_OPTIONS = {"created_after": "--since", "created_before": "--until", "types": "--type",

@@ -2,10 +2,12 @@
 
 A child process commits a persona to an embedded Chroma folder and forgets two of its
 memories, then stops at an exact point and is killed: once the forget returned (Chroma's
-vector index not yet written since, so reopening replays the rewritten log), or in the
-middle of the erasure (the records deleted and nothing erased yet; the log rewritten but the
-database not yet vacuumed). The folder then reopens with the right counts, gets and queries,
-and once the next write has finished the forget, no file holds the forgotten bytes.
+vector index not yet written since, so reopening replays the rewritten log), right before
+the erasure's last step (the records deleted, what Chroma freed not zeroed yet), or with its
+erasing process killed inside a step (in the transaction that overwrites the records' rows,
+or in the one that zeroes free pages, leaving a hot journal). The folder then reopens with
+the right counts, gets and queries, and once the next write has finished the forget, no
+file holds the forgotten bytes.
 """
 
 from __future__ import annotations
@@ -26,18 +28,18 @@ pytestmark = pytest.mark.slow
 P = "玛丽亚"
 DIM = 8
 
-STOP_AFTER_LOG = textwrap.dedent(
+STOP_IN = textwrap.dedent(
     """
-    import os
+    import os, sys
     from langchain_genmem.backends import chroma_erase
 
-    rewrite = chroma_erase._rewrite_log
+    step = getattr(chroma_erase, STEP)
 
-    def rewrite_then_die(*args, **kwargs):
-        rewrite(*args, **kwargs)
-        os._exit(9)
+    def step_then_die(*args, **kwargs):
+        step(*args, **kwargs)
+        os._exit(9)  # inside the step's transaction: SQLite rolls back what it had not committed
 
-    chroma_erase._rewrite_log = rewrite_then_die
+    setattr(chroma_erase, STEP, step_then_die)
     chroma_erase.main()
     """
 )
@@ -59,17 +61,20 @@ CHILD = textwrap.dedent(
 
     backend = ChromaBackend(persistent_client(folder))
     commit_nodes(backend, persona, random_vectors(size, dim))
-    if point == "before_erase":
-        chroma_erase.erase = pause
-    elif point == "after_log":  # the erasing child dies right after rewriting the log
-        chroma_erase.ERASER = (sys.executable, "-c", STOP_AFTER_LOG)
+    if point == "before_finish":
+        chroma_erase.finish = pause
+    elif point in STEPS:  # the erasing process dies inside that step
+        code = STOP_IN.replace("STEP", repr(STEPS[point]))
+        chroma_erase.ERASER = (sys.executable, "-c", code)
     try:
         forget(backend, persona, gone)
     except StorageError:
-        assert point == "after_log"  # the forget is committed; its erasure is not finished
+        assert point in STEPS  # the forget is committed; its erasure is not finished
     pause()
     """
-).replace("STOP_AFTER_LOG", repr(STOP_AFTER_LOG))
+).replace("STOP_IN", repr(STOP_IN)).replace("STEPS", repr(
+    {"in_prepare": "_clear_metadata", "in_finish": "_zero_freelist"}))
+DELETED = frozenset({"after_forget", "before_finish", "in_finish"})  # Chroma deleted them
 
 
 def check_reopened(folder: Path, size: int, gone: list[int], extra: int = 0) -> ChromaBackend:
@@ -92,7 +97,8 @@ def check_reopened(folder: Path, size: int, gone: list[int], extra: int = 0) -> 
 
 
 @pytest.mark.parametrize(("point", "size"), [
-    ("after_forget", 40), ("after_forget", 1_500), ("before_erase", 40), ("after_log", 1_500),
+    ("after_forget", 40), ("after_forget", 1_500), ("before_finish", 1_500),
+    ("in_prepare", 1_500), ("in_finish", 1_500),
 ])
 def test_a_killed_forget_reopens_whole_and_its_erasure_is_finished(
     point: str, size: int, tmp_path: Path,
@@ -105,9 +111,13 @@ def test_a_killed_forget_reopens_whole_and_its_erasure_is_finished(
     bytes_of = needles(random_vectors(size, DIM), gone)
     if point == "after_forget":
         assert holding(folder, bytes_of) == []
-    else:  # deleted, not yet erased: the records' bytes are still in the folder
-        assert holding(folder, bytes_of) != []
-    backend = check_reopened(folder, size, gone)
+    else:  # not yet erased: the vector is still in the index file Chroma wrote
+        assert ("data_level0.bin", "vector 3") in holding(folder, bytes_of)
+    if point in DELETED:
+        backend = check_reopened(folder, size, gone)
+    else:  # the records are still in Chroma (readers skip them) until the next write
+        backend = ChromaBackend(persistent_client(folder))
+        assert sorted(s.node.node_count for s in backend.read_nodes(P, 1, 5)) == [1, 2, 4, 5]
     commit_nodes(backend, P, random_vectors(1, DIM, seed=9))  # finishes the forget
     assert holding(folder, bytes_of) == []
     backend.close()

@@ -10,8 +10,13 @@ after it make Chroma write them again from memory).
 from __future__ import annotations
 
 import logging
+import os
+import random
+import signal
 import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +50,31 @@ def unused_room(folder: Path) -> dict[str, int]:
 
 def open_backend(folder: Path) -> ChromaBackend:
     return ChromaBackend(persistent_client(folder))
+
+
+def free_pages(folder: Path) -> list[bytes]:
+    """The bytes of every freelist page of the folder's database (trunks past their list)."""
+    data = (folder / "chroma.sqlite3").read_bytes()
+    size = int.from_bytes(data[16:18], "big")
+    out, trunk = [], int.from_bytes(data[32:36], "big")
+    while trunk:
+        page = data[(trunk - 1) * size : trunk * size]
+        count = int.from_bytes(page[4:8], "big")
+        out.append(page[8 + 4 * count :])
+        for i in range(count):
+            leaf = int.from_bytes(page[8 + 4 * i : 12 + 4 * i], "big")
+            out.append(data[(leaf - 1) * size : leaf * size])
+        trunk = int.from_bytes(page[:4], "big")
+    assert len(out) == int.from_bytes(data[36:40], "big")
+    return out
+
+
+def eraser_io(backend: ChromaBackend) -> tuple[int, int]:
+    """Bytes the backend's erasing process has read and written so far (Linux)."""
+    pid = backend._eraser.pid if backend._eraser is not None else None  # noqa: SLF001
+    assert pid is not None
+    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(fields["rchar"]), int(fields["wchar"])
 
 
 @pytest.mark.parametrize("size", [12, 1_500])
@@ -81,6 +111,21 @@ def test_a_forget_leaves_no_byte_of_the_forgotten_memories_in_the_folder(
     assert state is not None and state.live_count == reopened.nodes.count() == size - 2 + added
 
 
+def test_copies_that_page_splits_left_in_the_document_index_go_too(tmp_path: Path) -> None:
+    # writes land all over Chroma's index of texts (packed fields sort by node id as text),
+    # and each page split leaves copies of the entries it moved in the page they left
+    for attempt in range(2):
+        folder = tmp_path / f"store-{attempt}"
+        backend = open_backend(folder)
+        writes = [random_vectors(500, DIM, seed=10 * attempt + i) for i in range(4)]
+        for vectors in writes:
+            commit_nodes(backend, P, vectors)
+        gone = sorted(random.Random(attempt).sample(range(1, 2_001), 40))
+        forget(backend, P, gone)
+        assert holding(folder, needles(np.vstack(writes), gone)) == [], attempt
+        backend.close()
+
+
 def test_the_database_is_left_without_the_forgotten_bytes_even_in_free_space(
     tmp_path: Path,
 ) -> None:
@@ -96,7 +141,8 @@ def test_the_database_is_left_without_the_forgotten_bytes_even_in_free_space(
     assert all(meta in (None, "{}") for _, _, meta in rows)
     assert {bytes(v) for _, v, _ in rows if v is not None} == {
         chroma_erase.neutral(DIM).tobytes()}
-    assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    db.close()
+    assert free_pages(folder) and not any(any(page) for page in free_pages(folder))
     assert holding(folder, needles(vectors, [7])) == []
 
 
@@ -171,3 +217,202 @@ def test_this_process_never_opens_chromas_database_with_a_second_sqlite(
     forget(backend, P, [2])
     assert holding(folder, needles(vectors, [2])) == []
     backend.close()
+
+
+def test_a_forget_reads_and_writes_what_it_forgets_not_the_whole_database(
+    tmp_path: Path,
+) -> None:
+    if not Path("/proc/self/io").is_file():
+        pytest.skip("counts a process's reads and writes in /proc")
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(3_000, 64)
+    for first in range(0, 3_000, 300):  # writes of 300: Chroma's log frees 300 rows at most
+        commit_nodes(backend, P, vectors[first : first + 300])
+    forget(backend, P, [5])  # starts the erasing process, which reads the index once
+    database = folder / "chroma.sqlite3"
+    before, inode = database.stat().st_size, database.stat().st_ino
+    read, written = eraser_io(backend)
+    forget(backend, P, [1_500, 2_999])
+    read, written = (now - then for now, then in zip(eraser_io(backend), (read, written),
+                                                     strict=True))
+    # what it reads: Chroma's log (at most about 1,000 operations), the free pages, the
+    # pages around the records and the state, the slots; a VACUUM reads and writes it all
+    index_file = max(f.stat().st_size for f in folder.glob("*/data_level0.bin"))
+    assert read < (before + index_file) / 2 and written < before / 5
+    assert database.stat().st_size == before and database.stat().st_ino == inode  # no VACUUM
+    assert free_pages(folder) and not any(any(page) for page in free_pages(folder))
+    assert holding(folder, needles(vectors, [5, 1_500, 2_999])) == []
+    backend.close()
+
+
+def test_vectors_larger_than_a_page_leave_nothing_in_overflow_pages(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(40, 1_536)  # 6 KB a vector: each log row spills over pages
+    commit_nodes(backend, P, vectors)
+    forget(backend, P, [2, 39])
+    assert holding(folder, needles(vectors, [2, 39])) == []
+    assert holding(folder, needles(vectors, [1, 40])) != []
+    backend.close()
+
+
+def test_churn_then_a_second_forget_leaves_nothing_of_either(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(1_500, DIM)
+    commit_nodes(backend, P, vectors)
+    forget(backend, P, [10, 700])
+    more = random_vectors(SYNC + 100, DIM, seed=3)  # Chroma purges its log, writes its index
+    commit_nodes(backend, P, more)
+    forget(backend, P, [20, 1_400, 1_550])
+    assert holding(folder, needles(vectors, [10, 700, 20, 1_400])) == []
+    assert holding(folder, {"text 1550": text_of(1_550).encode(),
+                            "vector 1550": more[49].tobytes()}) == []
+    assert holding(folder, needles(vectors, [1, 1_500])) != []
+    backend.close()
+
+
+def test_a_forget_after_a_reopen_erases_with_a_new_process(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(1_200, DIM)
+    commit_nodes(backend, P, vectors)
+    forget(backend, P, [1])
+    backend.close()
+    reopened = open_backend(folder)
+    forget(reopened, P, [2, 1_100])
+    assert holding(folder, needles(vectors, [1, 2, 1_100])) == []
+    assert [s.node.node_count for s in reopened.read_nodes(P, 1, 4)] == [3, 4]
+    reopened.close()
+
+
+def test_two_personas_in_one_folder_keep_each_others_memories(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    mine, theirs = random_vectors(1_200, DIM), random_vectors(1_200, DIM, seed=4)
+    commit_nodes(backend, P, mine)
+    commit_nodes(backend, "Klaus", theirs, text=lambda n: f"Klaus remembers thing #{n}#")
+    forget(backend, P, [5, 1_150])
+    forget(backend, "Klaus", [6])
+    assert holding(folder, needles(mine, [5, 1_150])) == []
+    assert holding(folder, {"klaus 6": b"thing #6#",
+                            "klaus vector 6": theirs[5].tobytes()}) == []
+    assert holding(folder, {"klaus 5": b"thing #5#"}) != []
+    read = reopened_numbers(backend, "Klaus", 8)
+    assert read == [1, 2, 3, 4, 5, 7, 8]
+    backend.close()
+
+
+def reopened_numbers(backend: ChromaBackend, persona: str, last: int) -> list[int]:
+    return [s.node.node_count for s in backend.read_nodes(persona, 1, last)]
+
+
+def test_a_killed_erasing_process_is_replaced_at_the_next_forget(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(30, DIM)
+    commit_nodes(backend, P, vectors)
+    forget(backend, P, [1])
+    assert backend._eraser is not None  # noqa: SLF001
+    first = backend._eraser.pid  # noqa: SLF001
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    forget(backend, P, [2])
+    assert backend._eraser.pid not in (None, first)  # noqa: SLF001
+    assert holding(folder, needles(vectors, [1, 2])) == []
+    backend.close()
+    assert backend._eraser.pid is None  # noqa: SLF001 - it ends with the backend
+
+
+def test_the_erasing_process_ends_with_the_process_that_started_it(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    code = (
+        "import os, sys\n"
+        "from langchain_genmem.backends.chroma import ChromaBackend, persistent_client\n"
+        "from tests.support.forgetting import commit_nodes, forget, random_vectors\n"
+        "b = ChromaBackend(persistent_client(sys.argv[1]))\n"
+        "commit_nodes(b, 'p', random_vectors(5, 8))\n"
+        "forget(b, 'p', [1])\n"
+        "print(b._eraser.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        status = Path(f"/proc/{pid}/stat").read_text().split()[2] \
+            if Path(f"/proc/{pid}/stat").exists() else "Z"
+        if status == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{pid}").exists(), "the erasing process outlived its parent"
+
+
+def test_drop_erases_the_persona_and_its_states_from_the_files(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    stream = MemoryStream(P, path=str(folder), embeddings=DeterministicFakeEmbedding(size=16))
+    seeds = memories(stream)
+    stream.close()
+    backend = open_backend(folder)
+    commit_nodes(backend, "Klaus", random_vectors(3, 16), text=lambda n: f"Klaus thing {n}")
+    backend.drop(P)
+    gone = {name: seeds.text[name].encode() for name in ("library", "cafe")}
+    gone.update({f"keyword {name}": seeds.keyword[name].encode() for name in ("library",)})
+    assert holding(folder, gone) == []
+    assert holding(folder, {"klaus": b"Klaus thing 2"}) != []
+    backend.close()
+
+
+def test_compact_rebuilds_the_database_and_says_what_it_did(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    vectors = random_vectors(1_500, DIM)
+    commit_nodes(backend, P, vectors)
+    forget(backend, P, list(range(1, 700)))
+    report = backend.compact()
+    assert report is not None
+    assert report["bytes_after"] < report["bytes_before"]
+    assert report["free_pages_after"] == 0 < report["free_pages_before"]
+    assert (folder / "chroma.sqlite3").stat().st_size == report["bytes_after"]
+    assert [s.node.node_count for s in backend.read_nodes(P, 699, 702)] == [700, 701, 702]
+    backend.close()
+    empty = open_backend(tmp_path / "other")
+    assert empty.compact() is not None
+    empty.close()
+
+
+def test_genmem_compact_says_what_it_did(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from langchain_genmem.cli import app
+
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    commit_nodes(backend, P, random_vectors(1_200, DIM))
+    forget(backend, P, list(range(1, 600)))
+    backend.close()
+    runner = CliRunner()
+    done = runner.invoke(app, ["--path", str(folder), "compact"])
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("Compacted ") and " MB -> " in done.output
+    done = runner.invoke(app, ["--path", str(folder), "compact", "--json"])
+    assert done.exit_code == 0 and '"compacted": true' in done.output
+
+
+def test_a_re_keyed_turn_keeps_no_copy_of_the_forgotten_turn_it_quoted(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    fake = DeterministicFakeEmbedding(size=16)
+    stream = MemoryStream(P, path=str(folder), embeddings=fake)
+    seeds = memories(stream)
+    quoted = seeds.text["turn1"]
+    assert quoted in stream.get(seeds["turn2"]).embedding_key  # turn 2 was embedded with it
+    report = stream.forget([seeds["turn1"]])
+    assert seeds["turn2"] in report.rekeyed and seeds["turn2"] not in report.forgotten
+    gone = {"turn 1": quoted.encode(), "vector": np.float32(fake.embed_query(quoted)).tobytes()}
+    # (its keyword stays: the kept turn's conversation is named after it)
+    assert holding(folder, gone) == []
+    assert holding(folder, {"turn 2": seeds.text["turn2"].encode()}) != []
+    stream.close()
