@@ -40,13 +40,16 @@ stream opens from a saved copy of its cache), :class:`AccessLog` (``"access_log"
 times other processes stored are read back by revision), :class:`StoreRanking`
 (``"ranking"``: the store ranks every candidate itself, ``score_in="database"``) and
 :class:`ReadViews` (``"views"``: the reads of one open or catch-up see one moment of the
-store). Callers ask :func:`snapshots_of`, :func:`access_log_of`, :func:`ranking_of` and
-:func:`views_of`, never the class.
+store) and :class:`Compaction` (``"compaction"``: whole-store work a forget leaves out, such
+as rebuilding a database file, run when asked). Callers ask :func:`snapshots_of`,
+:func:`access_log_of`, :func:`ranking_of`, :func:`views_of` and :func:`compaction_of`, never
+the class.
 
-Backends today: Chroma (:mod:`~langchain_genmem.backends.chroma`; ``"snapshots"`` and
-``"views"`` on an embedded folder) and PostgreSQL (:mod:`~langchain_genmem.backends.postgres`;
-``"access_log"`` and ``"ranking"``). :func:`~langchain_genmem.backends.opener.open_backend`
-opens either from a folder, a Chroma server or client, or a DSN.
+Backends today: Chroma (:mod:`~langchain_genmem.backends.chroma`; ``"snapshots"``,
+``"views"`` and ``"compaction"`` on an embedded folder) and PostgreSQL
+(:mod:`~langchain_genmem.backends.postgres`; ``"access_log"`` and ``"ranking"``).
+:func:`~langchain_genmem.backends.opener.open_backend` opens either from a folder, a Chroma
+server or client, or a DSN.
 """
 
 from __future__ import annotations
@@ -66,8 +69,9 @@ from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.state import StreamState, number_runs
 from langchain_genmem.numerics.scoring import Weights
 
-Capability = Literal["snapshots", "access_log", "ranking", "views"]
-CAPABILITIES: tuple[Capability, ...] = ("snapshots", "access_log", "ranking", "views")
+Capability = Literal["snapshots", "access_log", "ranking", "views", "compaction"]
+CAPABILITIES: tuple[Capability, ...] = ("snapshots", "access_log", "ranking", "views",
+                                        "compaction")
 
 
 @dataclass(frozen=True)
@@ -360,11 +364,25 @@ class ReadViews(Protocol):
         """A context manager holding the view for the reads of its ``with`` block."""
 
 
+@runtime_checkable
+class Compaction(Protocol):
+    """``"compaction"``: whole-store work that a forget leaves out, run when asked.
+
+    A forget costs what it forgets; what only a pass over the whole store can do (an
+    embedded Chroma folder: rebuilding its database so that nothing freed stays in it) is
+    this separate call.
+    """
+
+    def compact(self) -> dict[str, Any] | None:
+        """Do the whole-store work; what it did (None: nothing to do here)."""
+
+
 PROTOCOLS: dict[Capability, type] = {
     "snapshots": SnapshotStore,
     "access_log": AccessLog,
     "ranking": StoreRanking,
     "views": ReadViews,
+    "compaction": Compaction,
 }
 
 
@@ -386,6 +404,11 @@ def ranking_of(backend: MemoryBackend) -> StoreRanking | None:
 def views_of(backend: MemoryBackend) -> ReadViews | None:
     """The backend as a :class:`ReadViews`, or None when its reads need no view."""
     return cast(ReadViews, backend) if "views" in backend.capabilities else None
+
+
+def compaction_of(backend: MemoryBackend) -> Compaction | None:
+    """The backend as a :class:`Compaction`, or None when it has no whole-store work."""
+    return cast(Compaction, backend) if "compaction" in backend.capabilities else None
 
 
 def contract_problems(backend: object) -> list[str]:

@@ -215,8 +215,10 @@ class ChromaBackend:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Snapshots and read views (:mod:`~langchain_genmem.backends.gate`) on a folder."""
-        return frozenset({"snapshots", "views"}) if self.kind == "folder" else frozenset()
+        """On an embedded folder: snapshots, read views (see its gate) and compaction."""
+        if self.kind != "folder":
+            return frozenset()
+        return frozenset({"snapshots", "views", "compaction"})
 
     def read_view(self, persona: str) -> AbstractContextManager[None]:
         """Hold one moment of an embedded folder for the reads of a ``with`` block.
@@ -1009,9 +1011,9 @@ class ChromaBackend:
         Returns:
             What it did: ``bytes_before``/``bytes_after`` (the database file),
             ``free_pages_before``/``free_pages_after``, ``full_text_merged`` and
-            ``index_bytes_zeroed``; None where there is nothing to compact (a Chroma server
-            or an in-memory client) or the folder is laid out otherwise (a warning is
-            logged, nothing is changed).
+            ``index_bytes_zeroed``; None when the folder is laid out otherwise (a warning
+            is logged, nothing is changed). Only an embedded folder has the
+            ``"compaction"`` capability.
 
         Raises:
             ConcurrentWriterError: another process holds the folder.
@@ -1085,18 +1087,6 @@ def persistent_client(path: str | Path) -> Any:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         msg = f"path: Chroma cannot open the store at {folder} ({reason})"
         raise StorageError(msg) from e
-
-
-def compact_store(backend: object) -> dict[str, Any] | None:
-    """Compact a store's embedded Chroma folder (:meth:`ChromaBackend.compact`).
-
-    Args:
-        backend: any storage backend.
-
-    Returns:
-        What the compaction did; None for any other store (nothing to compact).
-    """
-    return backend.compact() if isinstance(backend, ChromaBackend) else None
 
 
 def _client_kind(client: Any) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from langchain_genmem.backends.base import compaction_of
 from langchain_genmem.cli.app import app
 from langchain_genmem.cli.chart import checked_output, save_explain_png
 from langchain_genmem.cli.demo import bundled_fixture, run_demo
@@ -294,10 +295,9 @@ def compact(ctx: typer.Context, as_json: AsJson = False) -> None:
 
     A forget erases what it forgets; this clears the copies Chroma's own writes moved.
     """
-    from langchain_genmem.backends.chroma import compact_store  # lazy: start-up time
-
     store = store_of(ctx)
-    report = compact_store(store.backend(create=False))
+    compactor = compaction_of(store.backend(create=False))
+    report = None if compactor is None else compactor.compact()
     if as_json:
         echo_json({"store": store.where(), "compacted": report is not None, **(report or {})})
     elif report is None:

@@ -244,22 +244,23 @@ class StreamMirror:
             self.lexical.forget_rows(old, moved)
         self.cache = cache
 
-    def compact(self) -> bool:
+    def compact(self) -> int:
         """Renumber the held rows without the dead ones (a new cache; costs every row).
 
         The lexical index and the turns are built again from the new rows on their next
         use; a reader holding the old cache keeps it.
 
         Returns:
-            True when there was something to compact.
+            How many dead rows went.
         """
         with self.lock:
-            cache = self.cache.compacted()
-            if cache is self.cache:
-                return False
+            old = self.cache
+            cache = old.compacted()
+            if cache is old:
+                return 0
             self.cache = cache
             self.turns, self.lexical = TurnLog(), None
-            return True
+            return old.n - cache.n
 
 
 def without_forgotten(node: MemoryNode, forgotten: Collection[int]) -> MemoryNode | None:

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from langchain_genmem.backends.base import MemoryBackend
+from langchain_genmem.backends.base import MemoryBackend, compaction_of
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import GenMemError, ValidationError
@@ -828,17 +828,28 @@ class MemoryStream:
         """
         return await asyncio.to_thread(self.forget_all, dry_run=dry_run)
 
-    def compact(self) -> bool:
-        """Renumber the in-process columns without the rows of forgotten memories.
+    def compact(self, *, store: bool = True) -> dict[str, Any]:
+        """Do the whole-persona work a forget leaves out: compact the columns (and the store).
 
         A forget costs what it forgets: it marks the forgotten rows dead and leaves them in
-        the columns, which compact themselves once dead rows outnumber live ones. This
-        does it now (a pass over every row); readers holding the old columns keep them.
+        the in-process columns, which compact themselves once dead rows outnumber live ones;
+        in an embedded Chroma folder it erases what it forgot in place, and only rebuilding
+        the database clears what Chroma's own writes moved (see docs/storage.md). This does
+        both now: a pass over every row, and over the whole store file. Readers holding the
+        old columns keep them.
+
+        Args:
+            store: also compact the store's files, where the store has such work (an
+                embedded Chroma folder: ``VACUUM`` of its database; others have none).
 
         Returns:
-            True when there were dead rows to drop.
+            ``{"rows_dropped": dead rows compacted away, "store": what the store's
+            compaction did, or None}``.
         """
-        return self._mirror.compact()
+        dropped = self._mirror.compact()
+        compactor = compaction_of(self.backend) if store else None
+        done = None if compactor is None else compactor.compact()
+        return {"rows_dropped": dropped, "store": done}
 
     # ------------------------------------------------------------------ access times
 

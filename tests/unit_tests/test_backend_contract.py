@@ -12,6 +12,7 @@ from langchain_genmem.backends.base import (
     PROTOCOLS,
     MemoryBackend,
     access_log_of,
+    compaction_of,
     contract_problems,
     ranking_of,
     snapshots_of,
@@ -33,12 +34,13 @@ def test_each_backend_provides_the_required_and_the_declared_methods(store):
 
 def test_what_each_backend_declares(store, tmp_path):
     backend = store.open("p", embeddings=EMB).backend
-    expected = {"chroma": {"snapshots", "views"},
+    expected = {"chroma": {"snapshots", "views", "compaction"},
                 "postgres": {"access_log", "ranking"}}[store.backend]
     assert backend.capabilities == expected
     assert (snapshots_of(backend) is not None) == ("snapshots" in expected)
     assert (access_log_of(backend) is not None) == ("access_log" in expected)
     assert (ranking_of(backend) is not None) == ("ranking" in expected)
+    assert (compaction_of(backend) is not None) == ("compaction" in expected)
 
 
 class Plain:
@@ -51,7 +53,7 @@ class Plain:
 
     def __getattr__(self, name: str) -> Any:
         if name in ("begin_load", "read_snapshot", "write_snapshot", "read_access", "rank",
-                    "read_view"):
+                    "read_view", "compact"):
             raise AssertionError(f"{name} called on a backend that does not declare it")
         return getattr(self._inner, name)
 

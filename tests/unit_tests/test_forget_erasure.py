@@ -416,3 +416,21 @@ def test_a_re_keyed_turn_keeps_no_copy_of_the_forgotten_turn_it_quoted(tmp_path:
     assert holding(folder, gone) == []
     assert holding(folder, {"turn 2": seeds.text["turn2"].encode()}) != []
     stream.close()
+
+
+def test_a_stream_compacts_its_columns_and_its_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    fake = DeterministicFakeEmbedding(size=16)
+    stream = MemoryStream(P, path=str(folder), embeddings=fake)
+    seeds = memories(stream)
+    stream.forget([seeds["cafe"]])
+    assert stream.columns.dead == 1
+    done = stream.compact()
+    assert done["rows_dropped"] == 1 and stream.columns.dead == 0
+    assert done["store"] is not None and done["store"]["free_pages_after"] == 0
+    assert holding(folder, {"cafe": seeds.text["cafe"].encode()}) == []
+    assert seeds["library"] in stream and seeds["cafe"] not in stream
+    stream.close()
+    memory = MemoryStream(P, embeddings=fake)  # in memory: no store work to do
+    memories(memory)
+    assert memory.compact() == {"rows_dropped": 0, "store": None}
