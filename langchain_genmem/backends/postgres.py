@@ -10,19 +10,34 @@ takes a transaction-scoped advisory lock on the persona; ``read_*``, ``commit`` 
 may add to one persona: each add is numbered after the last committed one and is all or
 nothing. Node rows go in by binary ``COPY``; keyword strengths by the Dify workflow's upsert.
 
+Lock order: every transaction that changes rows of a persona others may change too writes the
+persona's ``genmem_personas`` row first (a write upserts its state there before it deletes or
+re-keys memories; a reader storing access times updates its access revision there first),
+then its memories' rows, then its keyword strengths. So a forget and a reader storing access
+times wait for each other instead of deadlocking. A deadlock or
+serialization failure PostgreSQL reports anyway is retried (:data:`CONFLICT_ATTEMPTS`) where
+the transaction is the call's own, and is a
+:class:`~langchain_genmem.core.errors.StorageConflictError` where it is a caller's write lock.
+
 Readers: ``read_head`` is one indexed row; a stream calls it before every retrieval and
 loads only what changed (new nodes, or access times newer than it saw). Access times are
 written by one ``UPDATE ... = ANY(...)`` per retrieval with ``GREATEST``, so two processes
 racing never move a ``last_accessed`` backwards (the Dify workflow's
-advice for concurrent access updates).
+advice for concurrent access updates). A read of several statements (a ranking, nodes with
+gaps) runs in one read-only ``REPEATABLE READ`` transaction: one snapshot, so a forget that
+commits meanwhile neither fails it nor mixes two states in it.
 
 Failures: every driver or pool error of a call (the server gone, a lost connection, no
-connection within the connect timeout, a refused statement) is raised as
-:class:`~langchain_genmem.core.errors.StorageError` naming what the call was doing, with the
-driver's error as its cause (:func:`storage_errors`). A lost connection closes the pool, so
-the next call connects afresh: a stream outlives a restart of the server. Connecting waits
-at most ``connect_timeout`` seconds (:func:`resolve_connect_timeout`), and so does waiting for a
-pooled connection.
+connection in time, a refused statement) is raised as
+:class:`~langchain_genmem.core.errors.StorageError` whose message is one line naming what the
+call was doing and why, by the error's class (:func:`failure_reason`), with the driver's
+error as its cause (:func:`storage_errors`); the driver's own text goes to this module's log.
+A lost connection closes the pool and has a background thread probe the server
+(:class:`Reachability`): until it answers again, calls fail at once instead of each waiting,
+and the next call after that connects afresh, so a stream outlives a restart of the server.
+Connecting waits at most ``connect_timeout`` seconds (:func:`resolve_connect_timeout`); a
+call waits at most ``request_timeout`` seconds for a connection
+(:func:`resolve_request_timeout`).
 
 :meth:`PostgresBackend.rank` ranks candidates in the database exactly as
 :mod:`langchain_genmem.numerics.scoring` does in process (see
@@ -35,8 +50,12 @@ import contextvars
 import functools
 import hashlib
 import json
+import logging
 import os
+import random
+import re
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -68,6 +87,7 @@ from langchain_genmem.backends.postgres_scoring import (
 from langchain_genmem.core.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
+    StorageConflictError,
     StorageError,
     ValidationError,
 )
@@ -107,6 +127,62 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to wait for PostgreSQL to answer a new connection when neither the ``dsn``
 (``connect_timeout=``) nor the environment (``PGCONNECT_TIMEOUT``) sets it; the driver's own
 default is over two minutes."""
+
+STORE_TIMEOUT_VARIABLE = "GENMEM_STORE_TIMEOUT"
+"""The environment variable giving ``request_timeout`` when the caller does not (``genmem
+serve`` and ``genmem mcp`` set it from ``--store-timeout``)."""
+
+CONFLICT_ATTEMPTS = 3
+"""How many times, in all, a call running a transaction of its own runs it when PostgreSQL
+ends it in a deadlock or a serialization failure (:data:`CONFLICT_STATES`)."""
+
+CONFLICT_BACKOFF = 0.05
+"""Seconds: before its attempt ``n + 1`` such a call waits a random time up to
+``CONFLICT_BACKOFF * 2 ** n`` (jitter, so the transactions that met do not meet again)."""
+
+CONFLICT_STATES = frozenset({"40P01", "40001"})
+"""SQLSTATEs of a transaction PostgreSQL ended to resolve a conflict (deadlock detected,
+serialization failure): nothing was committed and running it again is safe."""
+
+PROBE_INTERVAL = 0.5
+"""Seconds between two attempts to reach a server found unreachable (:class:`Reachability`)."""
+
+# Why a statement failed, in words, by SQLSTATE or its class (the first match); the code
+# follows in the message, the driver's own text goes to the log.
+SQLSTATE_REASONS: tuple[tuple[str, str], ...] = (
+    ("40P01", "a deadlock with another transaction (safe to retry)"),
+    ("40001", "a serialization conflict with another transaction (safe to retry)"),
+    ("3D000", "the database does not exist"),
+    ("28", "the server refused the user or password"),
+    ("42501", "the role lacks a privilege on the genmem tables"),
+    ("42P01", "a genmem table is missing (was the schema dropped?)"),
+    ("55P03", "a lock was not available in time"),
+    ("57014", "the statement was cancelled (a statement timeout?)"),
+    ("57P", "the server is shutting down or starting up"),
+    ("53", "the server is out of resources (connections, memory or disk)"),
+    ("08", "the connection failed"),
+    ("22", "the server refused a value"),
+    ("23", "a row broke a constraint of the schema"),
+    ("25", "the transaction was in a state that refused the statement"),
+    ("42", "the server refused the statement (does the schema match this release?)"),
+)
+
+# Why a connection failed before the server gave a SQLSTATE: patterns of libpq's words (the
+# first match); anything else is a connection refused or lost.
+CONNECT_REASONS: tuple[tuple[str, str], ...] = (
+    (r"timeout expired", "the server did not answer within the connect timeout"),
+    (r"the database system is", "the server is shutting down or starting up"),
+    (r'password authentication failed|role ".*" does not exist',
+     "the server refused the user or password"),
+    (r"no pg_hba\.conf entry", "the server refused this client (pg_hba.conf)"),
+    (r'database ".*" does not exist', "the database does not exist"),
+    (r"could not translate host name", "the host name is unknown"),
+    (r"too many (clients|connections)",
+     "the server is out of resources (connections, memory or disk)"),
+)
+CONNECTION_LOST = "the connection was refused or lost (is the server running and reachable?)"
+
+logger = logging.getLogger(__name__)
 
 try:
     import psycopg
@@ -167,6 +243,37 @@ def resolve_connect_timeout(dsn: str, given: float | None = None) -> float:
     return seconds
 
 
+def resolve_request_timeout(given: float | None, connect_timeout: float) -> float:
+    """Seconds a call may wait for a connection: ``given``, else the environment's.
+
+    Args:
+        given: the caller's value; None takes :data:`STORE_TIMEOUT_VARIABLE`, else
+            ``connect_timeout``.
+        connect_timeout: the connect timeout, the default.
+
+    Returns:
+        The timeout in seconds (> 0).
+
+    Raises:
+        ValidationError: a value that is not a number > 0.
+    """
+    field = "request_timeout"
+    if given is None:
+        given = os.environ.get(STORE_TIMEOUT_VARIABLE) or None
+        if given is None:
+            return connect_timeout
+        try:
+            given = float(given)
+        except ValueError as e:
+            msg = f"{STORE_TIMEOUT_VARIABLE}: expected seconds > 0, got {given!r}"
+            raise ValidationError(msg, field=field) from e
+    seconds = finite_number(given, field)
+    if seconds <= 0:
+        msg = f"{field}: expected seconds > 0, got {given!r}"
+        raise ValidationError(msg, field=field)
+    return seconds
+
+
 def connection_lost(e: BaseException) -> bool:
     """Whether a driver error means the connection is gone (not a refused statement).
 
@@ -185,10 +292,191 @@ def connection_lost(e: BaseException) -> bool:
     return False
 
 
+def conflict(e: BaseException) -> bool:
+    """Whether PostgreSQL ended the transaction to resolve a conflict (:data:`CONFLICT_STATES`).
+
+    Args:
+        e: the error.
+
+    Returns:
+        True for a deadlock or a serialization failure.
+    """
+    return getattr(e, "sqlstate", None) in CONFLICT_STATES
+
+
+def failure_reason(e: BaseException, waited: float) -> str:
+    """Why a driver or pool error happened, in a few words on one line, without its text.
+
+    Args:
+        e: the error.
+        waited: the seconds a call waits for a connection (named when none came).
+
+    Returns:
+        The reason; a SQLSTATE, when the server gave one, follows it in parentheses.
+    """
+    if isinstance(e, PoolTimeout):
+        return f"no connection within {waited:g} s (is the server running and reachable?)"
+    state = getattr(e, "sqlstate", None)
+    if state:
+        words = next((w for code, w in SQLSTATE_REASONS if state.startswith(code)),
+                     "the server refused the statement")
+        return f"{words} (SQLSTATE {state})"
+    if isinstance(e, psycopg.errors.ConnectionTimeout):
+        return "the server did not answer within the connect timeout"
+    if isinstance(e, psycopg.OperationalError | PoolClosed):
+        text = str(e)
+        return next((w for pattern, w in CONNECT_REASONS if re.search(pattern, text)),
+                    CONNECTION_LOST)
+    if isinstance(e, psycopg.InterfaceError):
+        return "the connection was closed"
+    return f"the driver failed ({type(e).__name__})"
+
+
+def driver_text(e: BaseException) -> str:
+    """The driver's own text of an error on one line, for the log (never for messages)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+class Unreachable(Exception):
+    """Raised inside the backend while the server is known not to answer; never leaves it.
+
+    :meth:`PostgresBackend.failures` turns it into a StorageError naming the call.
+
+    Attributes:
+        reason: why, in words.
+        error: the driver's error the last probe met, or None.
+    """
+
+    def __init__(self, reason: str, error: BaseException | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
+class Reachability:
+    """Whether the server answers; while it does not, calls fail at once.
+
+    After a lost connection the backend calls :meth:`lost`: a background thread connects
+    (each attempt bounded by the connect timeout) every :data:`PROBE_INTERVAL` seconds until
+    the server answers. A call (:meth:`check`) waits for the first attempt's outcome, but not
+    past its deadline; once an attempt failed, calls fail at once until one succeeds. The
+    server going and coming back is logged once each, the driver's text included.
+
+    Args:
+        probe: connects once; raises the driver's error when the server does not answer.
+        where: the server in words, for the log.
+        waited: the seconds a call waits for a connection (for the reason of a timeout).
+    """
+
+    def __init__(self, probe: Callable[[], None], where: str, waited: float) -> None:
+        self._probe = probe
+        self._where = where
+        self._waited = waited
+        self._changed = threading.Condition()
+        self._state = "up"  # "up", "probing" (the first attempt runs), "down"
+        self._error: BaseException | None = None
+        self._session = 0  # each round of probes; close() ends the current one
+
+    @property
+    def state(self) -> str:
+        """``"up"``, ``"probing"`` or ``"down"``."""
+        with self._changed:
+            return self._state
+
+    def check(self, deadline: float) -> None:
+        """Return when the server may be used; raise at once while it is known not to answer.
+
+        Args:
+            deadline: the ``time.monotonic()`` past which the call waits no longer.
+
+        Raises:
+            Unreachable: the last attempt to reach the server failed, or the first attempt
+                had no outcome before the deadline.
+        """
+        with self._changed:
+            while self._state == "probing":
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Unreachable(f"no connection within {self._waited:g} s (is the "
+                                      "server running and reachable?)", self._error)
+                self._changed.wait(left)
+            if self._state == "down":
+                reason = failure_reason(self._error, self._waited) if self._error else (
+                    CONNECTION_LOST)
+                raise Unreachable(f"{reason}; calls fail at once until the server answers "
+                                  "again", self._error)
+
+    def lost(self, error: BaseException) -> None:
+        """A connection was lost: start probing the server, unless already doing so.
+
+        Args:
+            error: the driver's error that lost it.
+        """
+        with self._changed:
+            if self._state != "up":
+                return
+            self._state, self._error = "probing", error
+            self._session += 1
+            session = self._session
+        threading.Thread(target=self._run, args=(session,), daemon=True,
+                         name="genmem-postgres-probe").start()
+
+    def close(self) -> None:
+        """Stop probing; the next call connects as if nothing had been lost."""
+        with self._changed:
+            self._session += 1
+            self._state, self._error = "up", None
+            self._changed.notify_all()
+
+    def _run(self, session: int) -> None:
+        while True:
+            try:
+                self._probe()
+            except Exception as e:  # noqa: BLE001 - any failure to connect: try again later
+                if not self._failed(session, e):
+                    return
+            else:
+                self._answered(session)
+                return
+            with self._changed:
+                if self._changed.wait_for(lambda: self._session != session, PROBE_INTERVAL):
+                    return
+
+    def _failed(self, session: int, error: BaseException) -> bool:
+        """Record a failed attempt; False when this round of probes was ended meanwhile."""
+        with self._changed:
+            if self._session != session:
+                return False
+            first = self._state == "probing"
+            self._state, self._error = "down", error
+            self._changed.notify_all()
+        if first:
+            logger.warning("PostgreSQL at %s cannot be reached: %s; calls fail at once until it "
+                           "answers again (tried every %g s)", self._where, driver_text(error),
+                           PROBE_INTERVAL)
+        return True
+
+    def _answered(self, session: int) -> None:
+        with self._changed:
+            if self._session != session:
+                return
+            was_down = self._state == "down"
+            self._state, self._error = "up", None
+            self._changed.notify_all()
+        if was_down:
+            logger.warning("PostgreSQL at %s answers again", self._where)
+
+
 def storage_errors(
     what: str, note: str = "", *, retry: bool = False
 ) -> Callable[[Callable[Concatenate[Any, P], R]], Callable[Concatenate[Any, P], R]]:
     """Make a backend method raise its driver and pool errors as StorageError.
+
+    A method that runs its own transaction (not inside a caller's write lock) is run again
+    when PostgreSQL ended that transaction in a conflict, up to :data:`CONFLICT_ATTEMPTS`
+    times in all, after a short random wait; inside a write lock the conflict is raised at
+    once, as :class:`~langchain_genmem.core.errors.StorageConflictError`, for the caller to
+    run its whole write again.
 
     Args:
         what: what the method does, after "could not"; ``{persona}`` is its first argument.
@@ -207,23 +495,56 @@ def storage_errors(
             if "{persona}" in what:
                 persona_name(persona)  # refused before PostgreSQL sees it
             doing = what.format(persona=repr(persona))
-            again = retry and self._held.get() is None
+            own = self._held.get() is None  # the method's transactions are its own
+            again = retry and own
+            conflicts = 0
             while True:
                 try:
                     with self.failures(doing, note):
                         return method(self, *args, **kwargs)
+                except StorageConflictError as e:
+                    conflicts += 1
+                    if not own:
+                        raise  # the caller's transaction: only the caller can run it again
+                    if conflicts >= CONFLICT_ATTEMPTS:
+                        logger.warning("could not %s after %d conflicts: %s", doing,
+                                       conflicts, driver_text(e.__cause__ or e))
+                        raise
+                    time.sleep(conflict_pause(conflicts))
                 except StorageError as e:
-                    cause = e.__cause__
-                    stale = cause is not None and connection_lost(cause) and not isinstance(
-                        cause, PoolTimeout | psycopg.errors.ConnectionTimeout
-                    )
-                    if not (again and stale):
+                    if not (again and _stale(e)):
                         raise
                     again = False
 
         return guarded
 
     return wrap
+
+
+def conflict_pause(attempt: int) -> float:
+    """Seconds to wait before running a transaction again after its ``attempt``-th conflict.
+
+    Args:
+        attempt: how many attempts ended in a conflict so far (1 after the first).
+
+    Returns:
+        A random time up to ``CONFLICT_BACKOFF * 2 ** (attempt - 1)``.
+    """
+    return random.uniform(0, CONFLICT_BACKOFF * 2 ** (attempt - 1))
+
+
+def _stale(error: StorageError) -> bool:
+    """Whether a call lost a connection that had been good (not one that never came).
+
+    A call refused because the server is known not to answer (its context is
+    :class:`Unreachable`) lost nothing: running it again would be refused too.
+    """
+    cause = error.__cause__
+    return (
+        cause is not None and not isinstance(error.__context__, Unreachable)
+        and connection_lost(cause)
+        and not isinstance(cause, PoolTimeout | psycopg.errors.ConnectionTimeout)
+    )
 
 
 class PostgresBackend:
@@ -236,9 +557,14 @@ class PostgresBackend:
         max_size: most connections the pool opens.
         lock_timeout: seconds a writer waits for another writer of the same persona
             before :class:`~langchain_genmem.core.errors.StorageError` (0: wait forever).
-        connect_timeout: seconds a new connection, or a free pooled one, may take before
+        connect_timeout: seconds a new connection may take before
             :class:`~langchain_genmem.core.errors.StorageError`; None takes the DSN's
             ``connect_timeout``, else ``PGCONNECT_TIMEOUT``, else 10 s.
+        request_timeout: the most seconds a call waits for a connection (a free pooled one,
+            or the server's answer after a lost one) before
+            :class:`~langchain_genmem.core.errors.StorageError`; None takes
+            ``GENMEM_STORE_TIMEOUT``, else ``connect_timeout``. While the server is known
+            not to answer, calls fail at once (:class:`Reachability`).
 
     Example:
         .. code-block:: python
@@ -259,10 +585,12 @@ class PostgresBackend:
         max_size: int = 8,
         lock_timeout: float = 60.0,
         connect_timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> None:
         _require_driver()
         self.dsn = dsn
         self.connect_timeout = resolve_connect_timeout(dsn, connect_timeout)
+        self.request_timeout = resolve_request_timeout(request_timeout, self.connect_timeout)
         self._held: contextvars.ContextVar[Any] = contextvars.ContextVar(
             f"genmem-pg-{id(self)}", default=None
         )
@@ -271,19 +599,24 @@ class PostgresBackend:
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._dim: int | None = None
+        self.reachability = Reachability(self._probe, redacted(dsn), self.request_timeout)
         try:
-            with psycopg.connect(dsn, **self._connect_kwargs()) as conn:
+            with psycopg.connect(dsn, **self._connect_kwargs(self.request_timeout)) as conn:
                 ensure_schema(conn)
                 if dim is not None:
                     self._fix_dimension(conn, dim)
                     conn.commit()
         except psycopg.Error as e:
-            msg = f"could not open PostgreSQL at {redacted(dsn)}: {self._reason(e)}"
+            logger.debug("could not open PostgreSQL at %s: %s", redacted(dsn), driver_text(e))
+            msg = (f"could not open PostgreSQL at {redacted(dsn)}: "
+                   f"{failure_reason(e, self.request_timeout)}")
             raise StorageError(msg) from e
 
-    def _connect_kwargs(self) -> dict[str, Any]:
+    def _connect_kwargs(self, within: float | None = None) -> dict[str, Any]:
+        """The connection's timeout: the connect timeout, or less when ``within`` is less."""
+        seconds = self.connect_timeout if within is None else min(within, self.connect_timeout)
         # libpq counts whole seconds (and psycopg waits at least 2)
-        return {"connect_timeout": max(1, round(self.connect_timeout))}
+        return {"connect_timeout": max(1, round(seconds))}
 
     @property
     def pool(self) -> ConnectionPool:
@@ -295,7 +628,7 @@ class PostgresBackend:
                     self.dsn, min_size=self._sizes[0], max_size=self._sizes[1],
                     kwargs={"autocommit": True, **self._connect_kwargs()},
                     configure=_configure, open=True, name="genmem",
-                    timeout=self.connect_timeout,
+                    timeout=self.request_timeout,
                 )
             return self._pool
 
@@ -308,15 +641,78 @@ class PostgresBackend:
         if held is not None:
             yield held
             return
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             yield conn
+
+    @contextmanager
+    def _pooled(self) -> Iterator[Any]:
+        """A pooled connection, waited for at most ``request_timeout`` seconds in all.
+
+        A connection the block found broken is not given back: its pool is closed instead
+        (the server is probably gone for all of them) and the next call opens another; so is
+        a pool that gave no connection in time.
+
+        Raises:
+            Unreachable: the server is known not to answer (at once), or did not answer
+                after a lost connection before the deadline.
+            PoolTimeout: no connection before the deadline.
+        """
+        deadline = time.monotonic() + self.request_timeout
+        self.reachability.check(deadline)
+        pool = self.pool
+        try:
+            conn = pool.getconn(timeout=max(deadline - time.monotonic(), 0.001))
+        except PoolTimeout:
+            self._drop_pool(pool)
+            raise
+        try:
+            yield conn
+        finally:
+            if conn.broken:
+                self._drop_pool(pool)
+                conn.close()
+            else:
+                pool.putconn(conn)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[Any]:
+        """A connection whose statements all read one snapshot of the database.
+
+        A read-only ``REPEATABLE READ`` transaction on a pooled connection; inside a write
+        lock, its transaction (no other writer of the persona commits while it is held).
+
+        Yields:
+            The connection.
+        """
+        held = self._held.get()
+        if held is not None:
+            yield held
+            return
+        with self._pooled() as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            try:
+                with conn.transaction():
+                    yield conn
+            finally:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                    conn.isolation_level = conn.read_only = None  # as the pool gave it
+
+    def _probe(self) -> None:
+        """Connect once and ask the server a trivial question (see :class:`Reachability`)."""
+        with psycopg.connect(self.dsn, **self._connect_kwargs()) as conn:
+            conn.execute("SELECT 1")
 
     @contextmanager
     def failures(self, what: str, note: str = "") -> Iterator[None]:
         """Raise any driver or pool error of the block as a StorageError saying ``what`` failed.
 
-        A lost connection (the server stopped, the network dropped, no connection in time)
-        also closes the pool, so the next call connects afresh.
+        The message is one line: what failed and why, in a few words (:func:`failure_reason`);
+        the driver's own text (with its details, process ids and context) goes to the log. A
+        lost connection (the server stopped, the network dropped, no connection in time)
+        has the server probed (:class:`Reachability`), so calls fail at once until it
+        answers; the pool that lost it was closed (:meth:`_pooled`), so the next call after
+        that connects afresh.
 
         Args:
             what: what the block does, after "could not" (``"read the memories of 'Maria'"``).
@@ -326,33 +722,55 @@ class PostgresBackend:
             Nothing.
 
         Raises:
-            StorageError: the block raised a psycopg or pool error (its cause).
+            StorageConflictError: PostgreSQL ended the transaction in a conflict (a deadlock,
+                a serialization failure): safe to run again.
+            StorageError: the block raised another psycopg or pool error (its cause), or the
+                server is known not to answer.
         """
         try:
             yield
+        except Unreachable as e:
+            where = f"could not {what} (PostgreSQL at {redacted(self.dsn)})"
+            logger.debug("%s: %s", where, e.reason)
+            raise StorageError(f"{where}: {e.reason}{note}") from e.error
         except psycopg.Error as e:
+            where = f"could not {what} (PostgreSQL at {redacted(self.dsn)})"  # on failure only
+            reason = failure_reason(e, self.request_timeout)
+            if conflict(e):
+                logger.debug("%s: %s", where, driver_text(e))
+                raise StorageConflictError(f"{where}: {reason}{note}") from e
             if connection_lost(e):
-                self._drop_pool()
-            msg = f"could not {what} (PostgreSQL at {redacted(self.dsn)}): {self._reason(e)}{note}"
-            raise StorageError(msg) from e
+                logger.debug("%s: %s", where, driver_text(e))
+                self.reachability.lost(e)
+            else:
+                logger.warning("%s: %s", where, driver_text(e))
+            raise StorageError(f"{where}: {reason}{note}") from e
 
-    def _reason(self, e: BaseException) -> str:
-        """The driver's error in one line, the timeout named where one expired."""
-        if isinstance(e, PoolTimeout):
-            return (
-                f"no connection within {self.connect_timeout:g} s "
-                "(is the server running and reachable?)"
-            )
-        if isinstance(e, psycopg.errors.ConnectionTimeout):
-            return f"the server did not answer within the connect timeout ({e})"
-        return " ".join(str(e).split()) or type(e).__name__  # the hint is on a line of its own
+    def _drop_pool(self, pool: ConnectionPool) -> None:
+        """Close a pool that lost a connection (or gave none); the next call opens a new one.
 
-    def _drop_pool(self) -> None:
-        """Close the pool after a lost connection; the next call opens a new one."""
+        Args:
+            pool: the pool; one already replaced by another is closed already.
+        """
         with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close(timeout=0)
+            if pool is not self._pool:
+                return
+            self._pool = None
+        self._close_pool(pool, wait=False)
+
+    def _close_pool(self, pool: ConnectionPool, *, wait: bool) -> None:
+        """Close a pool, its workers given the time to end an attempt to connect.
+
+        A worker may be connecting (for up to the connect timeout); the pool is closed in a
+        thread of its own unless ``wait``, so a call after a lost connection never waits for
+        that, and no worker is left behind with a warning.
+        """
+        timeout = self.connect_timeout + 1.0
+        if wait:
+            pool.close(timeout=timeout)
+        else:
+            threading.Thread(target=pool.close, kwargs={"timeout": timeout}, daemon=True,
+                             name="genmem-postgres-close").start()
 
     @contextmanager
     def write_lock(self, persona: str) -> Iterator[None]:
@@ -370,6 +788,9 @@ class PostgresBackend:
             Nothing; write inside the block.
 
         Raises:
+            StorageConflictError: PostgreSQL ended the transaction in a conflict (a deadlock
+                or a serialization failure); nothing was committed: run the whole write
+                again, the block included.
             StorageError: another writer held the persona longer than ``lock_timeout``,
                 or PostgreSQL failed (nothing was committed).
         """
@@ -378,13 +799,19 @@ class PostgresBackend:
             return
         persona_name(persona)
         with self.failures(f"store the write of {persona!r}", "; nothing was committed"):
-            with self.pool.connection() as conn, conn.transaction():
-                self._lock(conn, persona)
-                token = self._held.set(conn)
-                try:
-                    yield
-                finally:
-                    self._held.reset(token)
+            with self._transaction(persona):
+                yield
+
+    @contextmanager
+    def _transaction(self, persona: str) -> Iterator[Any]:
+        """The write lock's transaction, its driver errors left to the caller to name."""
+        with self._pooled() as conn, conn.transaction():
+            self._lock(conn, persona)
+            token = self._held.set(conn)
+            try:
+                yield conn
+            finally:
+                self._held.reset(token)
 
     def _lock(self, conn: Any, persona: str) -> None:
         ms = int(self.lock_timeout * 1000)
@@ -400,9 +827,16 @@ class PostgresBackend:
 
     @contextmanager
     def _writing(self, persona: str) -> Iterator[Any]:
-        """The write lock's connection, taking the lock when the caller did not."""
-        with self.write_lock(persona):
-            yield self._held.get()
+        """The write lock's connection, taking the lock when the caller did not.
+
+        The method's own :func:`storage_errors` names what failed, so errors pass as raised.
+        """
+        held = self._held.get()
+        if held is not None:
+            yield held
+            return
+        with self._transaction(persona) as conn:
+            yield conn
 
     # ------------------------------------------------------------------ reading
 
@@ -441,12 +875,13 @@ class PostgresBackend:
         """The nodes numbered ``first`` .. ``last`` that exist, with their vectors, in order.
 
         Forgotten nodes' rows are deleted in the transaction that lists them as forgotten;
-        the list is read after the rows, so a forget committed in between explains them.
+        where rows are missing, the list is read in the same snapshot as the rows, so it
+        explains exactly them.
 
         Raises:
             StorageError: a number neither stored nor forgotten (a damaged store).
         """
-        with self._conn() as conn, conn.cursor(binary=True) as cur:
+        with self._snapshot() as conn, conn.cursor(binary=True) as cur:
             cur.execute(
                 f"SELECT {READ_COLUMNS}, embedding FROM memory_nodes WHERE persona_name = %s "
                 "AND node_count BETWEEN %s AND %s ORDER BY node_count",
@@ -539,7 +974,9 @@ class PostgresBackend:
 
         One query aggregates the candidates' columns and approximate cosines; the ranking is
         the in-process one over them, reading the few rows it needs exactly by primary key
-        (see :mod:`langchain_genmem.backends.postgres_scoring`).
+        (see :mod:`langchain_genmem.backends.postgres_scoring`). All its statements read one
+        snapshot (a read-only ``REPEATABLE READ`` transaction): a forget that commits
+        meanwhile is either wholly in the ranking's view or not at all.
 
         Args:
             persona: the persona.
@@ -561,7 +998,7 @@ class PostgresBackend:
             ValidationError: the query vector holds NaN or infinite numbers.
         """
         query = finite_vector(query, "query embedding")
-        with self._conn() as conn:
+        with self._snapshot() as conn:  # every statement of the ranking reads one snapshot
             # the table's dimension, once set, is kept (as writing keeps it)
             dim = self._dim = self._dim or self._table_dimension(conn)
             if dim is not None and query.shape[0] != dim:
@@ -589,8 +1026,8 @@ class PostgresBackend:
                         "WHERE persona_name = %s AND node_count = ANY(%s)", (persona, missing),
                         binary=True,
                     ))
-                if any(c not in read for c in numbers):
-                    msg = f"memories of persona {persona!r} were removed while it was ranked"
+                if any(c not in read for c in numbers):  # one snapshot: a damaged store
+                    msg = f"memories of persona {persona!r} are missing from the store"
                     raise StorageError(msg)
                 return [read[c] for c in numbers]
 
@@ -641,18 +1078,19 @@ class PostgresBackend:
     ) -> None:
         """Copy new nodes in, upsert keyword strengths and the state; one transaction.
 
-        ``strength_changes`` is not used yet: the stored strengths are compared with
-        ``state.kw_strength`` in the database.
+        With ``strength_changes`` only the strengths it names are stored (their values in
+        ``state.kw_strength``), so a write costs its keywords, not the persona's; None
+        compares every stored strength with ``state.kw_strength``.
 
         Raises:
             EmbeddingDimensionError: a vector does not fit the table's ``vector(d)``.
             StorageError: PostgreSQL failed; nothing was committed.
         """
         with self._writing(persona) as conn:
-            if nodes:
+            if nodes:  # new rows first: no other transaction can see, let alone lock, them
                 self._check_dimension(conn, nodes)
                 self._copy_nodes(conn, persona, nodes)
-            self._store_state(conn, persona, state)
+            self._store_state(conn, persona, state, strength_changes)
 
     @storage_errors("forget memories of persona {persona}", "; nothing was forgotten")
     def forget(
@@ -661,6 +1099,8 @@ class PostgresBackend:
         node_numbers: Sequence[int],
         state: StreamState,
         replaced: Sequence[StoredNode] = (),
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         """Delete the nodes' rows, re-key the ``replaced`` ones, store ``state``; one transaction.
 
@@ -668,7 +1108,17 @@ class PostgresBackend:
         the access time of its node, so deleting it removes all of them; the keyword
         strengths are stored from ``state``. A re-keyed row gets its new ``embedding_key``,
         vector and norm (its access time stays). A database ranking that starts after the
-        commit never sees the deleted rows nor the old vectors.
+        commit never sees the deleted rows nor the old vectors. Every statement reaches its
+        rows by primary key, so a forget costs what it forgets, not the persona's size.
+
+        Args:
+            persona: the persona.
+            node_numbers: the numbers to forget.
+            state: the state that commits the forget.
+            replaced: kept nodes with their new embedded text and vector.
+            strength_changes: the keyword strengths the forget changed (``{type: {keyword:
+                count}}``; a keyword ``state.kw_strength`` no longer holds is deleted): only
+                they are stored. None compares every stored strength with ``state``.
 
         Raises:
             ValidationError: ``state`` does not list exactly these numbers as forgotten
@@ -678,6 +1128,7 @@ class PostgresBackend:
         forgotten_runs(persona, node_numbers, state)
         check_replaced(persona, replaced, state)
         with self._writing(persona) as conn:
+            _store_row(conn, persona, state)  # before its memories' rows: the lock order
             conn.execute(
                 "DELETE FROM memory_nodes WHERE persona_name = %s AND node_count = ANY(%s)",
                 (persona, sorted({int(n) for n in node_numbers})),
@@ -685,7 +1136,7 @@ class PostgresBackend:
             if replaced:
                 self._check_dimension(conn, replaced)
                 self._rekey(conn, persona, replaced)
-            self._store_state(conn, persona, state)
+            _store_strengths(conn, persona, state.kw_strength, strength_changes)
 
     @staticmethod
     def _rekey(conn: Any, persona: str, replaced: Sequence[StoredNode]) -> None:
@@ -709,39 +1160,49 @@ class PostgresBackend:
 
     @storage_errors("store the access times of persona {persona}")
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
-        """Store access times: one ``UPDATE ... = ANY(...)`` per distinct time, never backwards."""
+        """Store access times: one ``UPDATE ... = ANY(...)`` per distinct time, never backwards.
+
+        One transaction of its own (or the write lock's): run again should PostgreSQL end
+        it in a conflict (:func:`storage_errors`).
+        """
         by_time: dict[float, list[int]] = {}
         for node_id, when in times.items():
             by_time.setdefault(float(when), []).append(node_number(node_id))
         if not by_time:
             return
         with self._conn() as conn, conn.transaction():
-            row = conn.execute(
-                "UPDATE genmem_personas SET access_rev = access_rev + 1 "
-                "WHERE persona_name = %s RETURNING access_rev", (persona,),
-            ).fetchone()
-            if row is None:
-                return
-            for when, numbers in by_time.items():
-                conn.execute(
-                    "UPDATE memory_nodes SET last_accessed = GREATEST(last_accessed, %s), "
-                    "access_rev = %s WHERE persona_name = %s AND node_count = ANY(%s)",
-                    (from_epoch(when), row[0], persona, numbers),
-                )
+            self._store_access(conn, persona, by_time)
+
+    @staticmethod
+    def _store_access(conn: Any, persona: str, by_time: Mapping[float, list[int]]) -> None:
+        """The persona's row (its access revision) first, then its memories' rows."""
+        row = conn.execute(
+            "UPDATE genmem_personas SET access_rev = access_rev + 1 "
+            "WHERE persona_name = %s RETURNING access_rev", (persona,),
+        ).fetchone()
+        if row is None:
+            return
+        for when, numbers in by_time.items():
+            conn.execute(
+                "UPDATE memory_nodes SET last_accessed = GREATEST(last_accessed, %s), "
+                "access_rev = %s WHERE persona_name = %s AND node_count = ANY(%s)",
+                (from_epoch(when), row[0], persona, numbers),
+            )
 
     @storage_errors("delete persona {persona}", "; nothing was deleted")
     def drop(self, persona: str) -> None:
         """Delete every node (with its access time), keyword strength and the state of a persona."""
         with self._writing(persona) as conn:
-            for table in ("memory_nodes", "kw_strength", "genmem_personas"):
+            for table in ("genmem_personas", "memory_nodes", "kw_strength"):  # the lock order
                 conn.execute(f"DELETE FROM {table} WHERE persona_name = %s", (persona,))
 
     def close(self) -> None:
-        """Close the connection pool; a later call opens a new one."""
+        """Close the connection pool and stop probing a lost server; a later call reopens."""
+        self.reachability.close()
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.close()
+            self._close_pool(pool, wait=True)
 
     def _check_dimension(self, conn: Any, nodes: Sequence[StoredNode]) -> None:
         size = int(nodes[0].vector.shape[0])
@@ -784,28 +1245,59 @@ class PostgresBackend:
                 copy.write_row(_row_of(persona, s, norm))
 
     @staticmethod
-    def _store_state(conn: Any, persona: str, state: StreamState) -> None:
-        _store_strengths(conn, persona, state.kw_strength)
-        values = state.model_dump(include=set(STATE_COLUMNS))
-        values["type_count"] = json.dumps(values["type_count"])
-        values["extra"] = json.dumps(values["extra"], ensure_ascii=False)
-        values["forgotten"] = json.dumps(values.get("forgotten", []))
-        values["idempotency"] = json.dumps(values.get("idempotency", []))
-        values["superseded"] = json.dumps(values.get("superseded", []))
-        values["rekeyed"] = json.dumps(values.get("rekeyed", []))
-        names = [c for c in STATE_COLUMNS]
-        placeholders = ", ".join(f"%({c})s" for c in names)
-        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
-        conn.execute(
-            f"INSERT INTO genmem_personas (persona_name, {', '.join(names)}) "
-            f"VALUES (%(persona_name)s, {placeholders}) "
-            f"ON CONFLICT (persona_name) DO UPDATE SET {updates}",
-            {"persona_name": persona, **values},
-        )
+    def _store_state(
+        conn: Any,
+        persona: str,
+        state: StreamState,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
+        """Store the state's row, then the keyword strengths (those changed, when known)."""
+        _store_row(conn, persona, state)
+        _store_strengths(conn, persona, state.kw_strength, strength_changes)
 
 
-def _store_strengths(conn: Any, persona: str, wanted: Mapping[str, Mapping[str, int]]) -> None:
-    """Make ``kw_strength`` equal ``wanted``: upsert what changed, delete what went away."""
+def _store_row(conn: Any, persona: str, state: StreamState) -> None:
+    """Upsert the persona's row of ``genmem_personas`` with ``state``.
+
+    A writer stores it before it changes any other row of the persona (new memories aside,
+    which no other transaction can see): the row's lock is the first lock of every
+    transaction that changes a persona, readers storing access times included
+    (:meth:`PostgresBackend.write_access`), so two of them wait for each other instead of
+    each holding what the other needs.
+    """
+    values = state.model_dump(include=set(STATE_COLUMNS))
+    for column in ("type_count", "forgotten", "idempotency", "superseded", "rekeyed"):
+        values[column] = json.dumps(values.get(column, []))
+    values["extra"] = json.dumps(values["extra"], ensure_ascii=False)
+    names = list(STATE_COLUMNS)
+    placeholders = ", ".join(f"%({c})s" for c in names)
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
+    conn.execute(
+        f"INSERT INTO genmem_personas (persona_name, {', '.join(names)}) "
+        f"VALUES (%(persona_name)s, {placeholders}) "
+        f"ON CONFLICT (persona_name) DO UPDATE SET {updates}",
+        {"persona_name": persona, **values},
+    )
+
+
+def _store_strengths(
+    conn: Any,
+    persona: str,
+    wanted: Mapping[str, Mapping[str, int]],
+    changes: Mapping[str, Mapping[str, int]] | None,
+) -> None:
+    """Make the stored keyword strengths ``wanted``: those ``changes`` names, else all."""
+    if changes is None:
+        _sync_strengths(conn, persona, wanted)
+    else:
+        _store_changed_strengths(conn, persona, wanted, changes)
+
+
+def _sync_strengths(conn: Any, persona: str, wanted: Mapping[str, Mapping[str, int]]) -> None:
+    """Make ``kw_strength`` equal ``wanted``: upsert what changed, delete what went away.
+
+    It reads every stored strength of the persona: for a write whose changes are unknown.
+    """
     stored = {
         (t, k): s
         for t, k, s in conn.execute(
@@ -816,6 +1308,35 @@ def _store_strengths(conn: Any, persona: str, wanted: Mapping[str, Mapping[str, 
     target = {(t, k): int(s) for t, m in wanted.items() for k, s in m.items()}
     changed = [(t, k, s) for (t, k), s in target.items() if stored.get((t, k)) != s]
     gone = [(t, k) for (t, k) in stored if (t, k) not in target]
+    _write_strengths(conn, persona, changed, gone)
+
+
+def _store_changed_strengths(
+    conn: Any,
+    persona: str,
+    wanted: Mapping[str, Mapping[str, int]],
+    changes: Mapping[str, Mapping[str, int]],
+) -> None:
+    """Store the strengths ``changes`` names as ``wanted`` holds them (deleted where it does not).
+
+    Its cost is the keywords named, not the persona's vocabulary.
+    """
+    changed, gone = [], []
+    for t, named in changes.items():
+        held = wanted.get(t, {})
+        for k in named:
+            if k in held:
+                changed.append((t, k, int(held[k])))
+            else:
+                gone.append((t, k))
+    _write_strengths(conn, persona, changed, gone)
+
+
+def _write_strengths(
+    conn: Any, persona: str, changed: Sequence[tuple[str, str, int]],
+    gone: Sequence[tuple[str, str]],
+) -> None:
+    """Upsert ``changed`` (type, keyword, strength) and delete ``gone`` (type, keyword)."""
     if changed:
         conn.execute(
             "INSERT INTO kw_strength (persona_name, keyword, memory_type, strength) "

@@ -28,6 +28,7 @@ from langchain_genmem.cli.options import ScoreIn, ScoreInOption
 from langchain_genmem.cli.store import CHROMA_FILE, Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.extras import require_extra
+from langchain_genmem.service.readiness import DEFAULT_STORE_TIMEOUT
 from langchain_genmem.service.security import KEY_VARIABLE, KeyRing, check_listen
 from langchain_genmem.service.streams import DEFAULT_MAX_OPEN, StreamPool
 
@@ -88,6 +89,16 @@ ForgetExpiredEvery = Annotated[
                  "server has open (default: never; expired memories are never "
                  "retrieved anyway)."),
 ]
+StoreTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--store-timeout", min=0.001,
+        help="Most seconds a request waits for the store (PostgreSQL) before it answers 503 "
+        "(default: the GENMEM_STORE_TIMEOUT variable, else "
+        f"{DEFAULT_STORE_TIMEOUT:g}); while the store is known to be down, requests "
+        "answer at once.",
+    ),
+]
 WILDCARD_SHOWN_AS = {4: "127.0.0.1", 6: "::1"}
 """What a client on this machine reaches a server listening on every address (``0.0.0.0``,
 ``::``) at: that is the URL messages give, never the wildcard itself."""
@@ -122,11 +133,13 @@ def serve(
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
     forget_expired_every: ForgetExpiredEvery = None,
+    store_timeout: StoreTimeout = None,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
+    _store_timeout(ctx, store_timeout)
     service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     url = client_url(host, port, public_url)
     where = _open_store(store_of(ctx), "genmem serve", url, create=create)
@@ -188,6 +201,7 @@ def mcp_(
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
     forget_expired_every: ForgetExpiredEvery = None,
+    store_timeout: StoreTimeout = None,
 ) -> None:
     """Serve MCP tools: remember, recall, recall_keywords, reflect, persona_stats, forget."""
     keys = _keys(api_key, keys_file)
@@ -195,6 +209,7 @@ def mcp_(
 
     if transport is Transport.http:
         check_listen(host, keys)
+    _store_timeout(ctx, store_timeout)
     http = transport is Transport.http
     service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     url = f"{client_url(host, port)}/mcp" if http else None
@@ -230,6 +245,24 @@ def _log_service(name: str) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+
+
+def _store_timeout(ctx: typer.Context, seconds: float | None) -> None:
+    """Give the PostgreSQL store the server opens its request timeout (``--store-timeout``).
+
+    The backend reads it from its environment variable (as libpq reads ``PGCONNECT_TIMEOUT``):
+    ``--store-timeout`` sets it, else a value already set stays, else the service's default.
+    """
+    if not store_of(ctx).dsn:
+        return  # only the PostgreSQL backend waits for connections
+    from langchain_genmem.backends.postgres import (  # lazy: optional extra, start-up time
+        STORE_TIMEOUT_VARIABLE,
+    )
+
+    if seconds is not None:
+        os.environ[STORE_TIMEOUT_VARIABLE] = f"{seconds:g}"
+    elif not os.environ.get(STORE_TIMEOUT_VARIABLE):
+        os.environ[STORE_TIMEOUT_VARIABLE] = f"{DEFAULT_STORE_TIMEOUT:g}"
 
 
 def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:

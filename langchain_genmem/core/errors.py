@@ -9,7 +9,8 @@ Every error the package raises on purpose derives from one root, so callers can 
     │   ├── EmbeddingDimensionError a vector whose size does not fit the collection
     │   └── IdempotencyKeyReusedError an idempotency key sent again with other memories
     ├── StorageError               the backing store refused or failed a call; nothing was committed
-    │   └── ConcurrentWriterError  another process holds the right to write this persona (names it)
+    │   ├── ConcurrentWriterError  another process holds the right to write this persona (names it)
+    │   └── StorageConflictError   the database ended the transaction in a conflict; run it again
     ├── InteropError               a Generative Agents folder could not be read (names file, node)
     ├── ParseError                 an LLM reply had nothing usable (e.g. no rating in it)
     └── ConfigurationError         something to install or set before this can run (says what)
@@ -96,6 +97,16 @@ class ConcurrentWriterError(StorageError):
         super().__init__(message)
         self.persona = persona
         self.holder = holder
+
+
+class StorageConflictError(StorageError):
+    """The database ended the transaction to resolve a conflict with another one; run it again.
+
+    A deadlock or a serialization failure: nothing of the transaction was committed, and
+    running the whole transaction again, from its start, is safe. A backend retries the calls
+    that run in a transaction of their own a few times before raising this; a write made under
+    a caller's write lock raises it at once, since only the caller can run the write again.
+    """
 
 
 class InteropError(GenMemError):

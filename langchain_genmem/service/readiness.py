@@ -10,6 +10,9 @@ retrieval, statistics, the persona list, writes, forgetting) answers 503 with th
 one error shape, ``{"status": "error", "message": ..., "field": null}``, and a
 ``Retry-After`` header of :data:`RETRY_AFTER_SECONDS` - the same whether or not the replica
 had the persona open. Over MCP the tool call fails with that message and the same advice.
+A request waits for a PostgreSQL store at most :data:`DEFAULT_STORE_TIMEOUT` seconds
+(``--store-timeout``), and not at all once the store is known to be down, so a readiness
+probe with a timeout of a few seconds gets its 503 in time.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from langchain_genmem.service.streams import StreamPool
 
 RETRY_AFTER_SECONDS = 5
 """What ``Retry-After`` says while the store is unavailable (seconds)."""
+
+DEFAULT_STORE_TIMEOUT = 2.0
+"""The most seconds a request of ``genmem serve`` or ``genmem mcp`` waits for its PostgreSQL
+store before it fails (503); under a readiness probe's usual timeout."""
 
 PROBE_PERSONA = "genmem readiness probe"
 """The persona whose head the readiness check reads (it need not exist)."""
@@ -76,5 +83,6 @@ def check_store(streams: StreamPool) -> None:
     except StorageError:
         raise
     except Exception as e:  # noqa: BLE001 - a backend not yet opened may fail in its own words
-        msg = f"the memory store is unreachable: {e}"
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]  # one line of it
+        msg = f"the memory store is unreachable: {first}"
         raise StorageError(msg) from e

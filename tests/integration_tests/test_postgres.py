@@ -185,11 +185,11 @@ def test_a_failed_commit_rolls_back_nodes_and_strengths(dsn, monkeypatch):
     stream.add_event("kept", poignancy=2, keywords=["kept"])
     before = stream.state
 
-    def refuse(conn, persona, state):
+    def refuse(conn, persona, state, *changes):
         conn.execute("SELECT 1 / 0")
 
     monkeypatch.setattr(PostgresBackend, "_store_state", staticmethod(refuse))
-    with pytest.raises(StorageError, match="division by zero"):
+    with pytest.raises(StorageError, match=r"refused a value \(SQLSTATE 22012\); nothing was"):
         stream.add_many([{"type": "event", "description": f"n{i}", "poignancy": 5,
                           "keywords": ["lost"]} for i in range(30)])
     monkeypatch.undo()

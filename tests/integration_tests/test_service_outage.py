@@ -3,11 +3,14 @@
 A real PostgreSQL of this test alone is killed and started again under an app (in process);
 one persona is open in the app when it goes down, the other is not. Every request that needs
 the store is 503 with the one error shape and `Retry-After`, MCP's recall a tool error saying
-when to retry; `/readyz` is 503 until the server is back, `/healthz` stays 200.
+when to retry; `/readyz` is 503 until the server is back, `/healthz` stays 200. With a small
+store timeout each of those answers comes well before the connect timeout each used to
+wait, the outage and the return are logged one line each, and closing is quiet.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime
 
@@ -16,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp.shared.memory import create_connected_server_and_client_session
 
+from langchain_genmem.backends.postgres import DEFAULT_CONNECT_TIMEOUT, STORE_TIMEOUT_VARIABLE
 from langchain_genmem.cli import Store
 from langchain_genmem.service import create_app, create_service
 from langchain_genmem.service.mcp import create_mcp_server
@@ -94,3 +98,54 @@ def test_every_read_is_503_with_retry_after_while_postgres_is_down_and_ready_aga
                     "persona_name": persona, "focal_text": "咖啡"}).json()
                 assert out["status"] == "ok" and out["retrieved_nodes"][0]["description"] == (
                     f"{persona}在煮咖啡")
+
+
+STORE_TIMEOUT = 0.5  # seconds a request may wait for the store, configured small
+OLD_WAIT = DEFAULT_CONNECT_TIMEOUT  # what each request waited before: the connect timeout
+
+
+@pytest.mark.slow
+def test_while_postgres_is_down_requests_and_readyz_answer_503_quickly_and_log_one_line(
+    caplog, monkeypatch
+):
+    monkeypatch.setenv(STORE_TIMEOUT_VARIABLE, str(STORE_TIMEOUT))
+    caplog.set_level(logging.DEBUG)
+    with RestartablePostgres() as server:
+        service = create_service(Store(dsn=server.dsn(), now=NOW))  # the default 10 s connect
+        with TestClient(create_app(service, api_keys=[ADMIN])) as client:
+            r = client.post("/memories", headers=AUTH, json={
+                "persona_name": OPENED, "description": f"{OPENED}在煮咖啡", "poignancy": 3})
+            assert r.status_code == 200, r.text
+            assert client.get("/readyz").status_code == 200
+            server.kill()
+            requests = [*reads(OPENED), *reads(CLOSED), ("GET", "/readyz", None),
+                        ("POST", "/memories", {"persona_name": OPENED, "description": "lost",
+                                               "poignancy": 1})]
+            took = []
+            for method, path, body in requests:
+                start = time.monotonic()
+                r = client.request(method, path, json=body, headers=AUTH)
+                took.append(time.monotonic() - start)
+                assert r.status_code == 503, (path, r.text)
+                assert r.json()["status"] == "error" and r.headers["Retry-After"]
+                assert "\n" not in r.json()["message"] and "DETAIL" not in r.json()["message"]
+            # each came well before the old wait (a timing bound with room for a busy machine);
+            # all of them together too, where each used to wait the connect timeout
+            assert max(took) < OLD_WAIT / 2, took
+            assert sum(took) < OLD_WAIT, took
+
+            server.start_again()
+            deadline = time.monotonic() + 30
+            while client.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline, "not ready after the server came back"
+                time.sleep(0.2)
+            out = client.post("/retrieve", headers=AUTH, json={
+                "persona_name": OPENED, "focal_text": "咖啡"}).json()
+            assert out["status"] == "ok"
+    # the service closed its streams and the store on the way out: quietly
+    shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert not [r for r in shown if "couldn't stop" in r.getMessage()]
+    ours = [r.getMessage() for r in shown if r.name.startswith("langchain_genmem")]
+    assert len(ours) == 2 and "cannot be reached" in ours[0], ours  # one line each
+    assert ours[1].endswith("answers again"), ours
