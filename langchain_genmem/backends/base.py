@@ -54,6 +54,7 @@ server or client, or a DSN.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -68,6 +69,32 @@ from langchain_genmem.core.modes import RecencyMode
 from langchain_genmem.core.nodes import MemoryNode
 from langchain_genmem.core.state import StreamState, number_runs
 from langchain_genmem.numerics.scoring import Weights
+
+STORE_TIMEOUT_VARIABLE = "GENMEM_STORE_TIMEOUT"
+"""The environment variable a backend that waits for connections (PostgreSQL) reads its
+request timeout from when its caller gives none (``genmem serve --store-timeout`` reads it)."""
+
+CONFLICT_ATTEMPTS = 3
+"""How many times, in all, a transaction the store ended in a conflict (a deadlock, a
+serialization failure: :class:`~langchain_genmem.core.errors.StorageConflictError`) is run:
+by a backend for a call that is its own transaction, by the stream for a write."""
+
+CONFLICT_BACKOFF = 0.05
+"""Seconds: before its attempt ``n + 1`` such a transaction waits a random time up to
+``CONFLICT_BACKOFF * 2 ** n`` (jitter, so the transactions that met do not meet again)."""
+
+
+def conflict_pause(attempt: int) -> float:
+    """Seconds to wait before running a transaction again after its ``attempt``-th conflict.
+
+    Args:
+        attempt: how many attempts ended in a conflict so far (1 after the first).
+
+    Returns:
+        A random time up to ``CONFLICT_BACKOFF * 2 ** (attempt - 1)``.
+    """
+    return random.uniform(0, CONFLICT_BACKOFF * 2 ** (attempt - 1))  # noqa: S311 - jitter
+
 
 Capability = Literal["snapshots", "access_log", "ranking", "views", "compaction"]
 CAPABILITIES: tuple[Capability, ...] = ("snapshots", "access_log", "ranking", "views",
@@ -246,6 +273,8 @@ class MemoryBackend(Protocol):
         node_numbers: Sequence[int],
         state: StreamState,
         replaced: Sequence[StoredNode] = (),
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         """Delete nodes for good, re-key kept ones and commit the state; all or nothing.
 
@@ -270,10 +299,15 @@ class MemoryBackend(Protocol):
             replaced: kept nodes with their new ``embedding_key`` and vector, listed in
                 ``state.rekeyed`` at its revision
                 (:meth:`~langchain_genmem.core.state.StreamState.rekeying`).
+            strength_changes: the keyword strengths the forget changed, with their new
+                counts (0: the keyword goes), as for :meth:`commit`; None: not known (the
+                backend compares with ``state.kw_strength``).
 
         Raises:
             ValidationError: ``state`` does not list exactly these numbers as newly
                 forgotten (and those of ``replaced`` as re-keyed) at its revision.
+            StorageConflictError: the store ended the write in a conflict with another
+                transaction; nothing was forgotten, running the write again is safe.
             StorageError: the store failed; nothing was forgotten (or, where the store has
                 no transactions, the next write finishes it).
         """

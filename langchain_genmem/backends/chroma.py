@@ -710,6 +710,8 @@ class ChromaBackend:
         node_numbers: Sequence[int],
         state: StreamState,
         replaced: Sequence[StoredNode] = (),
+        *,
+        strength_changes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         """Delete the snapshot, re-key ``replaced``, commit ``state``, delete the records.
 
@@ -719,6 +721,8 @@ class ChromaBackend:
         nothing more), one after it is finished by the next write. A reader meanwhile gets
         the new state and no forgotten node from :meth:`read_nodes`. A re-keyed record gets
         its new packed fields and vector (an update: its access time stays).
+
+        ``strength_changes`` is not needed: the state record holds every strength.
 
         Raises:
             ValidationError: ``state`` does not list exactly these numbers as forgotten

@@ -35,6 +35,7 @@ def open_backend(
     backend: MemoryBackend | None = None,
     collection: str = "genmem",
     create: bool = True,
+    request_timeout: float | None = None,
 ) -> MemoryBackend:
     """The backend of a store.
 
@@ -49,6 +50,8 @@ def open_backend(
         collection: the Chroma collection (personas may share it).
         create: False refuses a Chroma folder or collection that does not exist yet
             instead of creating it (a reader must not leave an empty store behind).
+        request_timeout: PostgreSQL: the most seconds a call waits for a connection (see
+            :class:`~langchain_genmem.backends.postgres.PostgresBackend`); None: its default.
 
     Returns:
         The backend; the caller closes it.
@@ -67,7 +70,7 @@ def open_backend(
             raise ValidationError(msg, field="dsn")
         from langchain_genmem.backends.postgres import PostgresBackend  # lazy: optional extra
 
-        return PostgresBackend(dsn)
+        return PostgresBackend(dsn, request_timeout=request_timeout)
     where = describe_store(path, host=host, port=port, client=client)
     name = collection
     served = host is not None or client is not None  # a server's or a caller's collections

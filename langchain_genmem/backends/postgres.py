@@ -52,7 +52,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -65,12 +64,15 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import numpy as np
 
 from langchain_genmem.backends.base import (
+    CONFLICT_ATTEMPTS,
+    STORE_TIMEOUT_VARIABLE,
     Capability,
     DatabaseRanking,
     Head,
     ScoredRow,
     StoredNode,
     check_replaced,
+    conflict_pause,
     forgotten_runs,
 )
 from langchain_genmem.backends.postgres_schema import (
@@ -127,18 +129,6 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to wait for PostgreSQL to answer a new connection when neither the ``dsn``
 (``connect_timeout=``) nor the environment (``PGCONNECT_TIMEOUT``) sets it; the driver's own
 default is over two minutes."""
-
-STORE_TIMEOUT_VARIABLE = "GENMEM_STORE_TIMEOUT"
-"""The environment variable giving ``request_timeout`` when the caller does not (``genmem
-serve`` and ``genmem mcp`` set it from ``--store-timeout``)."""
-
-CONFLICT_ATTEMPTS = 3
-"""How many times, in all, a call running a transaction of its own runs it when PostgreSQL
-ends it in a deadlock or a serialization failure (:data:`CONFLICT_STATES`)."""
-
-CONFLICT_BACKOFF = 0.05
-"""Seconds: before its attempt ``n + 1`` such a call waits a random time up to
-``CONFLICT_BACKOFF * 2 ** n`` (jitter, so the transactions that met do not meet again)."""
 
 CONFLICT_STATES = frozenset({"40P01", "40001"})
 """SQLSTATEs of a transaction PostgreSQL ended to resolve a conflict (deadlock detected,
@@ -519,18 +509,6 @@ def storage_errors(
         return guarded
 
     return wrap
-
-
-def conflict_pause(attempt: int) -> float:
-    """Seconds to wait before running a transaction again after its ``attempt``-th conflict.
-
-    Args:
-        attempt: how many attempts ended in a conflict so far (1 after the first).
-
-    Returns:
-        A random time up to ``CONFLICT_BACKOFF * 2 ** (attempt - 1)``.
-    """
-    return random.uniform(0, CONFLICT_BACKOFF * 2 ** (attempt - 1))
 
 
 def _stale(error: StorageError) -> bool:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from langchain_genmem.backends.base import STORE_TIMEOUT_VARIABLE
 from langchain_genmem.cli.app import app
 from langchain_genmem.cli.options import ScoreIn, ScoreInOption
 from langchain_genmem.cli.store import CHROMA_FILE, Store, store_of
@@ -90,13 +91,11 @@ ForgetExpiredEvery = Annotated[
                  "retrieved anyway)."),
 ]
 StoreTimeout = Annotated[
-    float | None,
+    float,
     typer.Option(
-        "--store-timeout", min=0.001,
-        help="Most seconds a request waits for the store (PostgreSQL) before it answers 503 "
-        "(default: the GENMEM_STORE_TIMEOUT variable, else "
-        f"{DEFAULT_STORE_TIMEOUT:g}); while the store is known to be down, requests "
-        "answer at once.",
+        "--store-timeout", min=0.001, envvar=STORE_TIMEOUT_VARIABLE,
+        help="Most seconds a request waits for the store (PostgreSQL) before it answers 503; "
+        "while the store is known to be down, requests answer at once.",
     ),
 ]
 WILDCARD_SHOWN_AS = {4: "127.0.0.1", 6: "::1"}
@@ -133,13 +132,13 @@ def serve(
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
     forget_expired_every: ForgetExpiredEvery = None,
-    store_timeout: StoreTimeout = None,
+    store_timeout: StoreTimeout = DEFAULT_STORE_TIMEOUT,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
     keys = _keys(api_key, keys_file)
 
     check_listen(host, keys)
-    _store_timeout(ctx, store_timeout)
+    store_of(ctx).request_timeout = store_timeout
     service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     url = client_url(host, port, public_url)
     where = _open_store(store_of(ctx), "genmem serve", url, create=create)
@@ -201,7 +200,7 @@ def mcp_(
     max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
     create: Create = False,
     forget_expired_every: ForgetExpiredEvery = None,
-    store_timeout: StoreTimeout = None,
+    store_timeout: StoreTimeout = DEFAULT_STORE_TIMEOUT,
 ) -> None:
     """Serve MCP tools: remember, recall, recall_keywords, reflect, persona_stats, forget."""
     keys = _keys(api_key, keys_file)
@@ -209,7 +208,7 @@ def mcp_(
 
     if transport is Transport.http:
         check_listen(host, keys)
-    _store_timeout(ctx, store_timeout)
+    store_of(ctx).request_timeout = store_timeout
     http = transport is Transport.http
     service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
     url = f"{client_url(host, port)}/mcp" if http else None
@@ -245,24 +244,6 @@ def _log_service(name: str) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
-
-
-def _store_timeout(ctx: typer.Context, seconds: float | None) -> None:
-    """Give the PostgreSQL store the server opens its request timeout (``--store-timeout``).
-
-    The backend reads it from its environment variable (as libpq reads ``PGCONNECT_TIMEOUT``):
-    ``--store-timeout`` sets it, else a value already set stays, else the service's default.
-    """
-    if not store_of(ctx).dsn:
-        return  # only the PostgreSQL backend waits for connections
-    from langchain_genmem.backends.postgres import (  # lazy: optional extra, start-up time
-        STORE_TIMEOUT_VARIABLE,
-    )
-
-    if seconds is not None:
-        os.environ[STORE_TIMEOUT_VARIABLE] = f"{seconds:g}"
-    elif not os.environ.get(STORE_TIMEOUT_VARIABLE):
-        os.environ[STORE_TIMEOUT_VARIABLE] = f"{DEFAULT_STORE_TIMEOUT:g}"
 
 
 def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:

@@ -47,6 +47,7 @@ from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_n
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.text import limits
 from langchain_genmem.core.timeutil import to_epoch
+from langchain_genmem.memory.keywords import changed_strengths
 from langchain_genmem.memory.turns import is_turn
 from langchain_genmem.memory.writer import StreamWriter
 from langchain_genmem.numerics.candidate_filter import CandidateFilter, make_filter
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from langchain_genmem.memory.cache import NodeCache
     from langchain_genmem.memory.loader import StreamLoader
     from langchain_genmem.memory.mirror import StreamMirror
-    from langchain_genmem.memory.writer import Made
+    from langchain_genmem.memory.writer import Made, Strengths
 
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
 """Embeds texts as documents (an ``Embeddings.embed_documents``)."""
@@ -288,12 +289,12 @@ class Forgetter:
             plan = self._plan(chosen, keep_derived)
             if not plan.numbers:
                 return None  # nothing matches once caught up: nothing is written
-            planned.append(plan)
+            planned[:] = [plan]  # a write run again (a conflict) plans again
             vectors.update(self._embedded(plan.rekeys.values(), vectors))  # others' changes
-            state = self._next_state(plan)
+            state, changes = self._next_state(plan)
             if extra:
                 state = state.model_copy(update={"extra": {**state.extra, **extra}})
-            return self._replaced(plan, vectors), state, None
+            return self._replaced(plan, vectors), state, changes
 
         state = self.writer.write(make)
         if not planned:
@@ -420,23 +421,27 @@ class Forgetter:
         hit = events[np.isin(cache.node_number[events], np.fromiter(gone, dtype=np.int64))]
         return float(cache.poignancy[hit].sum()), int(hit.size)
 
-    def _next_state(self, plan: Plan) -> StreamState:
+    def _next_state(self, plan: Plan) -> tuple[StreamState, Strengths]:
         """The committed state with the plan's numbers forgotten and its counters adjusted.
 
         The kept turns the plan re-keys are listed as re-keyed at its revision.
+
+        Returns:
+            The state, and the keyword strengths it changes (0: the keyword goes).
         """
         m = self.mirror
         state = m.state.forgetting(plan.numbers).rekeying(plan.rekeys)
         rows = m.cache.rows_of_numbers(np.asarray(plan.numbers, dtype=np.int64))
         nodes = [m.cache.nodes[r] for r in rows.tolist()]
         poignancy, events = plan.given_back
+        strength = m.keywords.strength_without(nodes)
         return state.model_copy(update={
-            "kw_strength": m.keywords.strength_without(nodes),
+            "kw_strength": strength,
             "importance_trigger_curr": min(state.importance_trigger_max,
                                            state.importance_trigger_curr + poignancy)
             if events else state.importance_trigger_curr,
             "importance_ele_n": max(0, state.importance_ele_n - events),
-        })
+        }), changed_strengths(nodes, strength)
 
 
 def _matches(node: MemoryNode, chosen: Selection) -> bool:

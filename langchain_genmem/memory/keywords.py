@@ -224,6 +224,28 @@ class KeywordIndex:
         return sorted(found, key=node_number, reverse=True)
 
 
+def changed_strengths(
+    nodes: Iterable[MemoryNode], after: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """The strengths of the keywords ``nodes`` count, as ``after`` holds them (0: gone).
+
+    What a forget of ``nodes`` changes, for a backend that stores only changed strengths.
+
+    Args:
+        nodes: the nodes forgotten.
+        after: the strengths once they are forgotten (:meth:`KeywordIndex.strength_without`).
+
+    Returns:
+        ``{type: {keyword: count}}``.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        held = after.get(node.type, {})
+        for kw in _counted(node):
+            out.setdefault(node.type, {})[kw] = held.get(kw, 0)
+    return out
+
+
 def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> None:
     """Add a node's keywords to strength maps when the node counts (see module docstring).
 

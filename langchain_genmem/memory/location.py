@@ -58,6 +58,8 @@ class StoreLocation:
         backend: a ready backend, instead of all of the above.
         clock: the clock of every stream opened (None: each stream's own default).
         embeddings: the embedding model of every stream opened (None: the bundled one).
+        request_timeout: PostgreSQL: the most seconds a call waits for a connection (None:
+            the backend's default).
     """
 
     path: str | os.PathLike[str] | None = None
@@ -69,6 +71,7 @@ class StoreLocation:
     backend_object: MemoryBackend | None = None
     clock: Clock | None = None
     embeddings: Embeddings | None = None
+    request_timeout: float | None = None
     _backend: MemoryBackend | None = field(default=None, repr=False)
     _opened: list[MemoryStream] = field(default_factory=list, repr=False)
     _claim: FolderLock | None = field(default=None, repr=False)
@@ -96,6 +99,7 @@ class StoreLocation:
             self._backend = open_backend(
                 self.path, host=self.host, port=self.port, client=self.client, dsn=self.dsn,
                 backend=self.backend_object, collection=self.collection, create=create,
+                request_timeout=self.request_timeout,
             )
         return self._backend
 

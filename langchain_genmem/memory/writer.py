@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
-from langchain_genmem.backends.base import StoredNode
+from langchain_genmem.backends.base import CONFLICT_ATTEMPTS, StoredNode, conflict_pause
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import (
     ConcurrentWriterError,
     EmbeddingDimensionError,
     GenMemError,
+    StorageConflictError,
     StorageError,
     UnknownNodeError,
     ValidationError,
@@ -89,6 +91,10 @@ class StreamWriter:
         are no nodes, or ``forget`` when the state forgets numbers: the nodes are then the
         kept ones it re-keys) and mirrored in process only once the write right was given
         back cleanly, since a backend may make the write durable only then (a transaction).
+        A write the store ended in a conflict with another transaction
+        (:class:`~langchain_genmem.core.errors.StorageConflictError`: nothing was committed)
+        is run again from the start, caught up first, :data:`CONFLICT_ATTEMPTS` times in
+        all; so ``make`` may be called more than once.
 
         Args:
             make: builds the write from the caught-up mirror (under its lock); None calls
@@ -98,6 +104,19 @@ class StreamWriter:
             The state stored (the committed state caught up with, when ``make`` called the
             write off).
         """
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return self._write_once(make)
+            except StorageConflictError:
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise
+                logger.debug("persona %r: a write met a conflict; writing it again",
+                             self.mirror.persona)
+                time.sleep(conflict_pause(attempt))  # outside the mutex and the write right
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _write_once(self, make: Callable[[], Made | None]) -> StreamState:
+        """One attempt of :meth:`write`."""
         m = self.mirror
         with self._mutex:
             with m.backend.write_lock(m.persona), m.lock:
@@ -110,7 +129,8 @@ class StreamWriter:
                 try:
                     if forgets:
                         numbers = [n for lo, hi in forgets for n in range(lo, hi + 1)]
-                        m.backend.forget(m.persona, numbers, state, stored)
+                        m.backend.forget(m.persona, numbers, state, stored,
+                                         strength_changes=changes)
                     elif stored:
                         m.backend.commit(m.persona, stored, state, strength_changes=changes)
                     else:

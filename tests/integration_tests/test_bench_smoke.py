@@ -235,3 +235,16 @@ def test_bench_startup_prints_each_case_against_the_chroma_import() -> None:
         assert float(cpu) > 0 and float(wall) > 0 and base == "import chromadb"
         assert ratio == f"{float(cpu) / float(rows['import chromadb'][0]):.1f}x" or \
             re.fullmatch(r"\d+\.\dx", ratio)
+
+
+@pytest.mark.slow
+def test_bench_reads_while_forgetting_prints_its_table() -> None:
+    out = run_benchmark("bench_reads_while_forgetting.py", "--memories", "30", "--forget", "3",
+                        "--stores", "folder")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    header = lines.index("| store, ranking | reads | wrong memories | errors | deadlocks | "
+                         "seconds |")
+    row = [cell.strip() for cell in lines[header + 2].strip("|").split("|")]
+    assert row[0] == "embedded folder, in process"
+    assert int(row[1]) >= 3 and row[2:5] == ["0", "0", "0"]

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from langchain_genmem.backends.postgres import DEFAULT_CONNECT_TIMEOUT, STORE_TIMEOUT_VARIABLE
+from langchain_genmem.backends.postgres import DEFAULT_CONNECT_TIMEOUT
 from langchain_genmem.cli import Store
 from langchain_genmem.service import create_app, create_service
 from langchain_genmem.service.mcp import create_mcp_server
@@ -106,12 +106,11 @@ OLD_WAIT = DEFAULT_CONNECT_TIMEOUT  # what each request waited before: the conne
 
 @pytest.mark.slow
 def test_while_postgres_is_down_requests_and_readyz_answer_503_quickly_and_log_one_line(
-    caplog, monkeypatch
+    caplog,
 ):
-    monkeypatch.setenv(STORE_TIMEOUT_VARIABLE, str(STORE_TIMEOUT))
     caplog.set_level(logging.DEBUG)
-    with RestartablePostgres() as server:
-        service = create_service(Store(dsn=server.dsn(), now=NOW))  # the default 10 s connect
+    with RestartablePostgres() as server:  # the default 10 s connect timeout
+        service = create_service(Store(dsn=server.dsn(), now=NOW, request_timeout=STORE_TIMEOUT))
         with TestClient(create_app(service, api_keys=[ADMIN])) as client:
             r = client.post("/memories", headers=AUTH, json={
                 "persona_name": OPENED, "description": f"{OPENED}在煮咖啡", "poignancy": 3})

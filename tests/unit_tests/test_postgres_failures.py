@@ -8,27 +8,25 @@ timeout; a server found unreachable makes calls fail at once until a probe reach
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from types import SimpleNamespace
 
 import psycopg
 import pytest
+import typer
 from psycopg_pool import PoolTimeout
 from typer.testing import CliRunner
 
 from langchain_genmem.backends import postgres
+from langchain_genmem.backends.base import STORE_TIMEOUT_VARIABLE
 from langchain_genmem.backends.postgres import (
     CONNECTION_LOST,
-    STORE_TIMEOUT_VARIABLE,
     Reachability,
     Unreachable,
     failure_reason,
     resolve_request_timeout,
 )
 from langchain_genmem.cli import app
-from langchain_genmem.cli.serving import _store_timeout
 from langchain_genmem.cli.store import Store
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.service.readiness import DEFAULT_STORE_TIMEOUT
@@ -154,23 +152,24 @@ def wait_for(condition, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
-def test_serve_and_mcp_hand_the_store_timeout_to_a_postgres_store(monkeypatch):
-    monkeypatch.delenv(STORE_TIMEOUT_VARIABLE, raising=False)
-    database = SimpleNamespace(ensure_object=lambda cls: Store(dsn="postgresql://u@h/db"))
-    folder = SimpleNamespace(ensure_object=lambda cls: Store(".genmem"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(STORE_TIMEOUT_VARIABLE, "")  # recorded as absent: restored so below
-        patch.delenv(STORE_TIMEOUT_VARIABLE)
-        _store_timeout(folder, 3.0)  # a Chroma folder waits for no connection
-        assert STORE_TIMEOUT_VARIABLE not in os.environ
-        _store_timeout(database, None)
-        assert os.environ[STORE_TIMEOUT_VARIABLE] == f"{DEFAULT_STORE_TIMEOUT:g}"
-        _store_timeout(database, 0.75)
-        assert os.environ[STORE_TIMEOUT_VARIABLE] == "0.75"
-        patch.setenv(STORE_TIMEOUT_VARIABLE, "4")
-        _store_timeout(database, None)  # the variable given stays
-        assert os.environ[STORE_TIMEOUT_VARIABLE] == "4"
-    assert STORE_TIMEOUT_VARIABLE not in os.environ  # no other test's backend gets it
+def test_a_store_location_hands_its_request_timeout_to_a_postgres_backend(monkeypatch):
+    made = {}
+
+    class Recording:
+        def __init__(self, dsn, **kwargs):
+            made.update(dsn=dsn, **kwargs)
+
+    monkeypatch.setattr("langchain_genmem.backends.postgres.PostgresBackend", Recording)
+    Store(dsn="postgresql://u@h/db", request_timeout=0.75).backend()
+    assert made == {"dsn": "postgresql://u@h/db", "request_timeout": 0.75}
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_serve_and_mcp_wait_for_the_store_two_seconds_unless_told(command):
+    option = next(p for p in typer.main.get_command(app).commands[command].params
+                  if p.name == "store_timeout")
+    assert option.default == DEFAULT_STORE_TIMEOUT == 2.0
+    assert option.envvar == STORE_TIMEOUT_VARIABLE
 
 
 @pytest.mark.parametrize("command", ["serve", "mcp"])

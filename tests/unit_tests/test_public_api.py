@@ -24,6 +24,7 @@ EXPECTED_ALL = sorted([
     "ReflectionSettings",
     "RetrievalReport",
     "SimulationClock",
+    "StorageConflictError",
     "StorageError",
     "StreamState",
     "UnknownNodeError",

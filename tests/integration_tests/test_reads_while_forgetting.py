@@ -1,0 +1,179 @@
+"""Reads that stay right while the same persona's memories are forgotten, on every backend.
+
+One thread forgets memories one by one through the library while three threads read the
+same stream: weighted retrieval (hybrid relevance in process, so each result carries a
+lexical score; dense in the database), keyword lookups and reads by id. Every memory that
+comes back must carry the text its id was written with and a lexical score above 0 exactly
+when it holds a query word; one whose forget returned before the read began never comes
+back; no read fails. Access times then moved on exactly the memories retrievals returned,
+in process and in the store. See `tests/support/read_while_forget.py`.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from langchain_genmem.core.errors import UnknownNodeError
+from langchain_genmem.core.timeutil import to_epoch
+from tests.support.read_while_forget import (
+    KEYWORDS,
+    NOW,
+    QUERIES,
+    Ledger,
+    check_documents,
+    check_nodes,
+    items,
+    run,
+    served_run,
+)
+
+P = "玛丽亚"
+MEMORIES = 300
+BACKENDS = ["memory", "folder", "chroma-server", "postgres", "postgres-in-database"]
+# memories forgotten one by one: fewer where a forget takes longer (a Chroma server's
+# forget is some ten HTTP calls), so that each test takes a few seconds
+FORGETS = {"memory": 100, "folder": 60, "chroma-server": 30, "postgres": 100,
+           "postgres-in-database": 100}
+
+
+def fake() -> DeterministicFakeEmbedding:
+    return DeterministicFakeEmbedding(size=32)
+
+
+@pytest.fixture(params=BACKENDS)
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The MemoryStream arguments of a fresh store of each kind, how to rank, how many go."""
+    kind = request.param
+    forgets = {"forgets": FORGETS[kind]}
+    if kind == "memory":
+        yield forgets
+    elif kind == "folder":
+        yield {"path": str(tmp_path / "store"), **forgets}
+    elif kind == "chroma-server":
+        server = request.getfixturevalue("chroma_server")
+        yield {"client": server.client(), "collection_name": f"c{uuid.uuid4().hex[:12]}",
+               **forgets}
+    else:
+        server = request.getfixturevalue("postgres_server")
+        yield {"dsn": server.create_database(f"rwf_{uuid.uuid4().hex[:12]}"),
+               "score_in": "database" if kind.endswith("database") else "process", **forgets}
+
+
+def test_reads_never_return_a_wrong_memory_or_fail_while_memories_are_forgotten(
+    where: dict[str, Any],
+) -> None:
+    score_in = where.pop("score_in", "process")
+    forgets = where.pop("forgets")
+    stream = MemoryStream(P, embeddings=fake(), clock=lambda: NOW, **where)
+    ledger = Ledger()
+    written = stream.add_many(items(MEMORIES))
+    ledger.written = {n.node_id: item for n, item in zip(written, items(MEMORIES), strict=True)}
+    ids = [n.node_id for n in written]
+    victims = random.Random(7).sample(ids, forgets)
+    hybrid = {"relevance": "hybrid"} if score_in == "process" else {}
+    retriever = GenerativeAgentsRetriever(stream=stream, k=10, score_in=score_in, **hybrid)
+
+    def retrieve(rng: random.Random) -> None:
+        query = rng.choice(QUERIES)
+        before = ledger.gone_now()
+        report = retriever.retrieve_with_report(query)
+        check_documents(ledger, query, before, [
+            (d.metadata["node_id"], d.page_content, d.metadata.get("bm25"))
+            for d in report.documents])
+        assert report.accessed_ids == [d.metadata["node_id"] for d in report.documents]
+
+    def look_up(rng: random.Random) -> None:
+        keyword = rng.choice(KEYWORDS)
+        before = ledger.gone_now()
+        nodes = stream.retrieve_relevant_events(keyword, "", "")
+        check_nodes(ledger, keyword, before, [(n.node_id, n.description, n.keywords)
+                                              for n in nodes])
+
+    def read_one(rng: random.Random) -> None:
+        node_id = rng.choice(ids)
+        before = ledger.gone_now()
+        try:
+            node = stream.get(node_id)
+        except UnknownNodeError:
+            if node_id not in victims:
+                ledger.problem(f"get({node_id}) said it is no memory; it was never forgotten")
+            return
+        check_documents(ledger, "", before, [(node.node_id, node.description, None)],
+                        accessed=False)
+
+    run(lambda node_id: stream.forget([node_id]), [retrieve, look_up, read_one], victims,
+        ledger)
+    assert ledger.problems == []
+    assert ledger.reads >= 90
+    assert len(stream) == MEMORIES - forgets
+
+    stream.flush()
+    accessed = {n.node_id: n.last_accessed for n in stream.nodes()}
+    place = where or {"backend": stream.backend}  # in memory: the same store, reopened
+    again = MemoryStream(P, embeddings=fake(), clock=lambda: NOW, **place)
+    stored = {n.node_id: n.last_accessed for n in again.nodes()}
+    for node_id, item in ledger.written.items():
+        if node_id in victims:
+            assert node_id not in accessed and node_id not in stored
+            continue
+        want = NOW if node_id in ledger.returned else datetime_of(item["created"])
+        assert to_epoch(accessed[node_id]) == pytest.approx(to_epoch(want)), node_id
+        assert to_epoch(stored[node_id]) == pytest.approx(to_epoch(want)), node_id
+    again.close()
+    stream.close()
+
+
+def datetime_of(text: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text)
+
+
+# --- through `genmem serve`: one process forgets, three clients read ----------------------
+
+ADMIN = "admin-key-0123456789abcdef"
+SERVED = ["folder", "chroma-server", "postgres", "postgres-in-database"]
+
+
+@pytest.fixture(params=SERVED)
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A running `genmem serve` over a fresh store of each kind: its URL, how many go."""
+    from tests.support.genmem_server import GenmemServer
+
+    kind, args = request.param, ["--api-key", ADMIN, "--create"]
+    global_args = ["--now", NOW.isoformat()]
+    if kind == "chroma-server":
+        server = request.getfixturevalue("chroma_server")
+        global_args += ["--chroma-host", server.host, "--chroma-port", str(server.port),
+                        "--collection", f"c{uuid.uuid4().hex[:12]}"]
+    elif kind.startswith("postgres"):
+        pg = request.getfixturevalue("postgres_server")
+        global_args += ["--dsn", pg.create_database(f"rwf_{uuid.uuid4().hex[:12]}")]
+        if kind.endswith("database"):
+            args += ["--score-in", "database"]
+    with GenmemServer(tmp_path / "store", *args, global_args=global_args) as srv:
+        yield srv.url, FORGETS[kind]
+
+
+@pytest.mark.slow
+def test_clients_of_a_server_never_get_a_wrong_memory_or_an_error_while_it_forgets(
+    served: tuple[str, int], request: pytest.FixtureRequest,
+) -> None:
+    url, forgets = served
+    in_database = request.node.callspec.params["served"].endswith("database")
+    ledger = served_run(url, ADMIN, P, memories=MEMORIES, forgotten=forgets,
+                        in_database=in_database)
+    assert ledger.problems == []
+    assert ledger.reads >= 60
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as http:
+        stats = http.get(f"/personas/{P}").json()
+    assert stats["memories"] == MEMORIES - forgets
