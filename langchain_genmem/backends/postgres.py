@@ -21,11 +21,11 @@ the transaction is the call's own, and is a
 
 Readers: ``read_head`` is one indexed row; a stream calls it before every retrieval and
 loads only what changed (new nodes, or access times newer than it saw). Access times are
-written by one ``UPDATE ... = ANY(...)`` per retrieval with ``GREATEST``, so two processes
-racing never move a ``last_accessed`` backwards (the Dify workflow's
-advice for concurrent access updates). A read of several statements (a ranking, nodes with
-gaps) runs in one read-only ``REPEATABLE READ`` transaction: one snapshot, so a forget that
-commits meanwhile neither fails it nor mixes two states in it.
+written by one ``UPDATE`` per retrieval (a primary-key lookup per memory) with
+``GREATEST``, so two processes racing never move a ``last_accessed`` backwards (the Dify
+workflow's advice for concurrent access updates). A read of several statements (a ranking,
+nodes with gaps) runs in one read-only ``REPEATABLE READ`` transaction: one snapshot, so a
+forget that commits meanwhile neither fails it nor mixes two states in it.
 
 Failures: every driver or pool error of a call (the server gone, a lost connection, no
 connection in time, a refused statement) is raised as
@@ -1001,8 +1001,8 @@ class PostgresBackend:
                 if missing:
                     read.update((r[0], r) for r in conn.execute(
                         f"SELECT {READ_COLUMNS}, embedding, embedding_norm FROM memory_nodes "
-                        "WHERE persona_name = %s AND node_count = ANY(%s)", (persona, missing),
-                        binary=True,
+                        "JOIN unnest(%s::bigint[]) AS f(n) ON node_count = f.n "
+                        "WHERE persona_name = %s", (missing, persona), binary=True,
                     ))
                 if any(c not in read for c in numbers):  # one snapshot: a damaged store
                     msg = f"memories of persona {persona!r} are missing from the store"
@@ -1107,10 +1107,16 @@ class PostgresBackend:
         check_replaced(persona, replaced, state)
         with self._writing(persona) as conn:
             _store_row(conn, persona, state)  # before its memories' rows: the lock order
-            conn.execute(
-                "DELETE FROM memory_nodes WHERE persona_name = %s AND node_count = ANY(%s)",
-                (persona, sorted({int(n) for n in node_numbers})),
-            )
+            if state.live_count == 0:  # every memory goes: no list of numbers to send
+                conn.execute("DELETE FROM memory_nodes WHERE persona_name = %s", (persona,))
+            else:
+                # one primary-key lookup per number, whatever the table's statistics say
+                # (with "= ANY" a planner that underestimates the persona scans all its rows)
+                conn.execute(
+                    "DELETE FROM memory_nodes m USING unnest(%s::bigint[]) AS f(n) "
+                    "WHERE m.persona_name = %s AND m.node_count = f.n",
+                    (sorted({int(n) for n in node_numbers}), persona),
+                )
             if replaced:
                 self._check_dimension(conn, replaced)
                 self._rekey(conn, persona, replaced)
@@ -1138,7 +1144,7 @@ class PostgresBackend:
 
     @storage_errors("store the access times of persona {persona}")
     def write_access(self, persona: str, times: Mapping[str, float]) -> None:
-        """Store access times: one ``UPDATE ... = ANY(...)`` per distinct time, never backwards.
+        """Store access times: one ``UPDATE`` per distinct time, never backwards.
 
         One transaction of its own (or the write lock's): run again should PostgreSQL end
         it in a conflict (:func:`storage_errors`).
@@ -1161,10 +1167,11 @@ class PostgresBackend:
         if row is None:
             return
         for when, numbers in by_time.items():
-            conn.execute(
-                "UPDATE memory_nodes SET last_accessed = GREATEST(last_accessed, %s), "
-                "access_rev = %s WHERE persona_name = %s AND node_count = ANY(%s)",
-                (from_epoch(when), row[0], persona, numbers),
+            conn.execute(  # a primary-key lookup per number (see forget)
+                "UPDATE memory_nodes m SET last_accessed = GREATEST(m.last_accessed, %s), "
+                "access_rev = %s FROM unnest(%s::bigint[]) AS f(n) "
+                "WHERE m.persona_name = %s AND m.node_count = f.n",
+                (from_epoch(when), row[0], numbers, persona),
             )
 
     @storage_errors("delete persona {persona}", "; nothing was deleted")

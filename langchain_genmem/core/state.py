@@ -26,7 +26,6 @@ exactly as before the field existed.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from typing import Any
 
@@ -234,30 +233,27 @@ class StreamState(BaseModel):
         Raises:
             ValidationError: a number never committed, already forgotten, or none at all.
         """
-        wanted = sorted(set(int(n) for n in numbers))
-        if not wanted:
+        wanted = np.unique(np.fromiter(numbers, dtype=np.int64))
+        if not wanted.size:
             raise ValidationError("forget: no node numbers given", field="node_numbers")
-        gone = [n for n in wanted if n < 1 or n > self.node_count] or self._among_forgotten(wanted)
-        if gone:
-            msg = (f"forget: node_{gone[0]} is not a stored memory (numbers run from 1 to "
+        outside = wanted[(wanted < 1) | (wanted > self.node_count)]
+        gone = outside if outside.size else self._among_forgotten(wanted)
+        if gone.size:
+            msg = (f"forget: node_{int(gone[0])} is not a stored memory (numbers run from 1 to "
                    f"{self.node_count}, forgotten ones excepted)")
             raise ValidationError(msg, field="node_numbers")
         rev = self.rev + 1
         added = [(lo, hi, rev) for lo, hi in number_runs(wanted)]
         return self.model_copy(update={"rev": rev, "forgotten": [*self.forgotten, *added]})
 
-    def _among_forgotten(self, numbers: list[int]) -> list[int]:
+    def _among_forgotten(self, numbers: np.ndarray) -> np.ndarray:
         """Which of ``numbers`` (ascending) a forgotten range holds: a bisection each."""
         if not self.forgotten:
-            return []
-        ranges = sorted((lo, hi) for lo, hi, _ in self.forgotten)
-        firsts = [lo for lo, _ in ranges]
-        out = []
-        for n in numbers:
-            at = bisect.bisect_right(firsts, n) - 1
-            if at >= 0 and ranges[at][1] >= n:
-                out.append(n)
-        return out
+            return numbers[:0]
+        ranges = np.array(sorted((lo, hi) for lo, hi, _ in self.forgotten), dtype=np.int64)
+        at = np.searchsorted(ranges[:, 0], numbers, side="right") - 1
+        held = (at >= 0) & (ranges[np.maximum(at, 0), 1] >= numbers)
+        return numbers[held]
 
     def rekeying(self, numbers: Iterable[int]) -> StreamState:
         """This state with ``numbers`` re-keyed at its revision (call after :meth:`forgetting`).
@@ -310,7 +306,7 @@ class StreamState(BaseModel):
         return self.importance_trigger_curr <= 0
 
 
-def number_runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
+def number_runs(numbers: Iterable[int] | np.ndarray) -> list[tuple[int, int]]:
     """Sorted distinct numbers as ``(first, last)`` runs of consecutive ones.
 
     Args:
@@ -319,10 +315,11 @@ def number_runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
     Returns:
         The runs, ascending.
     """
-    runs: list[tuple[int, int]] = []
-    for n in numbers:
-        if runs and runs[-1][1] == n - 1:
-            runs[-1] = (runs[-1][0], n)
-        else:
-            runs.append((n, n))
-    return runs
+    held = np.asarray(numbers if isinstance(numbers, np.ndarray) else list(numbers),
+                      dtype=np.int64)
+    if not held.size:
+        return []
+    cuts = np.flatnonzero(np.diff(held) != 1) + 1
+    firsts = held[np.concatenate(([0], cuts))]
+    lasts = held[np.concatenate((cuts - 1, [held.size - 1]))]
+    return list(zip(firsts.tolist(), lasts.tolist(), strict=True))

@@ -271,6 +271,17 @@ class NodeCache:
             self._shared_keys = {k: c for k, c in counts.items() if c > 1}
         return self._shared_keys
 
+    def emptied(self) -> NodeCache:
+        """A new cache holding no row, numbered as this one (every memory forgotten).
+
+        Returns:
+            The new cache: new memories are numbered above :attr:`highest`, as here.
+        """
+        out = NodeCache()
+        out.dim = self.dim
+        out._map_numbers(self.highest)
+        return out
+
     def compacted(self) -> NodeCache:
         """A new cache holding the live rows only, renumbered (a new :attr:`layout`).
 

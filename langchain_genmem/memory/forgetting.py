@@ -281,7 +281,7 @@ class Forgetter:
             selected = self._selected(m.cache, chosen)
             if not selected:  # nothing to forget as of now: no write right is taken
                 return self._report(Plan((), (), (), (0.0, 0)), dry_run=False, live=m.live())
-            first = self._rekeys(m.cache, selected)
+            first = {} if chosen.everything else self._rekeys(m.cache, selected)
         vectors = self._embedded(first.values(), {})  # before the write right
         planned: list[Plan] = []
 
@@ -349,6 +349,9 @@ class Forgetter:
         """
         m = self.mirror
         cache = m.cache
+        if chosen.everything:  # nothing is kept: nothing cites, nothing is re-keyed
+            numbers = np.sort(cache.node_number[cache.live_rows()])
+            return Plan(tuple(numbers.tolist()), (), (), self._given_back(cache, None))
         selected = self._selected(cache, chosen)
         citations = m.citations
         citations.build(cache)
@@ -408,18 +411,21 @@ class Forgetter:
             picked = [r for r in picked if _matches(nodes[r], chosen)]
         return set(cache.node_number[picked].tolist())
 
-    def _given_back(self, cache: NodeCache, gone: set[int]) -> tuple[float, int]:
+    def _given_back(self, cache: NodeCache, gone: set[int] | None) -> tuple[float, int]:
         """Poignancy and count of forgotten events the reflection trigger counted.
 
         Those are among the newest ``importance_ele_n`` live events: the rows are read from
-        the newest back, a block at a time, until that many events were seen.
+        the newest back, a block at a time, until that many events were seen. ``gone``
+        None: every memory goes.
         """
         counted = self.mirror.state.importance_ele_n
-        if counted <= 0 or not gone:
+        if counted <= 0 or gone is not None and not gone:
             return 0.0, 0
         events = _newest_events(cache, counted)
-        hit = events[np.isin(cache.node_number[events], np.fromiter(gone, dtype=np.int64))]
-        return float(cache.poignancy[hit].sum()), int(hit.size)
+        if gone is not None:
+            events = events[np.isin(cache.node_number[events],
+                                    np.fromiter(gone, dtype=np.int64))]
+        return float(cache.poignancy[events].sum()), int(events.size)
 
     def _next_state(self, plan: Plan) -> tuple[StreamState, Strengths]:
         """The committed state with the plan's numbers forgotten and its counters adjusted.
@@ -431,17 +437,21 @@ class Forgetter:
         """
         m = self.mirror
         state = m.state.forgetting(plan.numbers).rekeying(plan.rekeys)
-        rows = m.cache.rows_of_numbers(np.asarray(plan.numbers, dtype=np.int64))
-        nodes = [m.cache.nodes[r] for r in rows.tolist()]
         poignancy, events = plan.given_back
-        strength = m.keywords.strength_without(nodes)
+        if len(plan.numbers) == m.live():  # every memory goes: no node need be read
+            strength, changes = m.keywords.strength_without_all(m.cache)
+        else:
+            rows = m.cache.rows_of_numbers(np.asarray(plan.numbers, dtype=np.int64))
+            nodes = [m.cache.nodes[r] for r in rows.tolist()]
+            strength = m.keywords.strength_without(nodes)
+            changes = changed_strengths(nodes, strength)
         return state.model_copy(update={
             "kw_strength": strength,
             "importance_trigger_curr": min(state.importance_trigger_max,
                                            state.importance_trigger_curr + poignancy)
             if events else state.importance_trigger_curr,
             "importance_ele_n": max(0, state.importance_ele_n - events),
-        }), changed_strengths(nodes, strength)
+        }), changes
 
 
 def _matches(node: MemoryNode, chosen: Selection) -> bool:

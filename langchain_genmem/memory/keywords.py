@@ -21,9 +21,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from langchain_genmem.core.nodes import NODE_TYPES, STRENGTH_TYPES, MemoryNode, node_number
 from langchain_genmem.core.text import unique
+
+_BISECT_SHARE = 256  # a keyword losing over 1/256 of its ids is filtered, not bisected
 
 __all__ = [  # STRENGTH_TYPES and unique are the vocabulary's, importable here as before
     "STRENGTH_TYPES",
@@ -156,23 +159,31 @@ class KeywordIndex:
     def remove(self, nodes: Iterable[MemoryNode]) -> None:
         """Stop indexing nodes (forgotten ones); keywords left with no node go.
 
-        Costs the nodes' keywords: each id is found by bisection in its keyword's list
-        (ids are indexed oldest first, so each list is ascending by node number).
+        Costs the nodes' keywords: a keyword losing a few of its ids finds each by
+        bisection (ids are indexed oldest first, so each list is ascending by node number),
+        one losing many of them is filtered once.
 
         Args:
             nodes: the nodes.
         """
+        gone: dict[tuple[str, str], set[str]] = {}
         for node in nodes:
-            by_kw = self.index.get(node.type, {})
             for kw in unique(k.lower() for k in node.keywords):
-                held = by_kw.get(kw)
-                if held is None:
-                    continue
-                at = bisect.bisect_left(held, node.node_count, key=node_number)
-                if at < len(held) and held[at] == node.node_id:
-                    del held[at]
-                if not held:
-                    del by_kw[kw]
+                gone.setdefault((node.type, kw), set()).add(node.node_id)
+        for (kind, kw), ids in gone.items():
+            by_kw = self.index.get(kind, {})
+            held = by_kw.get(kw)
+            if held is None:
+                continue
+            if len(ids) * _BISECT_SHARE > len(held):
+                held[:] = [i for i in held if i not in ids]
+            else:
+                for node_id in sorted(ids, key=node_number, reverse=True):
+                    at = bisect.bisect_left(held, node_number(node_id), key=node_number)
+                    if at < len(held) and held[at] == node_id:
+                        del held[at]
+            if not held:
+                del by_kw[kw]
 
     def strength_without(self, nodes: Sequence[MemoryNode]) -> dict[str, dict[str, int]]:
         """The strengths once ``nodes`` are forgotten (computed before the index drops them).
@@ -206,6 +217,32 @@ class KeywordIndex:
             out[kind] = held
         return out
 
+    def strength_without_all(
+        self, cache: NodeLookup
+    ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+        """The strengths once every indexed node is forgotten, and what that changes.
+
+        As :meth:`strength_without` of every node, at the cost of the keywords: a keyword
+        some counted node holds goes whole (no node is left to hold it); a keyword only
+        uncounted nodes hold (idle ones), or none (an imported strength), stays. A keyword's
+        ids are read until one of a counted node.
+
+        Args:
+            cache: the stream's cache (its nodes by number).
+
+        Returns:
+            The new strength maps, and ``{type: {keyword: 0}}`` of those that go.
+        """
+        out = dict(self.strength)
+        changes: dict[str, dict[str, int]] = {}
+        for kind, counts in self.strength.items():
+            indexed = self.index.get(kind, {})
+            gone = {kw for kw in counts if _counted_by_any(indexed.get(kw, ()), cache)}
+            if gone:
+                out[kind] = {kw: n for kw, n in counts.items() if kw not in gone}
+                changes[kind] = dict.fromkeys(gone, 0)
+        return out, changes
+
     def lookup(self, node_type: str, terms: Sequence[str]) -> list[str]:
         """Node ids of one type indexed under any of the terms, newest first, no repeats.
 
@@ -222,6 +259,26 @@ class KeywordIndex:
             for node_id in by_kw.get((term or "").lower(), ()):
                 found[node_id] = None
         return sorted(found, key=node_number, reverse=True)
+
+
+class NodeLookup(Protocol):
+    """What :meth:`KeywordIndex.strength_without_all` reads of a stream's cache."""
+
+    def row_of_number(self, number: int) -> int | None:
+        """The live row of a node number."""
+
+    @property
+    def nodes(self) -> Sequence[MemoryNode]:
+        """The MemoryNode of each row."""
+
+
+def _counted_by_any(node_ids: Iterable[str], cache: NodeLookup) -> bool:
+    """Whether a held node of ``node_ids`` counts toward its keywords' strengths."""
+    for node_id in node_ids:
+        row = cache.row_of_number(node_number(node_id))
+        if row is not None and counts_toward_strength(cache.nodes[row]):
+            return True
+    return False
 
 
 def changed_strengths(

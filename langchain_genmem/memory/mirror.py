@@ -209,6 +209,11 @@ class StreamMirror:
         rows = rows[rows >= 0]
         if not rows.size:
             return
+        if rows.size == old.live:  # every memory went: nothing held is kept
+            self.cache = old.emptied()
+            self.keywords = KeywordIndex(strength=self.keywords.strength)
+            self.turns, self.lexical, self.citations = TurnLog(), None, Citations()
+            return
         nodes = [old.nodes[r] for r in rows.tolist()]
         gone = {node.node_count for node in nodes}
         self.citations.build(old)

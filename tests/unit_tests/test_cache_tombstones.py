@@ -162,3 +162,27 @@ def test_a_forget_of_one_memory_copies_no_column(monkeypatch) -> None:
     stream.forget(["node_100"])
     stream.forget(["node_150", "node_151"], dry_run=True)
     assert copies == []
+
+
+def test_forgetting_everything_leaves_what_forgetting_each_would() -> None:
+    def seeded() -> MemoryStream:
+        stream = stream_of()
+        stream.add_many([*events(20),
+                         {"type": "event", "description": "玛丽亚 is idle", "poignancy": 1,
+                          "subject": "玛丽亚", "predicate": "is", "object": "idle",
+                          "keywords": ["空闲"]},
+                         {"type": "thought", "description": "玛丽亚 喜欢书", "poignancy": 6,
+                          "keywords": ["书0"], "evidence": ["node_1"]}],
+                        state={"kw_strength": {"event": {"玛丽亚": 20, "书0": 7, "书1": 7,
+                                                         "书2": 6, "空闲": 2, "导入": 5},
+                                               "thought": {"书0": 1}}})
+        return stream
+
+    each, every = seeded(), seeded()
+    by_id = each.forget([n.node_id for n in each.nodes()])
+    whole = every.forget_all()
+    assert whole.forgotten == by_id.forgotten and len(every) == 0
+    assert every.kw_strength == each.kw_strength
+    assert every.kw_strength == {"event": {"空闲": 2, "导入": 5}, "thought": {}}
+    assert every.columns.n == 0 and every.columns.highest == 22
+    assert every.add_event("玛丽亚 重新开始", poignancy=2).node_id == "node_23"
