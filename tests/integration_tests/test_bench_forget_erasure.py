@@ -18,4 +18,7 @@ def test_bench_forget_without_erasure_says_so_and_times_the_chroma_rows() -> Non
     rows = [line.split("|")[1:4] for line in lines[3:]]
     assert [(r[0].strip(), r[2].strip()) for r in rows] == [
         ("Chroma (embedded)", what) for what in ("forget 1", "forget 74",
+                                                 "expiry sweep, nothing expired",
                                                  "forget all (whole persona)")]
+    sweep = lines[5].split("|")
+    assert float(sweep[4]) >= 0 and sweep[5].strip() == "-"  # no baseline to beat
