@@ -177,3 +177,49 @@ def test_clients_of_a_server_never_get_a_wrong_memory_or_an_error_while_it_forge
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as http:
         stats = http.get(f"/personas/{P}").json()
     assert stats["memories"] == MEMORIES - forgets
+
+
+# --- the LangGraph store: one instance deletes items, another searches and gets them -----
+
+
+def test_a_stores_searches_and_gets_stay_right_while_another_store_deletes(
+    postgres_server,
+) -> None:
+    from langchain_genmem import GenerativeAgentsStore
+
+    dsn = postgres_server.create_database(f"rwf_{uuid.uuid4().hex[:12]}")
+    writer = GenerativeAgentsStore(dsn=dsn, embeddings=fake(), clock=lambda: NOW)
+    reader = GenerativeAgentsStore(dsn=dsn, embeddings=fake(), clock=lambda: NOW)
+    ns = ("users", "玛丽亚")
+    sent = items(120)
+    for i, item in enumerate(sent):
+        writer.put(ns, f"k{i}", {"content": item["description"], "n": i})
+    keys = [f"k{i}" for i in range(len(sent))]
+    victims = random.Random(3).sample(keys, 60)
+    ledger = Ledger()
+    ledger.written = {f"k{i}": item for i, item in enumerate(sent)}
+
+    def search(rng: random.Random) -> None:
+        query = rng.choice(QUERIES)
+        before = ledger.gone_now()
+        found = reader.search(ns, query=query, limit=10)
+        check_documents(ledger, query, before, [(f.key, f.value["content"], None)
+                                                for f in found], accessed=False)
+        assert all(f.value["n"] == int(f.key[1:]) for f in found)
+
+    def get(rng: random.Random) -> None:
+        key = rng.choice(keys)
+        before = ledger.gone_now()
+        got = reader.get(ns, key)
+        if got is None:
+            if key not in victims:
+                ledger.problem(f"get({key}) found nothing; it was never deleted")
+            return
+        check_documents(ledger, "", before, [(got.key, got.value["content"], None)],
+                        accessed=False)
+
+    run(lambda key: writer.delete(ns, key), [search, search, get], victims, ledger)
+    assert ledger.problems == []
+    assert len(reader.search(ns, limit=200)) == 60
+    writer.close()
+    reader.close()
