@@ -26,7 +26,8 @@ from typing import Protocol
 from langchain_genmem.core.nodes import NODE_TYPES, STRENGTH_TYPES, MemoryNode, node_number
 from langchain_genmem.core.text import unique
 
-_BISECT_SHARE = 256  # a keyword losing over 1/256 of its ids is filtered, not bisected
+_LONG = 4096  # a keyword list longer than this marks forgotten ids stale, not removed
+_STALE_MAX = 16384  # stale ids past which every list is cleaned of them at once
 
 __all__ = [  # STRENGTH_TYPES and unique are the vocabulary's, importable here as before
     "STRENGTH_TYPES",
@@ -81,12 +82,18 @@ class KeywordIndex:
     Attributes:
         index: ``index[type][keyword]`` lists node ids, oldest first (an append per node, so
             indexing n nodes is linear; :meth:`newest_first` gives the original's order).
+            A long list may still hold ids in :attr:`stale`: read it through
+            :meth:`lookup`, :meth:`newest_first` or :meth:`listed`.
         strength: ``strength["event"|"thought"][keyword]`` counts writes of the keyword.
+        stale: ids of forgotten nodes left in long lists (a keyword most memories hold),
+            skipped by every reader and taken out of the lists all at once later: so a
+            forget costs what it forgets, not the length of such a list.
     """
 
     index: dict[str, dict[str, list[str]]] = field(
         default_factory=lambda: {t: {} for t in NODE_TYPES}
     )
+    stale: set[str] = field(default_factory=set)
     # Never changed in place: a stream's committed states share these maps (an add copies
     # only the map it changes, see strength_after).
     strength: dict[str, dict[str, int]] = field(
@@ -118,7 +125,7 @@ class KeywordIndex:
         Returns:
             ``{type: {keyword: node ids}}``.
         """
-        return {t: {k: v[::-1] for k, v in m.items()} for t, m in self.index.items()}
+        return {t: {k: v[::-1] for k, v in m.items()} for t, m in self.listed().items()}
 
     def strength_changes(self, nodes: Iterable[MemoryNode]) -> dict[str, dict[str, int]]:
         """The strengths adding ``nodes`` changes, with their new counts.
@@ -159,31 +166,45 @@ class KeywordIndex:
     def remove(self, nodes: Iterable[MemoryNode]) -> None:
         """Stop indexing nodes (forgotten ones); keywords left with no node go.
 
-        Costs the nodes' keywords: a keyword losing a few of its ids finds each by
-        bisection (ids are indexed oldest first, so each list is ascending by node number),
-        one losing many of them is filtered once.
+        Costs the nodes' keywords: an id is found by bisection in its keyword's list (ids
+        are indexed oldest first, so each list is ascending by node number) and taken out;
+        in a long list (:data:`_LONG`) it is only marked :attr:`stale`, and every stale id
+        is taken out of every list at once when they are many (:data:`_STALE_MAX`).
 
         Args:
             nodes: the nodes.
         """
-        gone: dict[tuple[str, str], set[str]] = {}
         for node in nodes:
+            by_kw = self.index.get(node.type, {})
             for kw in unique(k.lower() for k in node.keywords):
-                gone.setdefault((node.type, kw), set()).add(node.node_id)
-        for (kind, kw), ids in gone.items():
-            by_kw = self.index.get(kind, {})
-            held = by_kw.get(kw)
-            if held is None:
-                continue
-            if len(ids) * _BISECT_SHARE > len(held):
-                held[:] = [i for i in held if i not in ids]
-            else:
-                for node_id in sorted(ids, key=node_number, reverse=True):
-                    at = bisect.bisect_left(held, node_number(node_id), key=node_number)
-                    if at < len(held) and held[at] == node_id:
-                        del held[at]
-            if not held:
-                del by_kw[kw]
+                held = by_kw.get(kw)
+                if held is None:
+                    continue
+                if len(held) > _LONG:
+                    self.stale.add(node.node_id)
+                    continue
+                at = bisect.bisect_left(held, node.node_count, key=node_number)
+                if at < len(held) and held[at] == node.node_id:
+                    del held[at]
+                if not held:
+                    del by_kw[kw]
+        if len(self.stale) > _STALE_MAX:
+            self.index, self.stale = self.listed(), set()
+
+    def listed(self) -> dict[str, dict[str, list[str]]]:
+        """The index without stale ids, oldest first (a copy where it differs).
+
+        Returns:
+            ``{type: {keyword: node ids}}``.
+        """
+        if not self.stale:
+            return self.index
+        stale = self.stale
+        out: dict[str, dict[str, list[str]]] = {}
+        for kind, by_kw in self.index.items():
+            kept = {kw: [i for i in ids if i not in stale] for kw, ids in by_kw.items()}
+            out[kind] = {kw: ids for kw, ids in kept.items() if ids}
+        return out
 
     def strength_without(self, nodes: Sequence[MemoryNode]) -> dict[str, dict[str, int]]:
         """The strengths once ``nodes`` are forgotten (computed before the index drops them).
@@ -212,7 +233,7 @@ class KeywordIndex:
             for kw, n in counts.items():
                 if kw in held:
                     left = held.pop(kw) - n
-                    if any(i not in gone for i in indexed.get(kw, ())):
+                    if any(i not in gone and i not in self.stale for i in indexed.get(kw, ())):
                         held[kw] = max(left, 1)
             out[kind] = held
         return out
@@ -253,11 +274,12 @@ class KeywordIndex:
         Returns:
             The node ids.
         """
-        by_kw = self.index[node_type]
+        by_kw, stale = self.index[node_type], self.stale
         found: dict[str, None] = {}
         for term in terms:
             for node_id in by_kw.get((term or "").lower(), ()):
-                found[node_id] = None
+                if node_id not in stale:
+                    found[node_id] = None
         return sorted(found, key=node_number, reverse=True)
 
 

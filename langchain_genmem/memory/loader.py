@@ -133,7 +133,7 @@ class StreamLoader:
             if m.cache.live != n or n == 0:
                 return
             content = m.cache.snapshot_content()
-            content.meta["keywords"] = snapshot.index_to_json(m.keywords.index)
+            content.meta["keywords"] = snapshot.index_to_json(m.keywords.listed())
             snaps.write_snapshot(m.persona, key, content)
 
     def catch_up(self) -> bool:

@@ -186,3 +186,25 @@ def test_forgetting_everything_leaves_what_forgetting_each_would() -> None:
     assert every.kw_strength == {"event": {"空闲": 2, "导入": 5}, "thought": {}}
     assert every.columns.n == 0 and every.columns.highest == 22
     assert every.add_event("玛丽亚 重新开始", poignancy=2).node_id == "node_23"
+
+
+def test_a_keyword_most_memories_hold_marks_forgotten_ids_and_is_cleaned_later(
+    monkeypatch,
+) -> None:
+    from langchain_genmem.memory import keywords
+
+    monkeypatch.setattr(keywords, "_LONG", 8)
+    monkeypatch.setattr(keywords, "_STALE_MAX", 5)
+    stream = stream_of()
+    stream.add_many(events(30))  # every event holds 玛丽亚
+    stream.forget(["node_2", "node_9"])
+    index = stream._mirror.keywords
+    assert index.stale == {"node_2", "node_9"}
+    assert "node_2" in index.index["event"]["玛丽亚"]  # not taken out yet
+    found = stream.retrieve_relevant_events("玛丽亚", "", "")
+    assert len(found) == 28 and {"node_2", "node_9"}.isdisjoint(n.node_id for n in found)
+    assert "node_9" not in stream.keyword_index["event"]["玛丽亚"]
+    assert stream.kw_strength["event"]["玛丽亚"] == 28
+    stream.forget(["node_3", "node_4", "node_5", "node_6"])  # 6 stale: cleaned at once
+    assert index.stale == set() and "node_2" not in index.index["event"]["玛丽亚"]
+    assert len(stream.retrieve_relevant_events("玛丽亚", "", "")) == 24
