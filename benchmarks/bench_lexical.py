@@ -48,11 +48,14 @@ HAN = [chr(c) for c in range(0x4E00, 0x4E00 + 2500)]
 
 
 class Cache:
-    """What the index reads of a NodeCache: ``n`` and ``nodes[row]``."""
+    """What the index reads of a NodeCache: ``n``, ``nodes[row]`` and the dead rows (none)."""
+
+    dead = 0
 
     def __init__(self, nodes: list[MemoryNode]) -> None:
         self.nodes = nodes
         self.n = len(nodes)
+        self.alive = np.ones(self.n, dtype=bool)
 
 
 def shipped_words() -> list[str]:

@@ -568,16 +568,34 @@ def finish_here(
     with _connection(folder / DATABASE) as (db, fd):
         _check_layout(db, fd)
         index = folder / _segment(db, collection_id, HNSW_SEGMENT)
-        segments = [index]
+        segments = [(index, _norms_unused(db, collection_id))]
         if state is not None:
-            segments.append(folder / _segment(db, state[0], HNSW_SEGMENT))
+            segments.append((folder / _segment(db, state[0], HNSW_SEGMENT),
+                             _norms_unused(db, state[0])))
         report["full_text"] = _merge_small_text_index(db, fd)
         report.update(_sweep(db, fd, collection_id, state, rekeyed, _pending(folder),
                              report["full_text"] != "skipped"))
     (folder / SLOT_MAPS / PENDING).unlink(missing_ok=True)
     report["slots"] = _overwrite_slots(folder, index, ids, vector, caches)
-    report["tails"] = sum(_zero_tail(segment) for segment in segments)
+    report["tails"] = sum(_zero_tail(segment, unused) for segment, unused in segments)
     return report
+
+
+def _norms_unused(db: sqlite3.Connection, collection_id: str) -> bool:
+    """Whether the collection's vector index keeps no norms (its space is not cosine).
+
+    Chroma's hnsw index writes a float per element to ``length.bin``: the vector's norm in
+    a cosine space, and otherwise memory it allocated and never set (whatever the process
+    held there, forgotten memories among it), which it never reads. Read from the
+    collection's schema; False (keep the file) when it does not say.
+    """
+    row = db.execute("SELECT schema_str FROM collections WHERE id = ?",
+                     (collection_id,)).fetchone()
+    try:
+        config = json.loads(row[0])["defaults"]["float_list"]["vector_index"]["config"]
+    except (TypeError, KeyError, ValueError):
+        return False
+    return config.get("space") in ("l2", "ip")
 
 
 def compact_here(folder: str | Path) -> dict[str, Any]:
@@ -595,7 +613,10 @@ def compact_here(folder: str | Path) -> dict[str, Any]:
         merged = _merge_text_index(db)
         db.execute("VACUUM")
         after = (path.stat().st_size, _pragma(db, "freelist_count"))
-    tails = sum(_zero_tail(header.parent) for header in folder.glob("*/header.bin"))
+        unused = {segment: _norms_unused(db, collection) for segment, collection in db.execute(
+            "SELECT id, collection FROM segments WHERE type = ?", (HNSW_SEGMENT,))}
+    tails = sum(_zero_tail(header.parent, unused.get(header.parent.name, False))
+                for header in folder.glob("*/header.bin"))
     (folder / SLOT_MAPS / PENDING).unlink(missing_ok=True)  # every page was rebuilt
     return {"bytes_before": before[0], "bytes_after": after[0],
             "free_pages_before": before[1], "free_pages_after": after[1],
@@ -1139,12 +1160,14 @@ def _header(path: Path, vector_bytes: int | None) -> Header:
     return Header(count, size, label_offset, data_offset)
 
 
-def _zero_tail(segment: Path) -> int:
+def _zero_tail(segment: Path, norms_unused: bool = False) -> int:
     """Zero each index file past where its elements end; how many bytes were not zero.
 
     Chroma's first write of an index (before it holds any element) is of room for 100
     elements that were never set: whatever the process's memory held there, memories
-    written or forgotten in this process among it.
+    written or forgotten in this process among it. Where the index keeps no norms
+    (``norms_unused``, see :func:`_norms_unused`), ``length.bin`` holds nothing but such
+    memory: all of it is zeroed.
 
     Raises:
         _LayoutError: the index header is not as expected.
@@ -1154,7 +1177,7 @@ def _zero_tail(segment: Path) -> int:
     header = _header(segment / "header.bin", None)
     zeroed = 0
     for name, end in ((INDEX_DATA, header.count * header.size),
-                      (INDEX_LEVELS, header.count * 4)):
+                      (INDEX_LEVELS, 0 if norms_unused else header.count * 4)):
         if not (segment / name).is_file():
             continue
         with (segment / name).open("r+b") as f:

@@ -174,6 +174,26 @@ CONNECTION_LOST = "the connection was refused or lost (is the server running and
 
 logger = logging.getLogger(__name__)
 
+POOL_NAME = "genmem"
+"""The name of this backend's connection pools, as psycopg_pool's log gives it."""
+
+
+class _PoolRetriesAsDebug(logging.Filter):
+    """psycopg_pool's warnings about connecting our pools, told at DEBUG instead.
+
+    While the server is down a pool's workers warn at each attempt to connect; this backend
+    already says the server went and came back, in one line each (:class:`Reachability`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.levelno == logging.WARNING and args and args[0] == POOL_NAME:
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_PoolRetriesAsDebug())
+
 try:
     import psycopg
     from pgvector import Vector
@@ -605,7 +625,7 @@ class PostgresBackend:
                 self._pool = ConnectionPool(
                     self.dsn, min_size=self._sizes[0], max_size=self._sizes[1],
                     kwargs={"autocommit": True, **self._connect_kwargs()},
-                    configure=_configure, open=True, name="genmem",
+                    configure=_configure, open=True, name=POOL_NAME,
                     timeout=self.request_timeout,
                 )
             return self._pool

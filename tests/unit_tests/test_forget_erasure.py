@@ -434,3 +434,23 @@ def test_a_stream_compacts_its_columns_and_its_folder(tmp_path: Path) -> None:
     memory = MemoryStream(P, embeddings=fake)  # in memory: no store work to do
     memories(memory)
     assert memory.compact() == {"rows_dropped": 0, "store": None}
+
+
+def test_the_norms_file_an_l2_index_never_sets_is_zeroed_whole(tmp_path: Path) -> None:
+    # Chroma's index allocates a float per element for norms and, outside a cosine space,
+    # never sets them: length.bin is whatever the process's memory held (seen: descriptions)
+    folder = tmp_path / "store"
+    backend = open_backend(folder)
+    commit_nodes(backend, P, random_vectors(SYNC + 200, DIM))  # the index is written
+    lengths = [p / "length.bin" for p in folder.iterdir() if (p / "length.bin").is_file()]
+    assert lengths
+    forget(backend, P, [5])
+    for path in lengths:
+        assert not any(path.read_bytes()), path.parent.name
+    assert backend.read_nodes(P, 6, 6)[0].node.description == text_of(6)
+    backend.close()
+    reopened = open_backend(folder)  # Chroma reads the index back as before
+    hit = reopened.nodes.query(query_embeddings=[random_vectors(SYNC + 200, DIM)[9]],
+                               n_results=1)
+    assert hit["ids"] == [[f"{P}::node_10"]]
+    reopened.close()

@@ -177,3 +177,14 @@ def test_the_store_timeout_option_names_its_variable(command):
     shown = CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
     assert "--store-timeout" in shown
     assert STORE_TIMEOUT_VARIABLE in " ".join(shown.split())
+
+
+def test_a_pools_retries_to_connect_are_told_at_debug_for_our_pools_only(caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="psycopg.pool")
+    pool_log = logging.getLogger("psycopg.pool")
+    pool_log.warning("error connecting in %r: %s", postgres.POOL_NAME, "connection refused")
+    pool_log.warning("error connecting in %r: %s", "someone-else", "connection refused")
+    levels = [(r.args[0], r.levelname) for r in caplog.records if r.name == "psycopg.pool"]
+    assert levels == [(postgres.POOL_NAME, "DEBUG"), ("someone-else", "WARNING")]
