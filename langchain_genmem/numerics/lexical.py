@@ -343,6 +343,28 @@ class LexicalIndex:
         Raises:
             ValidationError: a row is not indexed (``sync`` the index first).
         """
+        return self.scores_and_ceiling(query, rows)[0]
+
+    def scores_and_ceiling(
+        self, query: str, rows: np.ndarray | Sequence[int]
+    ) -> tuple[np.ndarray, float]:
+        """:meth:`scores`, with the BM25 no memory can reach for this query, from one snapshot.
+
+        The ceiling is ``sum(idf(t) * (k1 + 1))`` over the query's distinct terms held by a
+        live memory: each term's part tends to ``idf * (k1 + 1)`` as its frequency grows, so
+        every score divided by it lies in [0, 1) and means the same in every search over the
+        same statistics (the absolute scale of :func:`~langchain_genmem.numerics.scoring.rank`).
+
+        Args:
+            query: the query text (each distinct term counts once).
+            rows: indexed rows (``0 <= row < len(self)``), any order, repeats allowed.
+
+        Returns:
+            The scores and the ceiling (0.0 when no query term is held by a live memory).
+
+        Raises:
+            ValidationError: a row is not indexed (``sync`` the index first).
+        """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         terms = self.terms(query)
         with self._lock:
@@ -352,9 +374,10 @@ class LexicalIndex:
                 raise ValidationError(msg, field="rows")
             ids = [self._vocab[t] for t in terms if t in self._vocab]
             live, total = n - self._dead_count, self._total - self._dead_total
-            if not ids or not rows.size or total <= 0 or live <= 0:
-                return np.zeros(rows.size)
+            if not ids or total <= 0 or live <= 0:
+                return np.zeros(rows.size), 0.0
             acc = np.zeros(n)
+            ceiling = 0.0
             scale = self.b / (total / live)
             base = self.k1 * (1.0 - self.b)
             for t in ids:
@@ -362,11 +385,15 @@ class LexicalIndex:
                 df = size - self._dead_df.get(t, 0)
                 if not df:
                     continue
+                idf = bm25_idf(live, df) * (self.k1 + 1.0)
+                ceiling += float(idf)
+                if not rows.size:
+                    continue
                 held = self._post_rows[t][:size]
                 tf = self._post_tf[t][:size]
                 norm = base + (self.k1 * scale) * self._doclen[held]
-                acc[held] += bm25_idf(live, df) * (self.k1 + 1.0) * tf / (tf + norm)
-            return acc[rows]
+                acc[held] += idf * tf / (tf + norm)
+            return acc[rows], ceiling
 
     def _index(self, lo: int, docs: Sequence[Sequence[str]]) -> None:
         """Add the postings of ``docs``, rows ``lo``, ``lo + 1``, ... (all unindexed)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -45,6 +46,20 @@ __all__ = [  # the modes are core.modes'; importable from here as before
 ]
 
 DEFAULT_GAINS = (0.5, 3.0, 2.0)
+POIGNANCY_SCALE = 10.0
+"""What poignancy is divided by on the absolute scale (ratings run from 1 to 10)."""
+
+Scale = Literal["candidates", "absolute"]
+"""How a ranking puts its components on one scale before weighting them.
+
+``"candidates"``: min-max over the candidates of each retrieval, the paper's and the
+original's rule (each component spans [0, 1] among the memories ranked; a score means
+something only next to the scores of the same retrieval). ``"absolute"``: fixed scales,
+the same for every retrieval, so scores compare across retrievals: recency as computed
+(``decay ** hours``, in (0, 1]), importance as ``poignancy / 10``, dense relevance as the
+cosine itself, lexical relevance as the share of the query's attainable BM25 (see
+:meth:`~langchain_genmem.numerics.lexical.LexicalIndex.attainable`), fused with the same
+lexical weight."""
 # float64 rounding of a score, relative to the largest score
 SCORE_MARGIN = 1e-12
 # bound on float32 "hours" recency against float64's (approximate_recency); seen below 2**-22
@@ -584,6 +599,8 @@ def rank(
     bonus: np.ndarray | None = None,
     recency_error: float = 0.0,
     exact_recency: Callable[[np.ndarray], np.ndarray] | None = None,
+    scale: Scale = "candidates",
+    lexical_max: float = 0.0,
 ) -> Ranking:
     """Exact top k from fast approximate cosines, refining only where it can matter.
 
@@ -624,6 +641,12 @@ def rank(
             :func:`approximate_recency` gives it; bounded like the cosines.
         exact_recency: the exact raw recency of given candidate indices (needed with
             ``recency_error``).
+        scale: ``"candidates"`` (min-max over the candidates) or ``"absolute"`` (fixed
+            scales: :data:`Scale`). On the absolute scale ``importance``, when given, must
+            be ``poignancy / POIGNANCY_SCALE``, and the hybrid's lexical weight is used as
+            given (no part is dropped for being equal over the candidates).
+        lexical_max: on the absolute scale, the query's attainable BM25 (0: no query term is
+            known, every lexical part is 0).
 
     Returns:
         The ranking.
@@ -634,25 +657,35 @@ def rank(
     if relevance != "dense" and bm25 is None:
         msg = f"relevance={relevance!r} needs the candidates' bm25 scores"
         raise ValueError(msg)
-    lexical = None if relevance == "dense" else normalise_lexical(bm25)  # type: ignore[arg-type]
+    absolute = scale == "absolute"
+    lexical = None if relevance == "dense" else (
+        _lexical_share_of(bm25, lexical_max) if absolute else normalise_lexical(bm25))  # type: ignore[arg-type]
     cos = c.cosine if overwrite else c.cosine.copy()
     refined = np.zeros(cos.shape, dtype=bool)
-    bounds = _exact_bounds(cos, refined, exact, error if relevance != "lexical" else 0.0)
+    if absolute:  # fixed scales: no extreme need be exact
+        bounds, fixed_recency = (0.0, 1.0), (0.0, 1.0)
+        share = lexical_share(relevance, lexical_weight, False, False)
+        i = c.poignancy / POIGNANCY_SCALE if importance is None else importance
+    else:
+        bounds = _exact_bounds(cos, refined, exact, error if relevance != "lexical" else 0.0)
+        fixed_recency = None
+        share = lexical_share(relevance, lexical_weight, bounds[0] == bounds[1],
+                              _constant(lexical))
+        i = minmax(c.poignancy) if importance is None else importance
     cands = replace(c, cosine=cos)
     lo, span = bounds[0], bounds[1] - bounds[0]
-    share = lexical_share(relevance, lexical_weight, span == 0, _constant(lexical))
-    i = minmax(c.poignancy) if importance is None else importance
     if error and share != 1.0 and span and k >= len(c):  # every row is in the top k
         _refine(cos, refined, np.arange(cos.size), exact)
         error = 0.0
     if error and share != 1.0 and span:
         return _rank_from_bounds(cands, raw_recency, i, w, k, exact, error, refined, bounds,
                                  lexical, share, bm25, bonus,
-                                 (recency_error, exact_recency))  # type: ignore[arg-type]
+                                 (recency_error, exact_recency),  # type: ignore[arg-type]
+                                 fixed_recency)
     if recency_error:
         raw_recency = exact_recency(np.arange(len(c)))  # type: ignore[misc]
     # every cosine that scores is exact: score every row as the original does
-    r = minmax(raw_recency, out=raw_recency if overwrite else None)
+    r = minmax(raw_recency, fixed_recency, out=raw_recency if overwrite else None)
     d = minmax(cos, bounds)
     v = mix(d, lexical, share)
     total = combine(r, v, i, w)
@@ -681,6 +714,7 @@ def _rank_from_bounds(
     bm25: np.ndarray | None,
     bonus: np.ndarray | None,
     recency: tuple[float, Callable[[np.ndarray], np.ndarray]],
+    fixed_recency: tuple[float, float] | None = None,
 ) -> Ranking:
     """:func:`rank` from approximate cosines whose extremes are exact (``span > 0``, ``k < n``).
 
@@ -695,7 +729,9 @@ def _rank_from_bounds(
     cos, n = c.cosine, len(c)
     lo, span = bounds[0], bounds[1] - bounds[0]
     recency_error, exact_recency = recency
-    if recency_error:
+    if fixed_recency is not None:  # the absolute scale: recency as it is
+        r_lo, r_hi = fixed_recency
+    elif recency_error:
         low, high = _extreme_rows(raw_recency, recency_error)
         r_lo, r_hi = float(exact_recency(low).min()), float(exact_recency(high).max())
     else:
@@ -750,6 +786,13 @@ def _rank_from_bounds(
     rescore(np.flatnonzero(total <= total.min() + slack))
     return Ranking(best, Scored(recency=r, relevance=v, importance=i, score=total), cos, d,
                    lexical, bm25, share)
+
+
+def _lexical_share_of(bm25: np.ndarray, attainable: float) -> np.ndarray:
+    """Each candidate's BM25 as a share of the query's attainable BM25 (all 0 without one)."""
+    if attainable <= 0:
+        return np.zeros(bm25.shape[0])
+    return np.asarray(bm25, dtype=np.float64) / attainable
 
 
 def _exact_bounds(

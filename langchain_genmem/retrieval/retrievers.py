@@ -108,6 +108,12 @@ class GenerativeAgentsRetriever(WeightedRetrieval, BaseRetriever):
             ``"narrow"`` (only memories created in that period; all when none is) or
             ``"weight"`` (those memories gain ``TIME_BOOST`` x relevance weight x gain;
             scored in process only). Ignored with ``recency_mode="reverie"``.
+        scale: how the parts are put on one scale: ``"candidates"`` (default, the paper's
+            min-max over the memories of each retrieval, so a score compares only with the
+            scores of the same call) or ``"absolute"`` (recency as computed, importance as
+            poignancy / 10, the cosine itself, BM25 as a share of the query's ceiling: scores
+            compare across calls, and a lone unrelated memory scores low; scored in process
+            only). See :data:`~langchain_genmem.numerics.scoring.Scale`.
 
     Invoke:
         .. code-block:: python

@@ -51,6 +51,7 @@ from langchain_genmem.numerics.scoring import (
     DEFAULT_GAINS,
     Candidates,
     Ranking,
+    Scale,
     Weights,
     approximate_recency,
     exact_cosine,
@@ -110,6 +111,7 @@ class WeightedRetrieval(BaseModel):
     lexical_weight: float | None = None
     idle_filter: bool = True
     time_in_query: TimeInQuery = DEFAULT_TIME_IN_QUERY
+    scale: Scale = "candidates"
 
     def __init__(self, **data: Any) -> None:
         """Build the retriever; unknown or bad arguments raise, naming the field.
@@ -147,6 +149,11 @@ class WeightedRetrieval(BaseModel):
             msg = ("time_in_query: 'weight' is scored in process only; score_in='database' "
                    "narrows to the period (use time_in_query='narrow' or score_in='process')")
             raise ValidationError(msg, field="time_in_query")
+        if self.scale != "candidates":
+            msg = (f"scale: {self.scale!r} is scored in process only; score_in='database' "
+                   "normalises over the candidates (use scale='candidates' or "
+                   "score_in='process')")
+            raise ValidationError(msg, field="scale")
 
     @field_validator("relevance", mode="before")
     @classmethod
@@ -272,7 +279,10 @@ class WeightedRetrieval(BaseModel):
         bonus = None
         if window is not None and self.time_in_query == "weight":
             bonus, use = self._time_bonus(window, cache.created[rows], weights), "weighted"
-        bm25 = None if mode == "dense" else stream.lexical_index(cache).scores(query, rows)
+        bm25, ceiling = (None, 0.0) if mode == "dense" else (
+            stream.lexical_index(cache).scores_and_ceiling(query, rows))
+        if self.scale == "absolute":  # poignancy / 10, not min-max over these candidates
+            importance = None
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
         if mode == "lexical":  # no dense part: no query embedding
             cosine, error = np.zeros(rows.size), 0.0
@@ -297,7 +307,8 @@ class WeightedRetrieval(BaseModel):
         ranked = rank(cands, raw_recency, weights, k, exact, error, importance,
                       overwrite=True,  # both arrays are this call's own
                       relevance=mode, lexical_weight=share, bm25=bm25, bonus=bonus,
-                      recency_error=recency_error, exact_recency=exact_recency)
+                      recency_error=recency_error, exact_recency=exact_recency,
+                      scale=self.scale, lexical_max=ceiling)
         best, scored = ranked.best, ranked.scored
         if self.update_access and best.size:
             stream.record_access(rows[best], now, columns=cache)
