@@ -25,12 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 _SCALARS = (str, bool, int, float, type(None))
 _KEPT_TESTS = 64  # verdict tables kept per column (the most recent tests)
+
+Rows = Literal["items", "ranked", "unranked"]
+"""Which rows a selection keeps: one per live item (its first memory), every row ranked search
+may return (an item's other facets too), or the items ranked search does not see."""
 
 
 @dataclass(frozen=True)
@@ -128,13 +132,16 @@ class InternedColumn:
 class ItemMasks:
     """The rows holding live items: their group, whether ranked search sees them, their fields.
 
-    Field columns are made on the first test of a field and kept up to date after.
+    An item may be held by several rows (the memories of its facets): the first is its
+    *primary* row, the one a listing shows; ranked search sees all of them. Field columns
+    are made on the first test of a field and kept up to date after.
     """
 
     def __init__(self) -> None:
         self.size = 0  # rows 0..size-1 may hold an item
         self.live = np.zeros(0, dtype=bool)
         self.indexed = np.zeros(0, dtype=bool)
+        self.primary = np.zeros(0, dtype=bool)
         self.groups = InternedColumn()
         self._values: dict[int, Mapping[str, Any]] = {}
         self._fields: dict[str, InternedColumn] = {}
@@ -143,7 +150,8 @@ class ItemMasks:
     def __len__(self) -> int:
         return len(self._values)
 
-    def put(self, row: int, group: Hashable, value: Mapping[str, Any], *, indexed: bool) -> None:
+    def put(self, row: int, group: Hashable, value: Mapping[str, Any], *, indexed: bool,
+            facet: bool = False) -> None:
         """Hold a live item at ``row``.
 
         Args:
@@ -151,14 +159,16 @@ class ItemMasks:
             group: its group (e.g. the namespace).
             value: its value fields.
             indexed: whether ranked search may return it.
+            facet: the row is one of the item's other facets, not its primary row.
         """
         self._memo.clear()
         if row >= self.live.size:
             cap = max(row + 1, 2 * self.live.size, 64)
             self.live = _grown(self.live, cap)
             self.indexed = _grown(self.indexed, cap)
+            self.primary = _grown(self.primary, cap)
         self.size = max(self.size, row + 1)
-        self.live[row], self.indexed[row] = True, indexed
+        self.live[row], self.indexed[row], self.primary[row] = True, indexed, not facet
         self.groups.set(row, group)
         self._values[row] = value
         for name, column in self._fields.items():
@@ -173,31 +183,37 @@ class ItemMasks:
         if self._values.pop(row, None) is None:
             return
         self._memo.clear()
-        self.live[row] = self.indexed[row] = False
+        self.live[row] = self.indexed[row] = self.primary[row] = False
         self.groups.clear(row)
         for column in self._fields.values():
             column.clear(row)
 
     def select(
-        self, group: ValueTest, fields: Mapping[str, ValueTest], *, indexed_only: bool = False
+        self, group: ValueTest, fields: Mapping[str, ValueTest], *, rows: Rows = "items"
     ) -> np.ndarray:
         """The live rows whose group and fields pass the tests (a missing field is None).
 
         Args:
             group: the test on the group.
             fields: field name -> the test on its value.
-            indexed_only: keep only rows ranked search may return.
+            rows: which rows (:data:`Rows`): one per item, those ranked search sees, or the
+                items it does not see.
 
         Returns:
             A boolean array of length :attr:`size` (do not modify it: it is kept for the
             same selection until an item changes).
         """
-        memo = (group.key, tuple((k, t.key) for k, t in fields.items()), indexed_only)
+        memo = (group.key, tuple((k, t.key) for k, t in fields.items()), rows)
         held = self._memo.get(memo)
         if held is not None:
             return held
         n = self.size
-        keep = (self.indexed if indexed_only else self.live)[:n].copy()
+        if rows == "ranked":
+            keep = self.indexed[:n].copy()
+        elif rows == "items":
+            keep = self.primary[:n].copy()
+        else:
+            keep = self.primary[:n] & ~self.indexed[:n]
         if keep.any():
             keep &= self.groups.mask(group, n)
         for name, test in fields.items():

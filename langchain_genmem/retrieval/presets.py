@@ -48,6 +48,21 @@ slightly and a figure may move in its third decimal.
 """
 
 
+SIMILARITY_RETRIEVAL: dict[str, Any] = {
+    "relevance": "dense",
+    "recency_w": 0.0,
+    "relevance_w": 1.0,
+    "importance_w": 0.0,
+    "gains": (1.0, 1.0, 1.0),
+    "scale": "absolute",
+    "idle_filter": False,
+    "time_in_query": "off",
+}
+"""Ranking by similarity alone: the score is the cosine of the query and the memory, and the
+order follows it (a LangGraph store's ``ranking="similarity"``, as LangGraph's own stores
+score)."""
+
+
 Preset = Literal["simulation", "conversation"]
 """A named set of retriever options: the simulation's settings, or :data:`CHAT_RETRIEVAL`."""
 

@@ -64,7 +64,7 @@ def test_items_put_superseded_and_retired():
     zhang = ValueTest("zhang", lambda ns: ns == ("用户", "张三"))
     food = {"topic": equals("食物")}
     assert masks.select(anything(), {}).tolist() == [True, True, False, True]
-    assert masks.select(anything(), {}, indexed_only=True).tolist() == [True, False, False, True]
+    assert masks.select(anything(), {}, rows="ranked").tolist() == [True, False, False, True]
     assert masks.select(zhang, food).tolist() == [True, False, False, False]
     # the field's column was made at the first test; later puts keep it up to date
     masks.retire(0)  # superseded by row 4
@@ -105,3 +105,16 @@ def test_node_mask_keeps_the_rows_it_marks():
 def test_node_mask_refuses_what_is_not_a_row_mask(bad):
     with pytest.raises(ValidationError, match="node_mask"):
         make_filter(node_mask=bad)
+
+
+def test_facets_are_ranked_rows_but_not_items():
+    masks = ItemMasks()
+    masks.put(0, ("书",), {"title": "红楼梦"}, indexed=True)
+    masks.put(1, ("书",), {"title": "红楼梦"}, indexed=True, facet=True)  # a second text
+    masks.put(2, ("书",), {"title": "西游记"}, indexed=False)
+    assert masks.select(anything(), {}).tolist() == [True, False, True]
+    assert masks.select(anything(), {}, rows="ranked").tolist() == [True, True, False]
+    assert masks.select(anything(), {}, rows="unranked").tolist() == [False, False, True]
+    masks.retire(1)
+    assert masks.select(anything(), {}, rows="ranked").tolist() == [True, False, False]
+    assert masks.select(anything(), {}).tolist() == [True, False, True]

@@ -20,7 +20,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langgraph.store.base import PutOp
 
 from langchain_genmem import GenerativeAgentsRetriever, GenerativeAgentsStore, SimulationClock
-from langchain_genmem.langgraph_store import REGISTRY, TIME_FILTERS, _matches
+from langchain_genmem.langgraph_store import REGISTRY, TIME_FILTERS
+from langchain_genmem.langgraph_store.filters import matches as _matches
 from langchain_genmem.numerics.candidate_filter import make_filter
 
 T0 = datetime(2023, 2, 13, 8, 0)
