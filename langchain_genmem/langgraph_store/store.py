@@ -127,6 +127,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
+from langchain_genmem.backends.base import MemoryBackend
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import UnknownNodeError, ValidationError
@@ -179,6 +180,9 @@ class GenerativeAgentsStore(BaseStore):
         client: any chromadb client (e.g. a ``chroma run`` server's ``HttpClient``).
         dsn: a PostgreSQL connection string (pgvector) instead of Chroma.
         collection_name: the Chroma collection.
+        backend: a ready backend (e.g. a
+            :class:`~langchain_genmem.memory.location.StoreLocation`'s), instead of the
+            above; shared, so :meth:`close` leaves it open for its owner to close.
         embeddings: any LangChain ``Embeddings``; None = the bundled offline model (or
             ``index["embed"]``).
         index: LangGraph's ``IndexConfig``: ``embed`` (an ``Embeddings``, a function of
@@ -225,6 +229,7 @@ class GenerativeAgentsStore(BaseStore):
         client: Any | None = None,
         dsn: str | None = None,
         collection_name: str = "genmem",
+        backend: MemoryBackend | None = None,
         embeddings: Embeddings | None = None,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
@@ -245,7 +250,9 @@ class GenerativeAgentsStore(BaseStore):
         self._index = ItemIndex.made(index, embeddings, text_field)
         self.index_config = self._index.config
         self.ttl_config = ttl_config(ttl)
-        self.backend = open_backend(path, client=client, dsn=dsn, collection=collection_name)
+        self._owns_backend = backend is None
+        self.backend = open_backend(path, client=client, dsn=dsn, backend=backend,
+                                    collection=collection_name)
         self.embeddings = self._index.embeddings
         self.clock = clock
         self.importance = None
@@ -304,7 +311,14 @@ class GenerativeAgentsStore(BaseStore):
             self._items_of.clear()
             self._rankers.clear()
             self._personas = None
-            self.backend.close()
+            if self._owns_backend:
+                self.backend.close()
+
+    def __enter__(self) -> GenerativeAgentsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ BaseStore
 

@@ -46,6 +46,7 @@ __all__ = [
     "arate_with",
     "mark_unrated",
     "rate_with",
+    "rated_items",
     "reply_text",
     "unrated_ids",
     "with_fallback",
@@ -478,16 +479,38 @@ def add_rated(
     Returns:
         The nodes written, in item order.
     """
+    filled, unrated = rated_items(scorer, stream.persona, items, config=config)
+    nodes = stream.add_many(filled)
+    mark_unrated(stream, [nodes[i].node_id for i in unrated])
+    return nodes
+
+
+def rated_items(
+    scorer: Any,
+    persona: str,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    config: RunnableConfig | None = None,
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The items, those without poignancy rated by the scorer (the fallback where it gives none).
+
+    Args:
+        scorer: the importance scorer (or any object with ``score_many``).
+        persona: whose memories they are (named in the rating prompt).
+        items: memories with ``type`` and ``description``.
+        config: a runnable config for the rating calls.
+
+    Returns:
+        Copies of the items with a poignancy each, and the positions of those that got
+        :data:`FALLBACK_IMPORTANCE` because the model gave no rating.
+    """
     wanted = [i for i, item in enumerate(items) if item.get("poignancy") is None]
     pairs = [(items[i].get("type"), items[i].get("description")) for i in wanted]
-    ratings = rate_with(scorer, stream.persona, pairs, config=config) if pairs else []
+    ratings = rate_with(scorer, persona, pairs, config=config) if pairs else []
     filled = [dict(item) for item in items]
     for i, score in zip(wanted, with_fallback(ratings, pairs), strict=True):
         filled[i]["poignancy"] = score
-    nodes = stream.add_many(filled)
-    mark_unrated(stream, [nodes[i].node_id for i, r in zip(wanted, ratings, strict=True)
-                          if r is None])
-    return nodes
+    return filled, [i for i, r in zip(wanted, ratings, strict=True) if r is None]
 
 
 def mark_unrated(stream: Any, node_ids: Sequence[str]) -> None:

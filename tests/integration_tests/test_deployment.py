@@ -1,25 +1,23 @@
 """langgraph.json points at graph factories that build from the run's config or the environment.
 
-An integration test: building ChatOpenAI probes socket options (it opens no connection). With
-``langgraph-cli[inmem]`` installed (the ``langgraph-dev`` extra), a real ``langgraph dev``
-serves the graphs and a missing or unreachable model's hint must reach the caller of a run.
+In process: each graph module's ``build`` (what the server's async factory runs in a worker
+thread). An integration test: building ChatOpenAI probes socket options (it opens no
+connection). ``tests/integration_tests/test_langgraph_server.py`` runs them in LangGraph's
+own server.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import inspect
 import json
-import os
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from langchain_genmem import MemoryStream
 from langchain_genmem.core.errors import ChatModelError
-from tests.support.processes import ServerProcess, free_port
+from tests.support.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_MODEL = ("no chat model: set OPENAI_API_KEY, or point OPENAI_BASE_URL at a local "
@@ -32,6 +30,7 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("GENMEM_PATH", str(tmp_path / "store"))
     monkeypatch.setenv("GENMEM_PERSONA", "伊莎贝拉")
+    return tmp_path
 
 
 def entries() -> dict[str, str]:
@@ -39,9 +38,11 @@ def entries() -> dict[str, str]:
 
 
 def load(entry: str):
+    """The graph module's in-process builder (the server's factory runs it off its loop)."""
     path, attr = entry.split(":")
     module = importlib.import_module(path.removeprefix("./").removesuffix(".py").replace("/", "."))
-    return getattr(module, attr)
+    assert inspect.iscoroutinefunction(getattr(module, attr))  # the server awaits it
+    return module.build
 
 
 def test_every_deployed_graph_builds(env):
@@ -145,61 +146,39 @@ def test_a_configured_model_name_reaches_chatopenai(env):
     assert model_from_config({}).model_name == "gpt-4o-mini"
 
 
-# ------------------------------------------------------------------ a real `langgraph dev`
+def test_the_servers_store_takes_langgraph_jsons_settings(env, monkeypatch):
+    from graphs import chat_agent
+    from graphs.store import open_store
+    from langchain_genmem.core.errors import ConfigurationError
+
+    monkeypatch.setenv("LANGGRAPH_STORE", json.dumps({
+        "index": {"fields": ["title", "notes[*].text"]},
+        "ttl": {"default_ttl": 60, "sweep_interval_minutes": 2}}))
+    monkeypatch.setenv("GENMEM_RANKING", "similarity")
+    store = open_store()
+    try:
+        assert store.index_config["fields"] == ["title", "notes[*].text"]
+        assert store.ttl_config["default_ttl"] == 60 and store.ranking == "similarity"
+        store.put(("伊莎贝拉",), "party", {"title": "情人节派对", "notes": [{"text": "二月"}]})
+        agent = chat_agent.build({}, store)  # the deployed agent keeps its memories here
+        assert agent.store is store
+        assert [i.key for i in store.search(("伊莎贝拉",), query="派对")] == ["party"]
+        other = chat_agent.build({"configurable": {"path": str(env / "elsewhere")}}, store)
+        assert other.store is None  # a run that names another store uses that one
+    finally:
+        store.close()
+    for text, reason in (("{", "LANGGRAPH_STORE: not JSON"), ("[1]", "expected a JSON object")):
+        monkeypatch.setenv("LANGGRAPH_STORE", text)
+        with pytest.raises(ConfigurationError, match=reason):
+            open_store()
 
 
-class LanggraphDev(ServerProcess):
-    """``langgraph dev`` (in-memory runtime) on a free port of 127.0.0.1, serving langgraph.json.
+def test_a_misspelt_config_key_is_named(env):
+    from graphs._common import settings
+    from langchain_genmem.core.errors import ValidationError
 
-    The server inherits this process's environment (the test sets it with monkeypatch).
-    """
-
-    temp_prefix = "langgraph-dev-"
-
-    def __init__(self, folder: Path) -> None:
-        super().__init__(folder, startup_timeout=120)
-        self.port = 0
-
-    def _start(self) -> None:
-        graphs = {name: str(ROOT / entry.removeprefix("./")) for name, entry in entries().items()}
-        config = self.folder / "langgraph.json"
-        config.write_text(json.dumps({"dependencies": ["."], "graphs": graphs}), "utf-8")
-        self.port = free_port()
-        argv = [sys.executable, "-m", "langgraph_cli", "dev", "--host", "127.0.0.1", "--port",
-                str(self.port), "--no-browser", "--no-reload", "--config", str(config)]
-        self.launch(argv, check=lambda: self.get("/ok") is not None, what="langgraph dev")
-
-    def get(self, path: str) -> object:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
-            return json.loads(r.read())
-
-    def run(self, graph: str, state: dict) -> dict:
-        body = json.dumps({"assistant_id": graph, "input": state}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/runs/wait", data=body,
-                                         headers={"content-type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as r:
-            return json.loads(r.read())
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("langgraph_api") is None,
-                    reason="needs langgraph-cli[inmem]: pip install -e '.[langgraph-dev]'")
-@pytest.mark.parametrize("model", ["missing", "unreachable"])
-def test_langgraph_dev_gives_the_caller_the_hint(model, monkeypatch, tmp_path):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    if model == "unreachable":
-        monkeypatch.setenv("OPENAI_BASE_URL", url)
-    monkeypatch.setenv("GENMEM_PATH", str(tmp_path / "store"))
-    monkeypatch.setenv("GENMEM_PERSONA", "伊莎贝拉")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), *sys.path]))
-    monkeypatch.setenv("LANGSMITH_TRACING", "false")
-    monkeypatch.setenv("LANGGRAPH_CLI_NO_ANALYTICS", "1")
-    with LanggraphDev(tmp_path / "server") as server:
-        out = server.run("memory_agent", {"messages": [{"role": "user", "content": "你好"}]})
-        error = out.get("__error__", out)
-        hint = NO_MODEL if model == "missing" else f"cannot reach the chat model at {url}"
-        assert error["message"].startswith(hint), out  # not "An internal error occurred"
-        assert error["error"] == "ChatModelError"
-        assert server.run("reflection", {})["status"] == "not_due"  # needs no model
+    with pytest.raises(ValidationError, match="^configurable: unknown key 'persona_name'"):
+        settings({"configurable": {"persona_name": "Ada"}})
+    served = {"thread_id": "t", "assistant_id": "a", "langgraph_auth_user": None,
+              "__pregel_runtime": None, "x-request-id": "r", "checkpoint_ns": ""}
+    assert settings({"configurable": {**served, "persona": "Ada"}})["persona"] == "Ada"

@@ -359,7 +359,7 @@ def test_chat_agent_answers_every_turn_and_remembers_it(recorded, tmp_path, limi
 
 def test_the_deployed_reflection_graph_reflects_with_the_model_of_the_environment(
         small_model_server, server_log, isabella, monkeypatch):
-    from graphs.reflection import make_graph
+    from graphs.reflection import build
 
     for name, value in model_env(small_model_server).items():
         if name.startswith("OPENAI_"):
@@ -370,7 +370,7 @@ def test_the_deployed_reflection_graph_reflects_with_the_model_of_the_environmen
     config = {"configurable": {"path": str(isabella), "persona": ISABELLA,
                                "reflection": sizes}}
     log = CallLog()
-    graph = make_graph(config)
+    graph = build(config)
     out = graph.invoke({"force": True}, {**config, "callbacks": [log]})
     assert out["status"] in FORCED_ENDS, out
     assert bool(out["written"]) == (out["status"] == "reflected")

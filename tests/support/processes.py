@@ -221,6 +221,7 @@ class ServerProcess:
         interval: float = 0.05,
         user: str | None = None,
         warm: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """Start the child and wait until `check` returns true; its output goes to `server.out`.
 
@@ -232,9 +233,11 @@ class ServerProcess:
             interval: Seconds between checks.
             user: Run the server as this system user.
             warm: Start it warm (see `spawn`).
+            env: Variables added to (or replacing) this process's environment.
         """
         log_path = self.folder / "server.out"
-        self._proc = spawn(argv, log_path=log_path, cwd=cwd or self.folder, user=user, warm=warm)
+        self._proc = spawn(argv, log_path=log_path, cwd=cwd or self.folder, user=user, warm=warm,
+                           env=env)
         self.pid = self._proc.pid
         self.startup_seconds = wait_until_ready(check, proc=self._proc, log_path=log_path,
                                                 what=what, timeout=self.startup_timeout,
