@@ -51,7 +51,10 @@ declares more:
 - ``needs=chroma`` starts the Chroma server of ``tests/support/chroma_server.py`` and passes
   its address as ``CHROMA_HOST`` and ``CHROMA_PORT``; ``needs=postgres`` passes
   ``GENMEM_DSN``, a database with pgvector on the session's PostgreSQL
-  (``tests/support/postgres_server.py``), one per page, empty when the page starts.
+  (``tests/support/postgres_server.py``), one per page, empty when the page starts;
+  ``needs=langgraph`` starts LangGraph's server on this repository's ``langgraph.json``
+  (``tests/support/langgraph_server.py``), one per page, and passes its address as
+  ``LANGGRAPH_URL``.
 - ``tolerance=0.02`` compares the output token by token: every number within 0.02 of the
   one shown, all text exactly.
 
@@ -90,6 +93,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration_tests.test_examples import RUN_AS_PRINTED
+from tests.support.langgraph_server import LanggraphDev
 from tests.support.warm import WarmPython, python_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +122,8 @@ README_RULES = [
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->", re.DOTALL)
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 WORDS = re.compile(
-    r"rerun|needs=model|needs=chroma|needs=postgres|tolerance=\d+(\.\d+)?([eE]-?\d+)?")
+    r"rerun|needs=model|needs=chroma|needs=postgres|needs=langgraph"
+    r"|tolerance=\d+(\.\d+)?([eE]-?\d+)?")
 NUMBER = re.compile(r"(-?\d+(?:\.\d+)?)")
 TIMEOUT = 600
 # The commands of a bash block that run: the package's command and the repository's scripts.
@@ -130,7 +135,7 @@ SKIPPED = [
     (re.compile(r"^(make|pip)\b"), "installs; the test runs in the installed environment"),
     (re.compile(r"^docker\b"), "a server in docker; needs=postgres gives a database"),
     (re.compile(r"^langgraph dev\b"),
-     "a server that runs until stopped (tests/integration_tests/test_deployment.py)"),
+     "a server that runs until stopped (test_langgraph_server.py; needs=langgraph)"),
     (re.compile(r"^python -m langchain_genmem\.llm\.llama_server\b"),
      "a server that runs until stopped (tests/integration_tests/test_small_model.py runs it)"),
     (re.compile(r"^genmem\b.*\s(serve|mcp)(\s|$)"),
@@ -321,6 +326,7 @@ class Tour:
         self.warm = warm
         self.env = {**env, "TMPDIR": str(self.tmp), "PATH": reader_path(warm)}
         self.dsn: str | None = None
+        self.langgraph: LanggraphDev | None = None
         self.first: dict[str, str] = {}
         self.skipped: list[str] = []
         self.seconds: dict[str, float] = {}
@@ -335,6 +341,14 @@ class Tour:
                 server = self.request.getfixturevalue("postgres_server")
                 self.dsn = server.create_database(re.sub(r"\W+", "_", f"doc_{self.page}").lower())
             env["GENMEM_DSN"] = self.dsn
+        if "needs=langgraph" in block.declared:
+            if self.langgraph is None:
+                self.langgraph = LanggraphDev(
+                    self.tmp.parent / "langgraph",
+                    env={"GENMEM_PATH": str(self.tmp.parent / "langgraph-store")})
+                self.request.addfinalizer(self.langgraph.close)
+                self.langgraph.__enter__()
+            env["LANGGRAPH_URL"] = self.langgraph.url
         return env
 
     def walk(self, second: bool) -> None:

@@ -223,3 +223,76 @@ def test_a_stores_searches_and_gets_stay_right_while_another_store_deletes(
     assert len(reader.search(ns, limit=200)) == 60
     writer.close()
     reader.close()
+
+
+# --- the LangGraph store's TTL: one process sweeps, another reads ----------------------------
+
+SWEEPER = """
+import json, sys, time
+import chromadb
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_genmem import GenerativeAgentsStore
+
+where = json.loads(sys.argv[1])
+if "host" in where:
+    where = {"client": chromadb.HttpClient(host=where.pop("host"), port=where.pop("port")),
+             **where}
+store = GenerativeAgentsStore(embeddings=DeterministicFakeEmbedding(size=32), **where)
+ns = ("users", "玛丽亚")
+expires = {}  # the latest each item may expire: its put's return, plus its ttl
+for i in range(40):
+    ttl = 0.01 + 0.004 * i  # 0.6 s to 10 s, in minutes
+    store.put(ns, f"k{i}", {"content": f"记忆 {i} expires"}, ttl=ttl)
+    expires[f"k{i}"] = time.time() + ttl * 60
+print(json.dumps(expires), flush=True)
+swept = 0
+end = time.time() + 12
+while time.time() < end:
+    swept += store.sweep_ttl()
+    time.sleep(0.2)
+print(json.dumps({"swept": swept}), flush=True)
+store.close()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["chroma-server", "postgres"])
+def test_a_store_never_returns_an_item_expired_while_another_process_sweeps(
+        kind, request, tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from langchain_genmem import GenerativeAgentsStore
+
+    if kind == "chroma-server":
+        server = request.getfixturevalue("chroma_server")
+        collection = f"c{uuid.uuid4().hex[:12]}"
+        given = {"host": server.host, "port": server.port, "collection_name": collection}
+        mine = {"client": server.client(), "collection_name": collection}
+    else:
+        dsn = request.getfixturevalue("postgres_server").create_database(
+            f"ttl_{uuid.uuid4().hex[:12]}")
+        given = mine = {"dsn": dsn}
+    child = subprocess.Popen([sys.executable, "-c", SWEEPER, json.dumps(given)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    expires = json.loads(child.stdout.readline() or "null")
+    assert expires, child.stderr.read() if child.stderr else ""
+    reader = GenerativeAgentsStore(embeddings=fake(), **mine)
+    ns = ("users", "玛丽亚")
+    late, reads = [], 0
+    while child.poll() is None:
+        began = time.time()
+        found = [*reader.search(ns, query="记忆", limit=50, refresh_ttl=False),
+                 *filter(None, [reader.get(ns, f"k{reads % 40}", refresh_ttl=False)])]
+        late += [(item.key, round(began - expires[item.key], 3)) for item in found
+                 if expires[item.key] < began]
+        reads += 1
+    out, err = child.communicate()
+    assert child.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["swept"] == 40
+    assert late == [] and reads > 20
+    assert reader.search(ns, query="记忆") == []
+    reader.close()

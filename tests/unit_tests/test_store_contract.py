@@ -11,6 +11,7 @@ searches; ``ranking="similarity"`` scores as LangGraph's ``InMemoryStore``).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -178,6 +179,18 @@ def test_index_paths_embed_each_text_and_score_an_item_by_its_best(make):
     store.put(NS, "own", {"a": "zzz qqq", "b": "monkey"}, index=["a"])
     assert "own" not in [i.key for i in store.search(NS, query="monkey", limit=2)]
     assert [i.key for i in store.search(NS, query="zzz qqq", limit=1)] == ["own"]
+
+
+def test_the_default_field_is_the_whole_value(make):
+    emb = LetterEmbeddings()
+    store = make(index={"dims": emb.dims, "embed": emb}, ranking="similarity")
+    value = {"title": "西游记 Journey", "n": 3}
+    store.put(NS, "book", value)
+    [node] = store.stream("用户/u1").nodes()
+    assert json.loads(node.description) == value  # the value's JSON, non-ASCII kept
+    assert "西游记" in node.description
+    [found] = store.search(NS, query=node.description)
+    assert found.key == "book" and found.score == pytest.approx(1.0, abs=1e-6)
 
 
 def test_an_update_supersedes_every_facet_and_a_delete_forgets_them(make):
