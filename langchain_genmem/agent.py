@@ -250,7 +250,7 @@ def create_memory_agent(
         return {"written": keys}
 
     def route(state: AgentState) -> Literal["reflect", "__end__"]:
-        return "reflect" if reflect and stream.state.reflection_due else END
+        return "reflect" if reflect and stream.committed.reflection_due else END
 
     def run_reflection(state: AgentState) -> dict[str, Any]:
         graph = create_reflection_graph(model, stream, importance=scorer, settings=settings)

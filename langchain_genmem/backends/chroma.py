@@ -21,7 +21,9 @@ Layout (personas may share both collections; every read names its persona):
   metadata ``{persona, rev, node_count}`` and the whole :class:`StreamState` as JSON document.
 - Single-memory commits (an agent's ``add_event`` every step): the node record itself is the
   commit. It carries, under the metadata key ``commit``, the state change it makes (every
-  state field but ``kw_strength`` and ``extra``, and the keyword strengths it changed), so
+  state field but ``kw_strength`` and ``extra``, the keyword strengths it changed, and the
+  entries of ``extra`` it set or removed, up to :data:`PATCH_MAX` characters: a LangGraph
+  store's key records live there and grow with its items), so
   one Chroma write stores the memory and commits it, and a crash leaves it whole or absent.
   The committed state is the state record followed by the run of such records right above
   its ``node_count`` (``node_{N+1}``, ``node_{N+2}``, ... each carrying ``commit`` for its
@@ -121,6 +123,10 @@ DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_ne
 # (every read of the head looks them up in one get of this many ids).
 CHAIN_MAX = 32
 COMMIT_KEY = "commit"
+# The most characters of ``extra`` entries a single-memory commit carries (more: the state
+# record is written), and how deep into ``extra``'s objects its entries are found.
+PATCH_MAX = 65_536
+PATCH_DEPTH = 3
 # on the state record: the revision of a forget whose records may not all be deleted yet
 FORGETTING_KEY = "forgetting"
 LEASE_KEY = "lease"  # on a server: the token of the write lease a record was written under
@@ -649,7 +655,6 @@ class ChromaBackend:
             or known.node_count != state.node_count - 1
             or nodes[0].node.node_count != state.node_count
             or self._chain.get(persona, CHAIN_MAX) >= CHAIN_MAX - 1
-            or known.extra != state.extra
             or known.forgotten != state.forgotten
             or known.idempotency != state.idempotency
             or known.superseded != state.superseded
@@ -658,11 +663,16 @@ class ChromaBackend:
             return None
         if any(kind not in state.kw_strength for kind in known.kw_strength):
             return None
+        patch = extra_patch(known.extra, state.extra)
+        if patch and len(json.dumps(patch, ensure_ascii=False)) > PATCH_MAX:
+            return None
         change = state.model_dump(
             mode="json",
             exclude={"kw_strength", "extra", "forgotten", "idempotency", "superseded",
                      "rekeyed"},
         )
+        if patch:
+            change["extra"] = patch
         if strength_changes is not None:  # the writer knows them: no comparison of every one
             change["kw_strength"] = {k: dict(c) for k, c in strength_changes.items() if c}
             return change
@@ -1198,8 +1208,60 @@ def _apply_change(state: StreamState, change: Mapping[str, Any]) -> StreamState:
     strengths = {kind: dict(counts) for kind, counts in state.kw_strength.items()}
     for kind, counts in change.get("kw_strength", {}).items():
         strengths.setdefault(kind, {}).update(counts)
-    fields = {k: v for k, v in change.items() if k != "kw_strength"}
-    return StreamState.model_validate({**state.model_dump(), **fields, "kw_strength": strengths})
+    fields = {k: v for k, v in change.items() if k not in ("kw_strength", "extra")}
+    extra = patched(state.extra, change.get("extra", ()))
+    return StreamState.model_validate({**state.model_dump(exclude={"extra", "kw_strength"}),
+                                       **fields, "kw_strength": strengths, "extra": extra})
+
+
+_ABSENT = object()
+
+
+def extra_patch(before: Mapping[str, Any], after: Mapping[str, Any],
+                depth: int = PATCH_DEPTH) -> list[list[Any]]:
+    """The entries of ``extra`` a commit changes: ``[path, value]`` set, ``[path]`` removed.
+
+    Objects are compared by identity first (a writer replaces what it changes and shares
+    the rest), so finding the few changed key records of a large store is cheap.
+
+    Args:
+        before: the committed ``extra``.
+        after: the new one.
+        depth: how many levels of objects to look into.
+
+    Returns:
+        The entries, in an order :func:`patched` applies.
+    """
+    out: list[list[Any]] = []
+    for key, value in after.items():
+        old = before.get(key, _ABSENT)
+        if old is value:
+            continue
+        if depth > 1 and isinstance(old, dict) and isinstance(value, dict):
+            out += [[[key, *path], *rest] for path, *rest in extra_patch(old, value, depth - 1)]
+        elif old is _ABSENT or old != value:
+            out.append([[key], value])
+    out += [[[key]] for key in before if key not in after]
+    return out
+
+
+def patched(extra: Mapping[str, Any], patch: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """``extra`` with a commit's entries (:func:`extra_patch`) set and removed."""
+    out = dict(extra)
+    copied: set[tuple[str, ...]] = set()
+    for path, *value in patch:
+        node = out
+        for i, key in enumerate(path[:-1]):
+            where = tuple(path[: i + 1])
+            if where not in copied:
+                node[key] = dict(node.get(key) or {})
+                copied.add(where)
+            node = node[key]
+        if value:
+            node[path[-1]] = value[0]
+        else:
+            node.pop(path[-1], None)
+    return out
 
 
 def _node_from(meta: Mapping[str, Any], document: str | None) -> MemoryNode:

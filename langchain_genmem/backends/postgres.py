@@ -1270,10 +1270,11 @@ def _store_row(conn: Any, persona: str, state: StreamState) -> None:
     (:meth:`PostgresBackend.write_access`), so two of them wait for each other instead of
     each holding what the other needs.
     """
-    values = state.model_dump(include=set(STATE_COLUMNS))
+    # extra is JSON already (a store's key records: large), dumped once and not copied first
+    values = state.model_dump(include=set(STATE_COLUMNS) - {"extra"})
     for column in ("type_count", "forgotten", "idempotency", "superseded", "rekeyed"):
         values[column] = json.dumps(values.get(column, []))
-    values["extra"] = json.dumps(values["extra"], ensure_ascii=False)
+    values["extra"] = json.dumps(state.extra, ensure_ascii=False)
     names = list(STATE_COLUMNS)
     placeholders = ", ".join(f"%({c})s" for c in names)
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)

@@ -16,6 +16,7 @@ from langgraph.store.base import MatchCondition
 
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.numerics.item_masks import field_value
 
 __all__ = ["OPERATORS", "TIME_FILTERS", "compare", "matches", "namespace_matches",
            "split_filter"]
@@ -72,7 +73,7 @@ def matches(value: Mapping[str, Any], tests: Mapping[str, Any]) -> bool:
     Returns:
         Whether it passes.
     """
-    return all(compare(value.get(k), want) for k, want in tests.items())
+    return all(compare(field_value(value, k), want) for k, want in tests.items())
 
 
 def compare(have: Any, want: Any) -> bool:

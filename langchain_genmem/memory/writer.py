@@ -290,7 +290,7 @@ class StreamWriter:
                 raise ValidationError(msg, field=name)
         if overrides:
             try:
-                StreamState.model_validate({**self.mirror.state.model_dump(), **overrides})
+                _check_overrides(self.mirror.state, overrides)
             except PydanticValidationError as e:
                 first = e.errors()[0]
                 where = ".".join(str(x) for x in first["loc"])
@@ -561,3 +561,29 @@ def evidence_of(item: MemoryInput) -> list[str]:
     if not isinstance(entries, list):
         return []
     return [x for x in entries if isinstance(x, str) and x.startswith("node_")]
+
+
+_ALONE = ("kw_strength", "extra")
+"""State values checked on their own: no rule of the state ties them to another field."""
+
+
+def _check_overrides(state: StreamState, overrides: Mapping[str, Any]) -> None:
+    """Validate state values as the state would, without copying what they leave alone.
+
+    ``extra`` and ``kw_strength`` alone are checked field by field: a store's key records in
+    ``extra`` grow with its items, and validating the whole state for each write made a
+    write cost the size of the store. Settings are checked with the whole state (their
+    rules may tie fields together).
+
+    Raises:
+        pydantic.ValidationError: a bad value (its location starts with the field).
+    """
+    if all(name in _ALONE for name in overrides):
+        StreamState.__pydantic_validator__.validate_assignment(
+            StreamState.model_construct(), "extra", overrides.get("extra", {}))
+        if "kw_strength" in overrides:
+            StreamState.__pydantic_validator__.validate_assignment(
+                StreamState.model_construct(), "kw_strength", overrides["kw_strength"])
+        return
+    StreamState.model_validate({**state.model_dump(), **overrides})
+

@@ -172,7 +172,7 @@ class ItemMasks:
         self.groups.set(row, group)
         self._values[row] = value
         for name, column in self._fields.items():
-            column.set(row, value.get(name))
+            column.set(row, field_value(value, name))
 
     def retire(self, row: int) -> None:
         """Hold no item at ``row`` any more (a superseded or deleted item).
@@ -229,8 +229,29 @@ class ItemMasks:
         if column is None:
             column = self._fields[name] = InternedColumn()
             for row, value in self._values.items():
-                column.set(row, value.get(name))
+                column.set(row, field_value(value, name))
         return column
+
+
+def field_value(value: Mapping[str, Any], name: str) -> Any:
+    """A value's field: the key itself, else a dotted path into nested objects.
+
+    Args:
+        value: an item's value.
+        name: a key (``"access-level"``) or a dotted path (``"user.access-level"``), as
+            LangGraph's SQL stores read filter keys.
+
+    Returns:
+        The field's value, or None when the value has none.
+    """
+    if name in value or "." not in name:
+        return value.get(name)
+    found: Any = value
+    for part in name.split("."):
+        if not isinstance(found, Mapping) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _grown(column: np.ndarray, cap: int) -> np.ndarray:

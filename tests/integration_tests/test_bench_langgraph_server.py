@@ -19,10 +19,13 @@ def test_bench_langgraph_server_prints_its_tables() -> None:
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     lines = out.stdout.splitlines()
     assert lines[0].startswith("CPU: ") and ", load " in lines[0]
-    head = lines.index("| store | items | put s | put ms/item | search p50 ms | search p90 ms |")
+    head = lines.index(
+        "| store | items | put p50 ms | put p90 ms | put mean ms | search p50 ms "
+        "| search p90 ms |")
     assert [line.split("|")[1].strip() for line in lines[head + 2: head + 4]] == [
         "genmem", "default"]
-    ratios = lines.index("| items | put genmem/default | search p50 genmem/default |")
+    ratios = lines.index("| items | put p50 genmem/default | put mean genmem/default "
+                         "| search p50 genmem/default |")
     row = [cell.strip() for cell in lines[ratios + 2].strip("|").split("|")]
     assert row[0] == "60" and all(cell.endswith("x") for cell in row[1:])
     assert lines[-1] == "BlockingError lines in the servers' logs: {'genmem': 0, 'default': 0}"

@@ -241,12 +241,12 @@ store = GenerativeAgentsStore(embeddings=DeterministicFakeEmbedding(size=32), **
 ns = ("users", "玛丽亚")
 expires = {}  # the latest each item may expire: its put's return, plus its ttl
 for i in range(40):
-    ttl = 0.01 + 0.004 * i  # 0.6 s to 10 s, in minutes
+    ttl = 0.01 + 0.002 * i  # 0.6 s to 5.3 s, in minutes
     store.put(ns, f"k{i}", {"content": f"记忆 {i} expires"}, ttl=ttl)
     expires[f"k{i}"] = time.time() + ttl * 60
 print(json.dumps(expires), flush=True)
 swept = 0
-end = time.time() + 12
+end = time.time() + 6.5
 while time.time() < end:
     swept += store.sweep_ttl()
     time.sleep(0.2)

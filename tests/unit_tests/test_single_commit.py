@@ -136,3 +136,36 @@ def test_a_failed_single_write_leaves_nothing_and_the_next_one_works(tmp_path):
     add(stream, 3)
     assert [n.description for n in stream.nodes()][:1] == ["玛丽亚 读书 3"]
     assert stream.state.node_count == 3
+
+
+def test_an_add_that_changes_extra_entries_is_one_write_and_reads_back(tmp_path):
+    # a LangGraph store's key records live in extra and grow with its items: a put that
+    # adds one record must not rewrite them all
+    from langchain_genmem.backends.chroma import extra_patch, patched
+
+    stream = stream_at(tmp_path)
+    records = {f"k{i}": {"node_id": f"node_{i}", "value": {"文本": i}} for i in range(500)}
+    stream.add_many([{"type": "event", "description": "玛丽亚 开始", "poignancy": 3}],
+                    state={"extra": {"store": {"ns": records}, "other": [1, 2]}})
+    stream.backend.nodes = nodes = Counting(stream.backend.nodes)
+    stream.backend.states = states = Counting(stream.backend.states)
+    for i in range(5):
+        extra = stream.committed.extra
+        ns = dict(extra["store"]["ns"])
+        ns[f"new{i}"] = {"node_id": f"node_{600 + i}", "value": {"文本": "新"}}
+        ns.pop(f"k{i}")
+        stream.add_many([{"type": "event", "description": f"玛丽亚 读书 {i}", "poignancy": 2}],
+                        state={"extra": {**extra, "store": {"ns": ns}}})
+    assert (nodes.writes, states.writes) == (5, 0)
+    want = stream.committed.extra
+    reopened = stream_at(tmp_path)
+    assert reopened.committed.extra == want and reopened.state.node_count == 6
+    assert "k0" not in want["store"]["ns"] and want["store"]["ns"]["new4"]["value"] == {
+        "文本": "新"}
+    assert want["other"] == [1, 2]
+    # the patch round-trips any change, at any depth it looks into
+    before = {"a": {"b": {"c": 1, "d": 2}}, "x": 1, "gone": {"y": 1}}
+    after = {"a": {"b": {"c": 1, "e": [3]}}, "x": {"now": "an object"}, "new": None}
+    patch = extra_patch(before, after)
+    assert patched(before, patch) == after
+    assert before == {"a": {"b": {"c": 1, "d": 2}}, "x": 1, "gone": {"y": 1}}  # untouched

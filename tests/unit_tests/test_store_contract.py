@@ -181,6 +181,20 @@ def test_index_paths_embed_each_text_and_score_an_item_by_its_best(make):
     assert [i.key for i in store.search(NS, query="zzz qqq", limit=1)] == ["own"]
 
 
+def test_filters_read_odd_keys_and_dotted_paths(make):
+    store = make()
+    store.put(NS, "hyphen", {"access-level": "公开", "user": {"access-level": "nested"}})
+    store.put(NS, "digit", {"123abc": "ok", "user": {"123abc": "ok2"}, "a.b": "literal"})
+    for flt, keys in [({"access-level": "公开"}, ["hyphen"]),
+                      ({"user.access-level": "nested"}, ["hyphen"]),
+                      ({"123abc": "ok"}, ["digit"]), ({"user.123abc": "ok2"}, ["digit"]),
+                      ({"a.b": "literal"}, ["digit"]),
+                      ({"user.missing.x": None}, ["digit", "hyphen"]),
+                      ({"user": {"123abc": "ok2"}}, ["digit"])]:
+        assert sorted(i.key for i in store.search(NS, filter=flt)) == keys, flt
+        assert sorted(i.key for i in store.search(NS, query="ok", filter=flt)) == keys, flt
+
+
 def test_the_default_field_is_the_whole_value(make):
     emb = LetterEmbeddings()
     store = make(index={"dims": emb.dims, "embed": emb}, ranking="similarity")
