@@ -245,6 +245,13 @@ class StreamPool:
     def _release(self, entry: _Open) -> None:
         with self._lock:
             entry.users -= 1
+            persona = entry.stream.persona
+            unborn = (entry.users == 0 and entry.stream.committed.rev == 0
+                      and self._open.get(persona) is entry)
+            if unborn:  # a write was refused before it stored anything: no persona yet
+                del self._open[persona]
+        if unborn and self._on_evict is not None:
+            self._on_evict(entry.stream)
         self._evict()
 
     def _evict(self) -> None:

@@ -117,3 +117,22 @@ def test_closed_personas_memory_is_handed_back_every_few_closes(store, monkeypat
         service.add(f"角色 {i}", [memory(f"第{i}件事")])
     assert len(released) == 2
 
+
+
+@pytest.mark.parametrize("body", [
+    {"description": "玛丽亚 读书", "poignancy": 3, "supersedes": "node_7"},
+    {"description": "玛丽亚 读书", "poignancy": 3, "evidence": ["node_7"], "type": "thought"},
+])
+def test_a_refused_write_leaves_no_persona_behind(store, body):
+    service = create_service(store)
+    with TestClient(create_app(service)) as c:
+        r = c.post("/memories", json={"persona_name": "玛丽亚 新", **body})
+        assert r.status_code == 422, r.text
+        assert "玛丽亚 新" not in c.get("/personas").json()["personas"]
+        assert c.get("/personas/玛丽亚 新").status_code == 404
+        assert c.delete("/personas/玛丽亚 新").status_code == 404
+        assert c.get("/healthz").json()["open_personas"] == 0
+        ok = c.post("/memories", json={"persona_name": "玛丽亚 新",
+                                       "description": "玛丽亚 读书", "poignancy": 3})
+        assert ok.status_code == 200, ok.text  # and the persona can still begin
+        assert c.get("/personas").json()["personas"] == ["玛丽亚 新"]
