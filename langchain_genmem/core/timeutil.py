@@ -9,10 +9,10 @@ from __future__ import annotations
 import calendar
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-from langchain_genmem.core.errors import InteropError
+from langchain_genmem.core.errors import InteropError, ValidationError
 
 _EPOCH = datetime(1970, 1, 1)
 # How the original simulation writes times: nodes.json, and scratch.json's curr_time.
@@ -29,9 +29,10 @@ def to_epoch(value: datetime) -> float:
     Returns:
         The epoch seconds.
     """
-    if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
-    return calendar.timegm(value.timetuple()) + value.microsecond / 1e6
+    offset = value.utcoffset()  # not astimezone: UTC may fall outside the calendar
+    local = value.replace(tzinfo=None)
+    seconds = calendar.timegm(local.timetuple()) + local.microsecond / 1e6
+    return seconds if offset is None else seconds - offset.total_seconds()
 
 
 def from_epoch(seconds: float) -> datetime:
@@ -46,16 +47,27 @@ def from_epoch(seconds: float) -> datetime:
     return _EPOCH + timedelta(microseconds=round(seconds * 1e6))
 
 
-def naive(value: datetime) -> datetime:
+def naive(value: datetime, field: str | None = None) -> datetime:
     """A datetime as the store gives it back (aware ones converted to naive UTC).
 
     Args:
         value: the datetime.
+        field: the input it came from, named in the error.
 
     Returns:
         The naive datetime.
+
+    Raises:
+        ValidationError: in UTC it falls outside Python's calendar (years 1 to 9999), e.g.
+            ``9999-12-31T23:59:59-23:59``.
     """
-    return from_epoch(to_epoch(value))
+    try:
+        return from_epoch(to_epoch(value))
+    except OverflowError:
+        where = f"{field}: " if field else ""
+        msg = (f"{where}{value.isoformat()} is outside the calendar in UTC (years 1 to "
+               f"9999)")
+        raise ValidationError(msg, field=field) from None
 
 
 class SimulationClock:

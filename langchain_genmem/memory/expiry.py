@@ -106,10 +106,20 @@ def expiration_of(
 
     Returns:
         The expiration (None: never).
+
+    Raises:
+        ValidationError: ``created + expires_in`` falls after the calendar's last day.
     """
     if expiration is not None:
         return expiration
-    return None if expires_in is None else created + expires_in
+    if expires_in is None:
+        return None
+    try:
+        return created + expires_in
+    except OverflowError:
+        msg = (f"expires_in: {created.isoformat()} plus {expires_in} falls after the "
+               f"calendar's last day (9999-12-31)")
+        raise ValidationError(msg, field="expires_in") from None
 
 
 def unexpired(nodes: Sequence[MemoryNode], now: datetime) -> list[MemoryNode]:

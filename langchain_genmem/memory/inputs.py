@@ -22,8 +22,9 @@ from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
 from langchain_genmem.core.nodes import NodeType
 from langchain_genmem.core.text import clean_text, length_error, limits
+from langchain_genmem.core.timeutil import naive
 from langchain_genmem.memory.corrections import supersedes_ids
-from langchain_genmem.memory.expiry import lifetime
+from langchain_genmem.memory.expiry import expiration_of, lifetime
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -94,6 +95,13 @@ class MemoryInput(BaseModel):
     @classmethod
     def _lifetime(cls, value: Any) -> timedelta | None:
         return None if value is None else lifetime(value)
+
+    @field_validator("created", "expiration")
+    @classmethod
+    def _in_calendar(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is not None:
+            naive(value, str(info.field_name))  # in UTC too
+        return value
 
     @field_validator("supersedes", mode="before")
     @classmethod
@@ -189,6 +197,11 @@ def _check_shapes(item: MemoryInput, index: int) -> None:
     if item.expiration is not None and item.expires_in is not None:
         msg = f"{where}.expires_in: give expiration or expires_in, not both"
         raise ValidationError(msg, field="expires_in")
+    if item.created is not None and item.expires_in is not None:
+        try:
+            expiration_of(naive(item.created), None, item.expires_in)
+        except ValidationError as e:
+            raise ValidationError(f"{where}.{e}", field="expires_in") from None
     if item.evidence is not None and item.type != "thought":
         msg = f"{where}.evidence: only thoughts have evidence (type is {item.type!r})"
         raise ValidationError(msg, field="evidence")

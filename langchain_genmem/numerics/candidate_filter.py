@@ -256,7 +256,7 @@ def when(value: datetime | date | str | None, field: str) -> datetime | None:
             msg = f"{field}: {value!r} is not an ISO date or time (e.g. {_EXAMPLE})"
             raise ValidationError(msg, field=field) from None
     if isinstance(value, datetime):
-        return naive(value)
+        return naive(value, field)
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day)
     msg = f"{field}: expected a datetime, a date or an ISO text, got {type(value).__name__}"

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-__all__ = ["MONTH_PARTS", "TimeWindow", "find_time_window"]
+__all__ = ["CALENDAR_END", "MONTH_PARTS", "TimeWindow", "find_time_window"]
 
 Period = Literal["day", "week", "month", "year"]
 
@@ -131,6 +131,11 @@ _ZH_SPELLING = (("这个月", "本月"), ("这月", "本月"), ("上个星期", 
                 ("昨晚", "昨天"), ("今晚", "今天"))
 
 
+CALENDAR_END = datetime(9999, 12, 31, 23, 59, 59)
+"""Where a window that would end after the calendar ends (the last whole second: a store's
+float epochs cannot hold ``datetime.max``'s microseconds)."""
+
+
 def find_time_window(question: str, now: datetime) -> TimeWindow | None:
     """The period the question names, relative to ``now``; None when it names none.
 
@@ -148,7 +153,10 @@ def find_time_window(question: str, now: datetime) -> TimeWindow | None:
     base = now.replace(tzinfo=None)
     found = sorted([*_EN.finditer(question), *_ZH.finditer(question)], key=lambda m: m.start())
     for match in found:
-        window = _resolve(match, base)
+        try:
+            window = _resolve(match, base)
+        except (OverflowError, ValueError):  # a phrase that reaches past the calendar
+            window = None
         if window is not None:
             start, end = window
             return TimeWindow(start.replace(tzinfo=now.tzinfo), end.replace(tzinfo=now.tzinfo),
@@ -268,14 +276,21 @@ def _parse(text: str, now: datetime) -> tuple[datetime, datetime] | None:
 
 
 def _next(start: datetime, period: Period) -> datetime:
-    """The start of the period after the one starting at ``start``."""
-    if period == "day":
-        return start + timedelta(days=1)
-    if period == "week":
-        return start + timedelta(days=7)
-    if period == "month":
-        return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
-    return start.replace(year=start.year + 1)
+    """The start of the period after the one starting at ``start``.
+
+    The calendar's last period ends at :data:`CALENDAR_END`, December 9999 too.
+    """
+    try:
+        if period == "day":
+            return start + timedelta(days=1)
+        if period == "week":
+            return start + timedelta(days=7)
+        if period == "month":
+            return start.replace(year=start.year + start.month // 12,
+                                 month=start.month % 12 + 1)
+        return start.replace(year=start.year + 1)
+    except (OverflowError, ValueError):  # past year 9999
+        return CALENDAR_END
 
 
 @functools.lru_cache(maxsize=16)
