@@ -50,6 +50,7 @@ from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
 from langchain_genmem import GenerativeAgentsStore, MemoryStream, ReflectionSettings
+from langchain_genmem.backends.chroma import DEFAULT_COLLECTION
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.llm.chat import UnconfiguredChatModel, chat_model_from_env
 from langchain_genmem.memory.location import StoreLocation
@@ -113,7 +114,7 @@ def settings(config: RunnableConfig | None, env: Mapping[str, str] | None = None
         path=pick("path", "GENMEM_PATH", ".genmem"),
         chroma_host=pick("chroma_host", "GENMEM_CHROMA_HOST", ""),
         chroma_port=int(pick("chroma_port", "GENMEM_CHROMA_PORT", 8000)),
-        collection=pick("collection", "GENMEM_COLLECTION", "genmem"),
+        collection=pick("collection", "GENMEM_COLLECTION", DEFAULT_COLLECTION),
         dsn=pick("dsn", "GENMEM_DSN", ""),
         model=pick("model", "OPENAI_MODEL", ""),
         reflection=dict(given.get("reflection") or {}),

@@ -55,6 +55,7 @@ from langgraph.store.base import PutOp
 from typing_extensions import TypedDict
 
 from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.recall_sizes import CHAT_RECALL_K
 from langchain_genmem.llm.calls import bounded, client_errors
 from langchain_genmem.llm.importance import (
     ImportanceScorer,
@@ -138,7 +139,7 @@ def create_memory_agent(
     retriever: GenerativeAgentsRetriever | None = None,
     retrieval: Mapping[str, Any] | None = None,
     importance: ImportanceScorer | None = None,
-    k: int = 5,
+    k: int = CHAT_RECALL_K,
     user: str = "User",
     system_prompt: str = DEFAULT_AGENT_SYSTEM_PROMPT,
     reflect: bool = True,
@@ -271,7 +272,7 @@ def create_memory_agent(
 
 
 def chat_retriever(
-    stream: MemoryStream, *, k: int = 5, retrieval: Mapping[str, Any] | None = None
+    stream: MemoryStream, *, k: int = CHAT_RECALL_K, retrieval: Mapping[str, Any] | None = None
 ) -> GenerativeAgentsRetriever:
     """The retriever the chat agent recalls with.
 

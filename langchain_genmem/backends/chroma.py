@@ -123,6 +123,8 @@ DEFAULT_CONFIGURATION: dict[str, Any] = {"hnsw": {"ef_construction": 16, "max_ne
 # (every read of the head looks them up in one get of this many ids).
 CHAIN_MAX = 32
 COMMIT_KEY = "commit"
+DEFAULT_COLLECTION = "genmem"
+"""The Chroma collection every front end uses unless told otherwise."""
 # The most characters of ``extra`` entries a single-memory commit carries (more: the state
 # record is written), and how deep into ``extra``'s objects its entries are found.
 PATCH_MAX = 65_536
@@ -169,7 +171,7 @@ class ChromaBackend:
     def __init__(
         self,
         client: Any,
-        name: str = "genmem",
+        name: str = DEFAULT_COLLECTION,
         configuration: dict[str, Any] | None = None,
         *,
         lock_timeout: float | None = None,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_genmem.backends.base import MemoryBackend
-from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
+from langchain_genmem.backends.chroma import DEFAULT_COLLECTION, ChromaBackend, persistent_client
 from langchain_genmem.core.errors import StorageError, ValidationError
 
 __all__ = ["CHROMA_FILE", "describe_store", "open_backend"]
@@ -33,7 +33,7 @@ def open_backend(
     client: Any | None = None,
     dsn: str | None = None,
     backend: MemoryBackend | None = None,
-    collection: str = "genmem",
+    collection: str = DEFAULT_COLLECTION,
     create: bool = True,
     request_timeout: float | None = None,
 ) -> MemoryBackend:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from langchain_genmem.backends.chroma import DEFAULT_COLLECTION
 from langchain_genmem.cli.options import parse_time
 from langchain_genmem.cli.store import Store
 from langchain_genmem.cli.usage import UsageError, is_help, usage_line
@@ -124,7 +125,7 @@ def _main(
     ] = 8000,
     collection: Annotated[
         str, typer.Option("--collection", help="Chroma collection holding the memories.")
-    ] = "genmem",
+    ] = DEFAULT_COLLECTION,
     dsn: Annotated[
         str | None,
         typer.Option(

@@ -61,6 +61,7 @@ from langchain_genmem.cli.reports import (
 from langchain_genmem.cli.store import Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CHOICES, MemoryNode
+from langchain_genmem.core.recall_sizes import CHAT_RECALL_K, SHOWN_RECALL_K
 from langchain_genmem.llm.limits import CallLimits
 from langchain_genmem.memory.expiry import parse_duration
 from langchain_genmem.memory.inputs import validate_items
@@ -320,7 +321,7 @@ _FORGET_OPTIONS = {"created_after": "--since", "created_before": "--until", "typ
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="The focal point to retrieve memories for.")],
-    k: K = 10,
+    k: K = SHOWN_RECALL_K,
     *,
     weights: RetrievalOptions,
     filter_: Annotated[
@@ -373,7 +374,8 @@ def keywords(
     object_: Annotated[
         str, typer.Argument(metavar="object", help="Object of the perceived event.")
     ],
-    limit: Annotated[int, typer.Option("--limit", min=0, help="Memories shown per type.")] = 10,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Memories shown per type.")
+                     ] = SHOWN_RECALL_K,
     as_json: AsJson = False,
 ) -> None:
     """The original's keyword retrieval: events and thoughts indexed under s, p or o."""
@@ -406,7 +408,7 @@ def explain(
             ".jpg, .svg or .pdf (by suffix).",
         ),
     ] = None,
-    k: K = 10,
+    k: K = SHOWN_RECALL_K,
     *,
     weights: RetrievalOptions,
 ) -> None:
@@ -584,7 +586,7 @@ def demo(
             help="An associative_memory folder (default: the bundled Maria Lopez fixture)."
         ),
     ] = None,
-    k: K = 5,
+    k: K = CHAT_RECALL_K,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show the embedding progress bar.")
     ] = True,

@@ -30,7 +30,8 @@ TYPE_NAMES: tuple[str, ...] = tuple(TYPE_CODES)
 # The types whose keywords have strengths (the original's kw_strength_event / _thought).
 STRENGTH_TYPES: tuple[str, ...] = ("event", "thought")
 
-# The original gives thoughts a 30-day life (reflect.py); expiration is written, never read.
+# The original gives reflected thoughts a 30-day life (reflect.py); a thought's expiration
+# is written from it, and read as every memory's is (memory/expiry.py).
 THOUGHT_LIFETIME_DAYS = 30
 
 

@@ -128,6 +128,7 @@ from langgraph.store.base import (
 )
 
 from langchain_genmem.backends.base import MemoryBackend
+from langchain_genmem.backends.chroma import DEFAULT_COLLECTION
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import UnknownNodeError, ValidationError
@@ -228,7 +229,7 @@ class GenerativeAgentsStore(BaseStore):
         path: str | Any | None = None,
         client: Any | None = None,
         dsn: str | None = None,
-        collection_name: str = "genmem",
+        collection_name: str = DEFAULT_COLLECTION,
         backend: MemoryBackend | None = None,
         embeddings: Embeddings | None = None,
         index: IndexConfig | None = None,

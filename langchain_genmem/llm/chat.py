@@ -67,8 +67,9 @@ def chat_model_from_env(
     A server named by ``OPENAI_BASE_URL`` alone (a local one) gets a placeholder key. The
     model's client errors (server down, key refused, no such model, no answer in time) are
     raised as one-line :class:`~langchain_genmem.core.errors.ChatModelError` hints. Its
-    timeout and retries are the package's (``limits.timeout``, 60 s, and
-    ``limits.max_retries``, 1), not the client's 600 s and 2 retries.
+    timeout and retries are the package's (``CallLimits.timeout`` and
+    ``CallLimits.max_retries`` of :mod:`~langchain_genmem.llm.limits`), not the client's
+    600 s and 2 retries.
 
     Args:
         env: the variables (default ``os.environ``).

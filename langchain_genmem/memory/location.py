@@ -35,7 +35,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from langchain_genmem.backends.base import MemoryBackend
-from langchain_genmem.backends.chroma import FOLDER_WAIT
+from langchain_genmem.backends.chroma import DEFAULT_COLLECTION, FOLDER_WAIT
 from langchain_genmem.backends.locks import FolderLock
 from langchain_genmem.backends.opener import describe_store, open_backend
 from langchain_genmem.core.errors import ValidationError
@@ -65,7 +65,7 @@ class StoreLocation:
     path: str | os.PathLike[str] | None = None
     host: str | None = None
     port: int = 8000
-    collection: str = "genmem"
+    collection: str = DEFAULT_COLLECTION
     dsn: str | None = None
     client: Any = None
     backend_object: MemoryBackend | None = None

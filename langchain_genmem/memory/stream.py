@@ -70,7 +70,14 @@ from langchain_genmem.backends.base import MemoryBackend, compaction_of
 from langchain_genmem.backends.opener import open_backend
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import GenMemError, ValidationError
-from langchain_genmem.core.nodes import NODE_TYPES, TYPE_CODES, MemoryNode, NodeType, node_number
+from langchain_genmem.core.nodes import (
+    NODE_TYPES,
+    THOUGHT_LIFETIME_DAYS,
+    TYPE_CODES,
+    MemoryNode,
+    NodeType,
+    node_number,
+)
 from langchain_genmem.core.state import SETTINGS, StreamState
 from langchain_genmem.core.timeutil import SimulationClock, scratch_time, to_epoch
 from langchain_genmem.memory.access import AccessRecorder
@@ -912,7 +919,7 @@ def _saved_clock(state: StreamState) -> SimulationClock | None:
 
 
 def thought_expiration(created: datetime) -> datetime:
-    """The original's expiration of a reflected thought: 30 days after it was made.
+    """The original's expiration of a reflected thought: ``THOUGHT_LIFETIME_DAYS`` after it.
 
     Args:
         created: when the thought was made.
@@ -920,7 +927,7 @@ def thought_expiration(created: datetime) -> datetime:
     Returns:
         The expiration.
     """
-    return created + timedelta(days=30)
+    return created + timedelta(days=THOUGHT_LIFETIME_DAYS)
 
 
 @atexit.register

@@ -10,7 +10,7 @@ These functions run the stages of the reflection graph
 (:class:`~langchain_genmem.reflection.stages.Stages`; the rules of each are told in
 :func:`~langchain_genmem.reflection.graph.create_reflection_graph`), so for the same model
 replies they write the same thoughts as ``create_reflection_graph(model, stream,
-trigger="window", window=15, threshold=30, relevance_min=0.5)``. The graph also reports what
+settings=DESIGN_SETTINGS)`` (:data:`DESIGN_SETTINGS`). The graph also reports what
 it dropped and why; these functions log those records at INFO level
 (``logging.getLogger("langchain_genmem.reflection.stepwise")``) and return that design's shapes:
 

@@ -34,6 +34,7 @@ from langchain_genmem.core.modes import (
     TimeInQuery,
 )
 from langchain_genmem.core.nodes import MemoryNode
+from langchain_genmem.core.recall_sizes import RECALL_K
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import to_epoch
 from langchain_genmem.memory.cache import NodeCache
@@ -91,7 +92,7 @@ class WeightedRetrieval(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
 
     memory_stream: MemoryStream = Field(alias="stream")
-    k: int = 30
+    k: int = RECALL_K
     recency_mode: RecencyMode = DEFAULT_RECENCY_MODE
     recency_decay: float | None = None
     recency_w: float | None = None

@@ -38,6 +38,7 @@ from langchain_genmem.core.modes import (
     RelevanceMode,
     describe,
 )
+from langchain_genmem.core.recall_sizes import SHOWN_RECALL_K
 from langchain_genmem.core.validation import K_MIN
 from langchain_genmem.memory.idempotency import KEY_MAX_CHARS
 from langchain_genmem.numerics.candidate_filter import when
@@ -288,7 +289,8 @@ class _Tools:
         ],
         ctx: Context,
         persona: Persona = None,
-        k: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K, description="How many memories.")] = 10,
+        k: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K,
+                                description="How many memories.")] = SHOWN_RECALL_K,
         since: Annotated[str | None, Field(
             max_length=64, description="Only memories created at or after this ISO time, "
             "e.g. '2023-02-13' (for 'what happened last week')."
@@ -348,7 +350,7 @@ class _Tools:
                                      description="Its object.")] = "",
         persona: Persona = None,
         limit: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K,
-                                    description="Most memories per type.")] = 10,
+                                    description="Most memories per type.")] = SHOWN_RECALL_K,
     ) -> dict[str, Any]:
         """Find events and thoughts filed under a subject, predicate or object (exact keywords).
 

@@ -48,6 +48,7 @@ from langchain_genmem.core.modes import (
     describe,
 )
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType, node_number_or_none
+from langchain_genmem.core.recall_sizes import RECALL_K
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.validation import K_MIN, PERSONA_NAME_MAX
 from langchain_genmem.memory.expiry import FORMS, lifetime
@@ -274,7 +275,7 @@ class RetrieveRequest(_Request):
     ]
     top_k: Annotated[
         int, Field(ge=K_MIN, le=MAX_TOP_K, description="How many memories to return.")
-    ] = 30
+    ] = RECALL_K
     recency_w: Weight = None
     relevance_w: Weight = None
     importance_w: Weight = None
@@ -560,7 +561,7 @@ class KeywordRequest(_Request):
     limit: Annotated[
         int, Field(ge=K_MIN, le=MAX_TOP_K,
                    description="Most memories listed per type, newest first.")
-    ] = 30
+    ] = RECALL_K
 
 
 class KeywordResponse(BaseModel):
