@@ -166,6 +166,20 @@ class DatabaseRanking:
     min_score: float | None
 
 
+@dataclass(frozen=True)
+class Erasure:
+    """Whether a forget's records were erased from the store's own files.
+
+    Attributes:
+        erased: True when what held them was overwritten before their delete; False when
+            they were only deleted, as the store deletes.
+        reason: why they were not erased, in one line (None when they were).
+    """
+
+    erased: bool
+    reason: str | None = None
+
+
 @runtime_checkable
 class MemoryBackend(Protocol):
     """Storage of nodes, vectors and state, per persona: what every backend provides.
@@ -275,7 +289,7 @@ class MemoryBackend(Protocol):
         replaced: Sequence[StoredNode] = (),
         *,
         strength_changes: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> None:
+    ) -> Erasure | None:
         """Delete nodes for good, re-key kept ones and commit the state; all or nothing.
 
         Called inside :meth:`write_lock` (after ``read_head``/``read_state`` and
@@ -291,6 +305,10 @@ class MemoryBackend(Protocol):
         finished by the next writer of the persona (its ``remove_uncommitted``); readers
         never get a forgotten node from :meth:`read_nodes` once ``state`` is committed, nor
         the old text of a re-keyed one.
+
+        A backend that keeps files of its own (an embedded folder) returns whether the
+        records were erased from them (:class:`Erasure`); one that does not (a server, a
+        database) returns None.
 
         Args:
             persona: the persona.

@@ -86,6 +86,7 @@ import numpy as np
 from langchain_genmem.backends import chroma_erase, snapshot
 from langchain_genmem.backends.base import (
     Capability,
+    Erasure,
     Head,
     StoredNode,
     check_replaced,
@@ -724,7 +725,7 @@ class ChromaBackend:
         replaced: Sequence[StoredNode] = (),
         *,
         strength_changes: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> None:
+    ) -> Erasure | None:
         """Delete the snapshot, re-key ``replaced``, commit ``state``, delete the records.
 
         The state record, written with ``forgetting`` set to its revision, is the commit
@@ -735,6 +736,10 @@ class ChromaBackend:
         its new packed fields and vector (an update: its access time stays).
 
         ``strength_changes`` is not needed: the state record holds every strength.
+
+        Returns:
+            Whether an embedded folder's records were erased from its files (with the
+            reason when not); None on a Chroma server, whose files are its own.
 
         Raises:
             ValidationError: ``state`` does not list exactly these numbers as forgotten
@@ -754,8 +759,9 @@ class ChromaBackend:
         with _wrapped(f"persona {persona!r}: the forget is committed, but deleting or "
                       "erasing its records failed (the next write of the persona finishes "
                       "it)"):
-            self._finish_forget(persona, state, state.rev)
+            erasure = self._finish_forget(persona, state, state.rev)
         self._wrote(persona)
+        return erasure
 
     def _rekey(self, persona: str, replaced: Sequence[StoredNode]) -> None:
         """Give kept records their new packed fields (embedding_key) and vectors."""
@@ -767,7 +773,7 @@ class ChromaBackend:
                 metadatas=[{FORMAT_KEY: _meta_of(persona, s.node)[FORMAT_KEY]} for s in chunk],
             )
 
-    def _finish_forget(self, persona: str, state: StreamState, since: int) -> None:
+    def _finish_forget(self, persona: str, state: StreamState, since: int) -> Erasure | None:
         """Delete the records of ranges forgotten at revision ``since`` or later, then the mark.
 
         In an embedded folder every copy of them is erased from its files as well
@@ -779,19 +785,24 @@ class ChromaBackend:
                    for n in range(lo, hi + 1)]
         ids = [_node_id(persona, f"node_{n}") for n in numbers]
         rekeyed = [_node_id(persona, f"node_{n}") for n in state.rekeyed_since(since - 1)]
-        self._erased_delete(persona, ids, state.dim, rekeyed)
+        erasure = self._erased_delete(persona, ids, state.dim, rekeyed)
         self._remove_snapshot(persona)
         self.states.update(ids=[_state_id(persona)], metadatas=[{FORGETTING_KEY: None}])
         self._finished[persona] = max(self._finished.get(persona, 0), state.rev)
         self._pending[persona] = None
+        return erasure
 
     def _erased_delete(
         self, persona: str, ids: Sequence[str], dim: int | None, rekeyed: Sequence[str],
-    ) -> None:
+    ) -> Erasure | None:
         """Delete node records page by page, erasing them where it applies.
 
         In an embedded folder laid out as expected they are erased from its files too
         (their rows overwritten before the deletes, what Chroma freed zeroed after).
+
+        Returns:
+            Whether they were erased (an embedded folder's records), with the reason when
+            not; None for a store whose files are not this process's (a Chroma server).
         """
         eraser = self._eraser if ids and dim else None
         state = (self.states, _state_id(persona))
@@ -799,6 +810,7 @@ class ChromaBackend:
         if eraser is not None:
             present = chroma_erase.prepare(eraser, self.nodes, ids, int(dim or 0), state,
                                            rekeyed)
+        refused = None if eraser is None else eraser.refused
         if present is None:  # nothing to erase, or another layout (a warning was logged)
             eraser = None
         else:
@@ -808,6 +820,10 @@ class ChromaBackend:
             self.nodes.delete(ids=list(chunk))
         if eraser is not None:
             chroma_erase.finish(eraser, self.nodes, ids, int(dim or 0), state, rekeyed)
+            refused = eraser.refused
+        if self._eraser is None or not ids:
+            return None
+        return Erasure(erased=refused is None, reason=refused)
 
     def _finish_interrupted(self, persona: str, since: int) -> None:
         """Finish a forget of revision ``since`` that an interrupted writer committed."""

@@ -63,11 +63,14 @@ of its own for each (closed after, so it holds no lock between them), and ends w
 backend closes, when this process ends, or when it is killed (the next request starts
 another).
 
-Fail safe: when the folder is not laid out as above (another Chroma version), a warning is
-logged once per folder and the records are only deleted, as Chroma does; nothing of the
-folder is changed. When SQLite fails (another process held the database past the timeout),
-or the erasing process does, the error is raised: the forget's mark stays and the next
-write of the persona finishes it. A Chroma server's files are its own (its persist
+Fail safe: with a Chroma version the erasure was not tested with (:data:`TESTED_CHROMA`,
+checked before the erasing process opens anything), or a folder not laid out as above, a
+warning is logged once per folder and the records are only deleted, as Chroma does; nothing
+else of the folder is changed, and the forget's report says so
+(:attr:`~langchain_genmem.memory.forgetting.ForgetReport.erased` False, with the reason).
+When SQLite fails (another process held the database past the timeout), or the erasing
+process does, the error is raised: the forget's mark stays and the next write of the
+persona finishes it. A Chroma server's files are its own (its persist
 directory); nothing here applies to an ``HttpClient``.
 """
 
@@ -222,6 +225,7 @@ class Eraser:
         self._said: deque[str] = deque(maxlen=20)  # the process's last lines on stderr
         self._owner = os.getpid()
         self._finalizer = weakref.finalize(self, _stop, [None])
+        self.refused: str | None = None  # why the last request changed nothing, if it did
 
     def call(self, request: Mapping[str, Any], timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
         """Send one request and wait for its reply.
@@ -331,6 +335,32 @@ def _stop(procs: list[subprocess.Popen[str] | None]) -> None:
         proc.wait()
 
 
+TESTED_CHROMA = ("1.5",)
+"""The Chroma release series whose on-disk layout the erasure was tested with (the
+``chromadb`` requirement's range in ``pyproject.toml`` says the same). With any other, a
+forget deletes as Chroma does and touches none of its files."""
+
+
+def untested(version: str | None = None) -> str | None:
+    """Why the installed Chroma's files are left alone, or None when the erasure knows them.
+
+    Args:
+        version: a ``chromadb`` version (default: the installed one).
+
+    Returns:
+        The reason, in one line, or None.
+    """
+    if version is None:
+        import chromadb
+
+        version = str(chromadb.__version__)
+    if ".".join(version.split(".")[:2]) in TESTED_CHROMA:
+        return None
+    tested = ", ".join(f"{series}.x" for series in TESTED_CHROMA)
+    return (f"Chroma {version} is not a version the erasure was tested with ({tested}): "
+            "the records were deleted as Chroma deletes them, not erased from its files")
+
+
 def prepare(
     eraser: Eraser, collection: Any, ids: Sequence[str], dim: int,
     state: tuple[Any, str] | None = None, rekeyed: Sequence[str] = (),
@@ -415,6 +445,11 @@ def _ask(
     eraser: Eraser, op: str, collection: Any, ids: Sequence[str], dim: int,
     state: tuple[Any, str] | None, rekeyed: Sequence[str],
 ) -> dict[str, Any] | None:
+    refused = untested()
+    if refused is not None:  # checked before the erasing process opens any file
+        eraser.refused = refused
+        _warn_once(Path(eraser.folder), refused)
+        return None
     request = {"op": op, "folder": eraser.folder, "collection": str(collection.id),
                "ids": list(ids), "dim": dim, "rekeyed": list(rekeyed),
                "state": None if state is None else [str(state[0].id), state[1]]}
@@ -424,8 +459,10 @@ def _ask(
 def _answer(eraser: Eraser, reply: Mapping[str, Any]) -> dict[str, Any] | None:
     problem = reply.get("layout_problem")
     if problem is not None:
+        eraser.refused = f"the folder is not laid out as the erasure expects: {problem}"
         _warn_once(Path(eraser.folder), str(problem))
         return None
+    eraser.refused = None
     return dict(reply.get("report") or {})
 
 

@@ -68,6 +68,7 @@ from langchain_genmem.backends.base import (
     STORE_TIMEOUT_VARIABLE,
     Capability,
     DatabaseRanking,
+    Erasure,
     Head,
     ScoredRow,
     StoredNode,
@@ -1099,7 +1100,7 @@ class PostgresBackend:
         replaced: Sequence[StoredNode] = (),
         *,
         strength_changes: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> None:
+    ) -> Erasure | None:
         """Delete the nodes' rows, re-key the ``replaced`` ones, store ``state``; one transaction.
 
         A row holds every field, the vector, the keywords (and their index entries) and
@@ -1117,6 +1118,9 @@ class PostgresBackend:
             strength_changes: the keyword strengths the forget changed (``{type: {keyword:
                 count}}``; a keyword ``state.kw_strength`` no longer holds is deleted): only
                 they are stored. None compares every stored strength with ``state``.
+
+        Returns:
+            None: the rows go by PostgreSQL's own deletes; the database's files are its own.
 
         Raises:
             ValidationError: ``state`` does not list exactly these numbers as forgotten

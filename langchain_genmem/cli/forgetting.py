@@ -76,4 +76,6 @@ def report_lines(report: ForgetReport, shown: Mapping[str, MemoryNode]) -> list[
                      f"{verb} embedded again without it.")
     if report.dry_run:
         lines.append("Nothing was forgotten (--dry-run).")
+    if report.erased is False:
+        lines.append(f"Not erased from the folder's files: {report.erasure}.")
     return lines

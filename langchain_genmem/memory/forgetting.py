@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from langchain_genmem.backends.base import StoredNode
+from langchain_genmem.backends.base import Erasure, StoredNode
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import EmbeddingDimensionError, UnknownNodeError, ValidationError
 from langchain_genmem.core.nodes import TYPE_CODES, MemoryNode, node_number_or_none
@@ -83,6 +83,13 @@ class ForgetReport:
         dry_run: True when nothing was forgotten, only reported.
         live_count: the memories left afterwards (that would be left, for a dry run).
         rev: the committed revision; None for a dry run or when nothing matched.
+        erased: whether the forgotten records were erased from the store's own files (an
+            embedded folder): False when they were only deleted, as the store deletes (an
+            untested Chroma version, a folder laid out otherwise); None for a store whose
+            files are not this package's (a Chroma server, PostgreSQL), or when nothing was
+            forgotten.
+        erasure: why they were not erased, in one line (None when they were, or None
+            applies).
     """
 
     persona: str
@@ -93,6 +100,8 @@ class ForgetReport:
     dry_run: bool = False
     live_count: int = 0
     rev: int | None = None
+    erased: bool | None = None
+    erasure: str | None = None
 
     def __len__(self) -> int:
         return len(self.forgotten)
@@ -112,6 +121,8 @@ class ForgetReport:
             "dry_run": self.dry_run,
             "live_count": self.live_count,
             "rev": self.rev,
+            "erased": self.erased,
+            "erasure": self.erasure,
         }
 
 
@@ -299,7 +310,9 @@ class Forgetter:
         state = self.writer.write(make)
         if not planned:
             return self._report(Plan((), (), (), (0.0, 0)), dry_run=False, live=m.live())
-        return self._report(planned[0], dry_run=False, live=m.live(), rev=state.rev)
+        erasure = self.writer.last_erasure
+        return self._report(planned[0], dry_run=False, live=m.live(), rev=state.rev,
+                            erasure=erasure)
 
     def _embedded(self, keys: Iterable[str], known: Mapping[str, np.ndarray]
                   ) -> dict[str, np.ndarray]:
@@ -329,8 +342,10 @@ class Forgetter:
         return out
 
     def _report(self, plan: Plan, *, dry_run: bool, live: int,
-                rev: int | None = None) -> ForgetReport:
+                rev: int | None = None, erasure: Erasure | None = None) -> ForgetReport:
         return ForgetReport(
+            erased=None if erasure is None else erasure.erased,
+            erasure=None if erasure is None else erasure.reason,
             persona=self.mirror.persona,
             forgotten=_ids(plan.numbers),
             derived=_ids(plan.derived),

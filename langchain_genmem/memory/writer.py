@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
-from langchain_genmem.backends.base import CONFLICT_ATTEMPTS, StoredNode, conflict_pause
+from langchain_genmem.backends.base import (
+    CONFLICT_ATTEMPTS,
+    Erasure,
+    StoredNode,
+    conflict_pause,
+)
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import (
     ConcurrentWriterError,
@@ -80,6 +85,7 @@ class StreamWriter:
         self.context_turns = context_turns
         self.orphans_removed = 0
         self._mutex = threading.Lock()  # this stream's writes, one at a time
+        self._last = threading.local()  # what this thread's last forget did to the files
 
     # ------------------------------------------------------------------ committing
 
@@ -129,8 +135,8 @@ class StreamWriter:
                 try:
                     if forgets:
                         numbers = [n for lo, hi in forgets for n in range(lo, hi + 1)]
-                        m.backend.forget(m.persona, numbers, state, stored,
-                                         strength_changes=changes)
+                        self._last.erasure = m.backend.forget(m.persona, numbers, state,
+                                                              stored, strength_changes=changes)
                     elif stored:
                         m.backend.commit(m.persona, stored, state, strength_changes=changes)
                     else:
@@ -150,6 +156,15 @@ class StreamWriter:
                 else:
                     self.loader.catch_up()
             return state
+
+    @property
+    def last_erasure(self) -> Erasure | None:
+        """Whether this thread's last forget erased its records from the store's files.
+
+        None: the store keeps no files of its own (a server, a database), or this thread
+        forgot nothing yet.
+        """
+        return getattr(self._last, "erasure", None)
 
     def _sweep(self) -> None:
         """Catch up with the committed head and remove leftovers of interrupted writes."""

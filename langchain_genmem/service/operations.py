@@ -392,6 +392,7 @@ def _forget_reply(report: ForgetReport, already: list[str]) -> ForgetResponse:
         persona_name=report.persona, dry_run=report.dry_run, count=len(report.forgotten),
         forgotten=list(report.forgotten), derived=list(report.derived), kept=list(report.kept),
         rekeyed=list(report.rekeyed), already_forgotten=already, remaining=report.live_count,
+        erased=report.erased, erasure=report.erasure,
     )
 
 

@@ -716,6 +716,16 @@ class ForgetResponse(BaseModel):
         description="Node ids asked for that were forgotten before: nothing more to do."
     )
     remaining: int = Field(description="How many memories the persona has left.")
+    erased: bool | None = Field(
+        default=None,
+        description="Whether the forgotten memories were erased from the store's own files "
+        "(an embedded folder): false when they were only deleted, as Chroma deletes (see "
+        "erasure); null for a Chroma server or PostgreSQL, whose files are their own, a dry "
+        "run, or nothing forgotten.",
+    )
+    erasure: str | None = Field(
+        default=None, description="Why the memories were not erased, when they were not."
+    )
 
 
 # ---------------------------------------------------------------------------- personas
