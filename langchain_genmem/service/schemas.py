@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -29,9 +30,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from langchain_genmem.core.modes import (
     DECAY,
@@ -67,6 +70,9 @@ MAX_TOP_K = 200
 """Most memories one retrieval returns."""
 MAX_BATCH = 500
 """Most memories one ``/memories/batch`` call adds."""
+MAX_BATCH_CHARS = 100_000
+"""Most characters of descriptions one ``/memories/batch`` call embeds: 500 memories of 4,000
+characters kept both cores busy for over ten minutes."""
 MAX_FORGET_IDS = 500
 """Most node ids one ``/forget`` call names."""
 MAX_IDS_CHARS = 10_000
@@ -84,6 +90,7 @@ LIMITS: dict[str, float] = {
     "subject / predicate / object / keywords / evidence characters": MAX_FIELD_CHARS,
     "top_k and limit": MAX_TOP_K,
     "memories per batch": MAX_BATCH,
+    "description characters per batch": MAX_BATCH_CHARS,
     "node ids per forget": MAX_FORGET_IDS,
     "node_ids characters": MAX_IDS_CHARS,
     "expires_in characters": MAX_DURATION_CHARS,
@@ -254,8 +261,38 @@ def split_list(text: str | None) -> list[str] | None:
     return [x.strip() for x in _SPLIT.split(text) if x.strip()]
 
 
+def _kind(annotation: Any) -> str | None:
+    """``"bool"`` or ``"number"`` for a field that takes only that (or null), else None."""
+    options = [a for a in get_args(annotation) if a is not type(None)] \
+        if get_origin(annotation) in (Union, UnionType) else [annotation]
+    options = [get_args(a)[0] if get_origin(a) is Annotated else a for a in options]
+    if options and all(a is bool for a in options):
+        return "bool"
+    if options and all(a in (int, float) for a in options):
+        return "number"
+    return None
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """Refuse a boolean for a number and a number for a boolean.
+
+        ``{"limit": false}`` or ``{"include_superseded": 0}`` was read as 0 or false.
+        """
+        if value is None or info.field_name is None:
+            return value
+        kind = _kind(cls.model_fields[info.field_name].annotation)
+        if kind == "number" and isinstance(value, bool):
+            raise PydanticCustomError("number_type", "expected a number, got {got}",
+                                      {"got": json.dumps(value)})
+        if kind == "bool" and not isinstance(value, bool):
+            raise PydanticCustomError("bool_type", "expected true or false, got {got}",
+                                      {"got": json.dumps(value, default=str)[:40]})
+        return value
 
 
 # ---------------------------------------------------------------------------- retrieval
@@ -505,6 +542,17 @@ def _json_text(value: Any) -> Any:
         raise ValueError(msg) from e
 
 
+def _bounded_text(items: list[MemoryItem]) -> list[MemoryItem]:
+    """The batch, if its descriptions hold at most :data:`MAX_BATCH_CHARS` characters."""
+    total = sum(len(item.description) for item in items)
+    if total > MAX_BATCH_CHARS:
+        raise PydanticCustomError(
+            "batch_too_long", "the descriptions hold {total} characters; a batch embeds at "
+            "most {most} (send it in smaller batches)",
+            {"total": f"{total:,}", "most": f"{MAX_BATCH_CHARS:,}"})
+    return items
+
+
 class MemoryBatchRequest(_Request):
     """Several memories for one persona, written all or nothing."""
 
@@ -514,7 +562,9 @@ class MemoryBatchRequest(_Request):
         BeforeValidator(_json_text),
         Field(min_length=1, max_length=MAX_BATCH, description="The memories, oldest first: a "
               "JSON array of objects with the fields of add_memory (without persona_name), "
-              "or that array's JSON text."),
+              "or that array's JSON text; their descriptions at most "
+              f"{MAX_BATCH_CHARS:,} characters in all."),
+        AfterValidator(lambda items: _bounded_text(items)),
     ]
 
 
