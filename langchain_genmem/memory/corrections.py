@@ -33,30 +33,6 @@ if TYPE_CHECKING:
     from langchain_genmem.memory.inputs import MemoryInput
 
 
-def supersedes_ids(value: Any) -> list[str] | None:
-    """The ids an item supersedes, checked for form (a list of ``node_N`` texts).
-
-    Args:
-        value: what the caller gave (None: nothing superseded).
-
-    Returns:
-        The ids, each once, in order (None when none were given).
-
-    Raises:
-        ValueError: not a list of ``node_N`` ids.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        msg = f"expected a list of node ids such as ['node_3'] (got {value!r})"
-        raise ValueError(msg)
-    for node_id in value:
-        if not isinstance(node_id, str) or node_number_or_none(node_id) is None:
-            msg = f"{node_id!r} is not a node id (expected node_N)"
-            raise ValueError(msg)
-    return list(dict.fromkeys(value))
-
-
 def supersedes_unknown(batch: Sequence[MemoryInput], known: int) -> bool:
     """Whether an item supersedes a number above ``known`` (another writer's new memory?).
 

@@ -20,10 +20,9 @@ from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.core import validation
 from langchain_genmem.core.errors import ValidationError
-from langchain_genmem.core.nodes import NodeType
+from langchain_genmem.core.nodes import NodeType, node_number_or_none
 from langchain_genmem.core.text import clean_text, length_error, limits
 from langchain_genmem.core.timeutil import naive
-from langchain_genmem.memory.corrections import supersedes_ids
 from langchain_genmem.memory.expiry import expiration_of, lifetime
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -41,6 +40,31 @@ def _clean_nested(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_clean_nested(x) for x in value)
     return value
+
+
+def supersedes_ids(value: Any) -> list[str] | None:
+    """The ids an item supersedes, checked for form (a list of ``node_N`` texts).
+
+    Args:
+        value: what the caller gave (None: nothing superseded).
+
+    Returns:
+        The ids, each once, in order (None when none were given).
+
+    Raises:
+        ValueError: not a list of ``node_N`` ids.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        msg = f"expected a list of node ids such as ['node_3'] (got {value!r})"
+        raise ValueError(msg)
+    for node_id in value:
+        if not isinstance(node_id, str) or node_number_or_none(node_id) is None:
+            msg = f"{node_id!r} is not a node id (expected node_N)"
+            raise ValueError(msg)
+    return list(dict.fromkeys(value))
+
 
 
 class MemoryInput(BaseModel):
