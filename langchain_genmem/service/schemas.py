@@ -120,13 +120,31 @@ Status = Literal["ok", "no_candidates", "error"]
 _SPLIT = re.compile(r"[,，、;；\n]")
 
 
-def _optional(json_type: str, inner: Any, description: str, **bounds: float) -> Any:
+_SEP = r"[,，、;；\n]"
+_GAP = r"[,，、;；\s]*"
+NAME_PATTERN = r"^(?=[\s\S]*\S)[^\u0000-\u001f\u007f-\u009f]+$"
+"""A persona, conversation or speaker name: not blank, no control character (the library's
+rule, :func:`~langchain_genmem.core.validation.persona_name`)."""
+NODE_IDS_PATTERN = rf"^{_GAP}node_[1-9][0-9]*(\s*{_SEP}{_GAP}node_[1-9][0-9]*)*{_GAP}$"
+"""Node ids, each ``node_N`` (N from 1), separated by commas (also ``，``, ``、``, ``;``)."""
+TYPES_PATTERN = rf"^{_GAP}(event|thought|chat)(\s*{_SEP}{_GAP}(event|thought|chat))*{_GAP}$"
+"""Memory types, each ``event``, ``thought`` or ``chat``, separated as node ids are."""
+NOT_BLANK_PATTERN = r"\S"
+"""A text with a character that is not a space."""
+
+
+def _optional(json_type: str, inner: Any, description: str, pattern: str | None = None,
+              **bounds: float) -> Any:
     """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
 
-    A ``Literal`` inner type is listed as the schema's ``enum`` (still a plain string).
+    A ``Literal`` inner type is listed as the schema's ``enum`` (still a plain string);
+    ``pattern`` states, in the schema only, a rule the field's validation enforces with its
+    own words.
     """
     names = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "max_length": "maxLength"}
     schema: dict[str, Any] = {"type": json_type, "description": description}
+    if pattern is not None:
+        schema["pattern"] = pattern
     schema.update({names[k]: v for k, v in bounds.items()})
     if get_origin(inner) is Literal:
         schema["enum"] = list(get_args(inner))
@@ -144,7 +162,9 @@ PersonaName = Annotated[
     Field(
         min_length=1,
         max_length=MAX_PERSONA_CHARS,
-        description="The agent whose memory this is, e.g. 'Isabella Rodriguez' or '伊莎贝拉'.",
+        description="The agent whose memory this is, e.g. 'Isabella Rodriguez' or '伊莎贝拉' "
+        "(not blank, no control character).",
+        json_schema_extra={"pattern": NAME_PATTERN},
     ),
 ]
 Weight = _optional(
@@ -158,7 +178,7 @@ Decay = _optional(
 Poignancy = _optional(
     "number", float, f"Importance from {POIGNANCY.low:g} (mundane, e.g. brushing teeth) to "
     f"{POIGNANCY.high:g} (poignant, e.g. a break-up); leave empty to let the server's chat model "
-    "rate it.", **POIGNANCY.field(),
+    "rate it (required when the server has no chat model).", **POIGNANCY.field(),
 )
 When = _optional(
     "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
@@ -169,13 +189,14 @@ Since = _optional(
     "(its midnight) or '2023-02-13 07:00:00' (default: no limit).",
 )
 Until = _optional(
-    "string", datetime, "Only memories created before this ISO time; with created_after "
-    "'2023-02-13' and created_before '2023-02-14' that day (default: no limit).",
+    "string", datetime, "Only memories created before this ISO time, which must come after "
+    "created_after; with created_after '2023-02-13' and created_before '2023-02-14' that day "
+    "(default: no limit).",
 )
 Kinds = _optional(
     "string", str, f"Only memories of these types, comma-separated, each {TYPE_CHOICES}, e.g. "
     "'event,thought' (default: events and thoughts, the original's candidates; chats only "
-    "when named).", max_length=MAX_FIELD_CHARS,
+    "when named).", pattern=TYPES_PATTERN, max_length=MAX_FIELD_CHARS,
 )
 Relevance = _optional(
     "string", RelevanceName, f"The relevance signal: {describe(RELEVANCE)} (default: the "
@@ -466,7 +487,7 @@ class MemoryItem(_Request):
     ) = None
     evidence: _optional(
         "string", str, "A thought's evidence: comma-separated node ids, e.g. 'node_3, node_7'.",
-        max_length=MAX_FIELD_CHARS,
+        pattern=NODE_IDS_PATTERN, max_length=MAX_FIELD_CHARS,
     ) = None
     created: When = None
     expiration: _optional(
@@ -475,18 +496,21 @@ class MemoryItem(_Request):
     expires_in: _optional(
         "string", Duration, "How long after it was made the memory expires: seconds (a number) "
         "or a duration such as '30d', '12h', '90m', '45s' (default: never; not with "
-        "expiration).", max_length=MAX_DURATION_CHARS,
+        "expiration).", pattern=NOT_BLANK_PATTERN, max_length=MAX_DURATION_CHARS,
     ) = None
     supersedes: _optional(
         "string", str, "The memories this one corrects: comma-separated node ids, e.g. "
-        "'node_3'; retrieval leaves them out from then on.", max_length=MAX_FIELD_CHARS,
+        "'node_3'; retrieval leaves them out from then on.", pattern=NODE_IDS_PATTERN,
+        max_length=MAX_FIELD_CHARS,
     ) = None
     conversation: _optional(
-        "string", str, "The conversation this memory is a turn of (any id, e.g. a session); "
-        "a turn is embedded with the turns before it.", max_length=PERSONA_NAME_MAX,
+        "string", str, "The conversation this memory is a turn of (any id, e.g. a session, "
+        "not blank, no control character); a turn is embedded with the turns before it.",
+        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
     ) = None
     speaker: _optional(
-        "string", str, "Who said the turn.", max_length=PERSONA_NAME_MAX,
+        "string", str, "Who said the turn (not blank, no control character).",
+        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
     ) = None
 
     @field_validator("description")
@@ -670,26 +694,28 @@ class ForgetRequest(_Request):
     node_ids: _optional(
         "string", str, f"The memories to forget: comma-separated node ids, e.g. 'node_3, "
         f"node_7' (at most {MAX_FORGET_IDS}). With a selector, only those of them it picks.",
-        max_length=MAX_IDS_CHARS,
+        pattern=NODE_IDS_PATTERN, max_length=MAX_IDS_CHARS,
     ) = None
     created_after: _optional(
         "string", datetime, "Forget only memories created at or after this ISO time, e.g. "
         "'2023-02-13' (its midnight).",
     ) = None
     created_before: _optional(
-        "string", datetime, "Forget only memories created before this ISO time.",
+        "string", datetime, "Forget only memories created before this ISO time (after "
+        "created_after).",
     ) = None
     types: _optional(
         "string", str, f"Forget only memories of these types, comma-separated, each "
-        f"{TYPE_CHOICES} (default: every type, chats too).", max_length=MAX_FIELD_CHARS,
+        f"{TYPE_CHOICES} (default: every type, chats too).", pattern=TYPES_PATTERN,
+        max_length=MAX_FIELD_CHARS,
     ) = None
     conversation: _optional(
         "string", str, "Forget only the turns of this conversation (its id, exactly).",
-        max_length=PERSONA_NAME_MAX,
+        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
     ) = None
     speaker: _optional(
         "string", str, "Forget only what this speaker said (exactly).",
-        max_length=PERSONA_NAME_MAX,
+        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
     ) = None
     text: _optional(
         "string", str, "Forget only memories whose description contains this text (any case).",
