@@ -233,25 +233,17 @@ def resolve_connect_timeout(dsn: str, given: float | None = None) -> float:
         ValidationError: a value that is not a number > 0.
     """
     field = "connect_timeout"
-    if given is None:
-        try:
-            given = conninfo_to_dict(dsn).get(field)
-        except psycopg.ProgrammingError:  # an unparsable DSN fails when connecting
-            given = None
-        if given is None:
-            given = os.environ.get("PGCONNECT_TIMEOUT")
-        if given is None:
-            return DEFAULT_CONNECT_TIMEOUT
-        try:
-            given = float(given)
-        except ValueError as e:
-            msg = f"{field}: expected seconds > 0, got {given!r}"
-            raise ValidationError(msg, field=field) from e
-    seconds = finite_number(given, field)
-    if seconds <= 0:
-        msg = f"{field}: expected seconds > 0, got {given!r}"
-        raise ValidationError(msg, field=field)
-    return seconds
+    if given is not None:
+        return _positive_seconds(given, field)
+    try:
+        text = conninfo_to_dict(dsn).get(field)
+    except psycopg.ProgrammingError:  # an unparsable DSN fails when connecting
+        text = None
+    if text is None:
+        text = os.environ.get("PGCONNECT_TIMEOUT")
+    if text is None:
+        return DEFAULT_CONNECT_TIMEOUT
+    return _text_seconds(text, field)
 
 
 def resolve_request_timeout(given: float | None, connect_timeout: float) -> float:
@@ -269,15 +261,40 @@ def resolve_request_timeout(given: float | None, connect_timeout: float) -> floa
         ValidationError: a value that is not a number > 0.
     """
     field = "request_timeout"
-    if given is None:
-        given = os.environ.get(STORE_TIMEOUT_VARIABLE) or None
-        if given is None:
-            return connect_timeout
-        try:
-            given = float(given)
-        except ValueError as e:
-            msg = f"{STORE_TIMEOUT_VARIABLE}: expected seconds > 0, got {given!r}"
-            raise ValidationError(msg, field=field) from e
+    if given is not None:
+        return _positive_seconds(given, field)
+    text = os.environ.get(STORE_TIMEOUT_VARIABLE) or None
+    if text is None:
+        return connect_timeout
+    return _text_seconds(text, field, source=STORE_TIMEOUT_VARIABLE)
+
+
+def _text_seconds(text: str, field: str, *, source: str | None = None) -> float:
+    """A setting's text (from a DSN or a variable) as seconds > 0.
+
+    Args:
+        text: the text.
+        field: the setting it is, named in the error.
+        source: where the text came from (a variable), named instead of ``field`` when it
+            is no number.
+
+    Raises:
+        ValidationError: not a number > 0.
+    """
+    try:
+        given = float(text)
+    except ValueError as e:
+        msg = f"{source or field}: expected seconds > 0, got {text!r}"
+        raise ValidationError(msg, field=field) from e
+    return _positive_seconds(given, field)
+
+
+def _positive_seconds(given: Any, field: str) -> float:
+    """``given`` as seconds > 0.
+
+    Raises:
+        ValidationError: not a finite number > 0.
+    """
     seconds = finite_number(given, field)
     if seconds <= 0:
         msg = f"{field}: expected seconds > 0, got {given!r}"
