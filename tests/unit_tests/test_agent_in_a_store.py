@@ -8,28 +8,18 @@ model, with GenerativeAgentsStore and with LangGraph's own InMemoryStore.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import FakeListChatModel
-from langchain_core.messages import BaseMessage
 from langgraph.store.memory import InMemoryStore
 
 from langchain_genmem import GenerativeAgentsStore, MemoryStream, SimulationClock
 from langchain_genmem.agent import create_memory_agent, item_text, item_value
 from langchain_genmem.core.errors import ValidationError
 from tests.support.embeddings import LetterEmbeddings
+from tests.unit_tests.test_agent import Prompts
 
 TEA = "Ada 最喜欢乌龙茶 (oolong tea)"
-
-
-class Prompts(BaseCallbackHandler):
-    def __init__(self) -> None:
-        self.calls: list[list[BaseMessage]] = []
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        self.calls.extend(messages)
 
 
 @pytest.fixture
