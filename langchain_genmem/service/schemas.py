@@ -18,6 +18,7 @@ normalised ``dense`` and ``lexical``, raw ``cosine`` and ``bm25``), ``accessed_i
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import datetime, timezone
@@ -294,6 +295,12 @@ def _kind(annotation: Any) -> str | None:
     return None
 
 
+@functools.cache
+def _field_kind(model: type[BaseModel], name: str) -> str | None:
+    """:func:`_kind` of a request field, worked out once (every request asks again)."""
+    return _kind(model.model_fields[name].annotation)
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
@@ -306,7 +313,7 @@ class _Request(BaseModel):
         """
         if value is None or info.field_name is None:
             return value
-        kind = _kind(cls.model_fields[info.field_name].annotation)
+        kind = _field_kind(cls, info.field_name)
         if kind == "number" and isinstance(value, bool):
             raise PydanticCustomError("number_type", "expected a number, got {got}",
                                       {"got": json.dumps(value)})
