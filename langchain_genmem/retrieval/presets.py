@@ -66,6 +66,13 @@ score)."""
 Preset = Literal["simulation", "conversation"]
 """A named set of retriever options: the simulation's settings, or :data:`CHAT_RETRIEVAL`."""
 
+DEFAULT_PRESET: Preset = "simulation"
+"""The preset of a retrieval that names none: the original's weights, so a replay of the
+simulation ranks as it did."""
+MODEL_FACING_PRESET: Preset = "conversation"
+"""The preset of a recall a chat model asks for (the MCP tool ``recall``): a model recalls
+what was said, for which the conversation preset measured best."""
+
 PRESETS: dict[Preset, dict[str, Any]] = {"simulation": {}, "conversation": CHAT_RETRIEVAL}
 """The retriever options of each preset; options given beside a preset replace its own."""
 

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reflection", ("reflection",)),
     ("evaluation", ("evaluation",)),
     ("views", ("dataframe", "filters")),
+    ("operations", ("operations",)),
     ("front ends", ("cli", "service", "agent", "langgraph_store")),
     ("package", ("", "_compat")),
 ]

@@ -1,0 +1,329 @@
+"""What the declared requests are made of: limits, field types, patterns and the base model.
+
+Every front end reads an operation from one declaration (:mod:`.remember`, :mod:`.recall`,
+:mod:`.forget`): its HTTP body is the model, the MCP tool's arguments and the command line's
+bounds and defaults are derived from it (:mod:`.derive`). The fields are flat objects of plain
+strings, numbers and booleans, so that Dify's custom-tool importer (which reads each
+top-level property of a JSON body as one tool input, resolves ``$ref`` one level only and
+reads ``anyOf`` as a string) turns each into a typed input. An optional number is declared as
+a plain ``number`` in the schema and accepts an explicit ``null`` (Dify sends ``null`` for an
+input left empty). Lists a caller may give in one field (keywords, evidence) are
+comma-separated text; only a batch of memories takes an array.
+
+Every rule a request enforces is stated in its JSON schema: lengths and bounds, and patterns
+(:data:`NAME_PATTERN`, :data:`NODE_IDS_PATTERN`, :data:`TYPES_PATTERN`,
+:data:`NOT_BLANK_PATTERN`, :data:`NO_NUL_PATTERN`); the rules between fields are said in the
+fields' descriptions.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from datetime import datetime
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from langchain_genmem.core.modes import (
+    DECAY,
+    DEFAULT_RELEVANCE_MODE,
+    LEXICAL_WEIGHT,
+    POIGNANCY,
+    RELEVANCE,
+    TIME_IN_QUERY,
+    RelevanceMode,
+    TimeInQuery,
+    describe,
+)
+from langchain_genmem.core.nodes import TYPE_CHOICES
+from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
+from langchain_genmem.core.validation import PERSONA_NAME_MAX
+from langchain_genmem.memory.expiry import FORMS, lifetime
+from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.retrieval.presets import Preset
+
+# ---------------------------------------------------------------------------- limits
+
+MAX_PERSONA_CHARS = PERSONA_NAME_MAX
+"""Longest persona name: the library's rule (``core.validation.persona_name``)."""
+MAX_TEXT_CHARS = 4000
+"""Longest description or focal text."""
+MAX_FIELD_CHARS = 500
+"""Longest subject, predicate, object, keyword list or evidence list."""
+MAX_TOP_K = 200
+"""Most memories one retrieval returns."""
+MAX_BATCH = 500
+"""Most memories one ``/memories/batch`` call adds."""
+MAX_BATCH_CHARS = 100_000
+"""Most characters of descriptions one ``/memories/batch`` call embeds: 500 memories of 4,000
+characters kept both cores busy for over ten minutes."""
+MAX_FORGET_IDS = 500
+"""Most node ids one ``/forget`` call names."""
+MAX_IDS_CHARS = 10_000
+"""Longest list of node ids, as comma-separated text (500 ids of up to 19 characters)."""
+MAX_DURATION_CHARS = 64
+"""Longest ``expires_in`` text, e.g. ``'1d12h'`` (seconds given as a number: their text)."""
+MAX_WEIGHT = 1000.0
+"""Largest retrieval weight."""
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body (413 beyond it)."""
+
+LIMITS: dict[str, float] = {
+    "persona_name characters": MAX_PERSONA_CHARS,
+    "description / focal_text characters": MAX_TEXT_CHARS,
+    "subject / predicate / object / keywords / evidence characters": MAX_FIELD_CHARS,
+    "top_k and limit": MAX_TOP_K,
+    "memories per batch": MAX_BATCH,
+    "description characters per batch": MAX_BATCH_CHARS,
+    "node ids per forget": MAX_FORGET_IDS,
+    "node_ids characters": MAX_IDS_CHARS,
+    "expires_in characters": MAX_DURATION_CHARS,
+    "weights": MAX_WEIGHT,
+    "request body bytes": MAX_BODY_BYTES,
+}
+"""Every limit, as the README and ``GET /healthz`` state them."""
+
+_SPLIT = re.compile(r"[,，、;；\n]")
+
+
+_SEP = r"[,，、;；\n]"
+_GAP = r"[,，、;；\s]*"
+NAME_PATTERN = r"^(?=[\s\S]*\S)[^\u0000-\u001f\u007f-\u009f]+$"
+"""A persona, conversation or speaker name: not blank, no control character (the library's
+rule, :func:`~langchain_genmem.core.validation.persona_name`)."""
+NODE_IDS_PATTERN = rf"^{_GAP}node_[1-9][0-9]*(\s*{_SEP}{_GAP}node_[1-9][0-9]*)*{_GAP}$"
+"""Node ids, each ``node_N`` (N from 1), separated by commas (also ``，``, ``、``, ``;``)."""
+TYPES_PATTERN = rf"^{_GAP}(event|thought|chat)(\s*{_SEP}{_GAP}(event|thought|chat))*{_GAP}$"
+"""Memory types, each ``event``, ``thought`` or ``chat``, separated as node ids are."""
+NOT_BLANK_PATTERN = r"^(?=[\s\S]*\S)[^\u0000]*$"
+"""A text with a character that is not a space (and no NUL)."""
+NO_NUL_PATTERN = r"^[^\u0000]*$"
+"""A free text: anything but NUL, which no store keeps (a request holding one is refused,
+not silently changed)."""
+
+
+def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any:
+    """A required free text of at most ``max_length`` characters, stated with no NUL.
+
+    Args:
+        description: what the field holds.
+        max_length: the most characters.
+        min_length: the fewest characters.
+
+    Returns:
+        The annotated ``str`` type.
+    """
+    return Annotated[str, Field(min_length=min_length, max_length=max_length,
+                                description=description,
+                                json_schema_extra={"pattern": NO_NUL_PATTERN})]
+
+
+def optional(json_type: str, inner: Any, description: str, pattern: str | None = None,
+             **bounds: float) -> Any:
+    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
+
+    A ``Literal`` inner type is listed as the schema's ``enum`` (still a plain string);
+    ``pattern`` states, in the schema only, a rule the field's validation enforces with its
+    own words (a free text states :data:`NO_NUL_PATTERN`).
+    """
+    names = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "max_length": "maxLength"}
+    schema: dict[str, Any] = {"type": json_type, "description": description}
+    if pattern is None and inner is str:
+        pattern = NO_NUL_PATTERN
+    if pattern is not None:
+        schema["pattern"] = pattern
+    schema.update({names[k]: v for k, v in bounds.items()})
+    if get_origin(inner) is Literal:
+        schema["enum"] = list(get_args(inner))
+    if json_type == "string" and inner is datetime:
+        schema["format"] = "date-time"
+    return Annotated[
+        Annotated[inner, Field(**bounds)] | None,
+        Field(description=description),
+        WithJsonSchema(schema),
+    ]
+
+
+PersonaName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PERSONA_CHARS,
+        description="The agent whose memory this is, e.g. 'Isabella Rodriguez' or '伊莎贝拉' "
+        "(not blank, no control character).",
+        json_schema_extra={"pattern": NAME_PATTERN},
+    ),
+]
+Weight = optional(
+    "number", float, "Weight of this component (default: the persona's own, 1.0 unless changed).",
+    ge=0.0, le=MAX_WEIGHT,
+)
+Decay = optional(
+    "number", float, f"Recency decay per hour (or per rank), in {DECAY.text()} (default: the "
+    f"persona's, {DEFAULT_RECENCY_DECAY} unless changed).", **DECAY.field(),
+)
+Poignancy = optional(
+    "number", float, f"Importance from {POIGNANCY.low:g} (mundane, e.g. brushing teeth) to "
+    f"{POIGNANCY.high:g} (poignant, e.g. a break-up); leave empty to let the server's chat model "
+    "rate it (required when the server has no chat model).", **POIGNANCY.field(),
+)
+When = optional(
+    "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
+)
+ShortText = optional("string", str, "", max_length=MAX_FIELD_CHARS)
+Since = optional(
+    "string", datetime, "Only memories created at or after this ISO time, e.g. '2023-02-13' "
+    "(its midnight) or '2023-02-13 07:00:00' (default: no limit).",
+)
+Until = optional(
+    "string", datetime, "Only memories created before this ISO time, which must come after "
+    "created_after; with created_after '2023-02-13' and created_before '2023-02-14' that day "
+    "(default: no limit).",
+)
+Kinds = optional(
+    "string", str, f"Only memories of these types, comma-separated, each {TYPE_CHOICES}, e.g. "
+    "'event,thought' (default: events and thoughts, the original's candidates; chats only "
+    "when named).", pattern=TYPES_PATTERN, max_length=MAX_FIELD_CHARS,
+)
+Relevance = optional(
+    "string", RelevanceMode, f"The relevance signal: {describe(RELEVANCE)} (default: the "
+    f"persona's setting, {DEFAULT_RELEVANCE_MODE} unless changed).",
+)
+LexicalWeight = optional(
+    "number", float, "Share of the lexical signal in the hybrid relevance, 0 (dense only) to 1 "
+    f"(lexical only) (default: the persona's setting, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
+    **LEXICAL_WEIGHT.field(),
+)
+IdleFilter = optional(
+    "boolean", bool, "Leave out memories whose embedding key contains 'idle', as the original "
+    "simulation does; false keeps them (e.g. 'the idle reactor') (default: the preset's, true "
+    "for simulation, false for conversation).",
+)
+PresetField = Annotated[
+    Preset,
+    Field(description="Defaults of the scoring fields left empty: 'simulation' (the original's "
+          "weights, or the persona's settings) or 'conversation' (measured best for chat "
+          "memories: hybrid relevance alone, the time a question names narrows the "
+          "candidates, idle memories kept)."),
+]
+TimeInQueryField = optional(
+    "string", TimeInQuery, f"What a time the focal text names does: {describe(TIME_IN_QUERY)} "
+    "(default: the preset's).",
+)
+MinPoignancy = optional(
+    "number", float, "Only memories at least this important, 1..10 (default: no limit).",
+    ge=0.0, le=MAX_WEIGHT,
+)
+
+
+
+def _seconds_as_text(value: Any) -> Any:
+    """A number of seconds as its text (a duration text as it is); a boolean is refused."""
+    if isinstance(value, bool):
+        msg = f"expected {FORMS}"
+        raise ValueError(msg)
+    return repr(value) if isinstance(value, int | float) else value
+
+
+def _a_lifetime(value: str) -> str:
+    """The text, once :func:`~langchain_genmem.memory.expiry.lifetime` read it as one."""
+    lifetime(value)
+    return value
+
+
+_DurationText = Annotated[str, Field(max_length=MAX_DURATION_CHARS)]
+Duration = Annotated[
+    _DurationText,
+    BeforeValidator(_seconds_as_text, json_schema_input_type=_DurationText | float),
+    AfterValidator(_a_lifetime),
+]
+"""A memory's lifetime as every front takes it (``expires_in``): seconds (a number) or a
+duration text of at most :data:`MAX_DURATION_CHARS` characters, kept as its text. The length
+is checked before the text is read as a duration."""
+
+
+def not_blank(value: str) -> str:
+    """The text, if it holds a character that is not a space (else ValueError)."""
+    if not value.strip():
+        msg = "must not be blank"
+        raise ValueError(msg)
+    return value
+
+
+def known_types(value: str | None) -> str | None:
+    """Comma-separated memory types, checked (an unknown type raises, naming ``types``)."""
+    make_filter(types=split_list(value) or None)
+    return value
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """Comma-separated text as a list (also ``，``, ``、``, ``;`` and new lines).
+
+    Args:
+        text: the text, or None.
+
+    Returns:
+        The non-empty items, stripped; None for None.
+    """
+    if text is None:
+        return None
+    return [x.strip() for x in _SPLIT.split(text) if x.strip()]
+
+
+def _kind(annotation: Any) -> str | None:
+    """``"bool"`` or ``"number"`` for a field that takes only that (or null), else None."""
+    options = [a for a in get_args(annotation) if a is not type(None)] \
+        if get_origin(annotation) in (Union, UnionType) else [annotation]
+    options = [get_args(a)[0] if get_origin(a) is Annotated else a for a in options]
+    if options and all(a is bool for a in options):
+        return "bool"
+    if options and all(a in (int, float) for a in options):
+        return "number"
+    return None
+
+
+@functools.cache
+def _field_kind(model: type[BaseModel], name: str) -> str | None:
+    """:func:`_kind` of a request field, worked out once (every request asks again)."""
+    return _kind(model.model_fields[name].annotation)
+
+
+class Request(BaseModel):
+    """A declared request: no field beyond those declared, strict numbers and booleans."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """Refuse a boolean for a number and a number for a boolean.
+
+        ``{"limit": false}`` or ``{"include_superseded": 0}`` was read as 0 or false.
+        """
+        if value is None or info.field_name is None:
+            return value
+        if isinstance(value, str) and "\x00" in value:
+            raise PydanticCustomError("nul_character", "must not contain NUL (\\u0000)")
+        kind = _field_kind(cls, info.field_name)
+        if kind == "number" and isinstance(value, bool):
+            raise PydanticCustomError("number_type", "expected a number, got {got}",
+                                      {"got": json.dumps(value)})
+        if kind == "bool" and not isinstance(value, bool):
+            raise PydanticCustomError("bool_type", "expected true or false, got {got}",
+                                      {"got": json.dumps(value, default=str)[:40]})
+        return value
+
+
