@@ -42,7 +42,8 @@ from langchain_genmem.core.timeutil import naive, to_epoch
 FILTER_FIELDS = (
     "created_after", "created_before", "types", "min_poignancy", "node_ids", "node_mask",
 )
-_EXAMPLE = "2023-02-13 or 2023-02-13T07:00"
+ISO_EXAMPLE = "2023-02-13 or 2023-02-13T07:00"
+"""How an ISO date or time is shown in an error that asks for one."""
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def when(value: datetime | date | str | None, field: str) -> datetime | None:
         try:
             value = datetime.fromisoformat(value.strip())
         except ValueError:
-            msg = f"{field}: {value!r} is not an ISO date or time (e.g. {_EXAMPLE})"
+            msg = f"{field}: {value!r} is not an ISO date or time (e.g. {ISO_EXAMPLE})"
             raise ValidationError(msg, field=field) from None
     if isinstance(value, datetime):
         return naive(value, field)

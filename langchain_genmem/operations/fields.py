@@ -52,7 +52,7 @@ from langchain_genmem.core.nodes import TYPE_CHOICES
 from langchain_genmem.core.state import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RECENCY_DECAY
 from langchain_genmem.core.validation import PERSONA_NAME_MAX
 from langchain_genmem.memory.expiry import FORMS, lifetime
-from langchain_genmem.numerics.candidate_filter import make_filter
+from langchain_genmem.numerics.candidate_filter import ISO_EXAMPLE, make_filter
 from langchain_genmem.retrieval.presets import Preset
 
 # ---------------------------------------------------------------------------- limits
@@ -131,6 +131,23 @@ def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any
                                 json_schema_extra={"pattern": NO_NUL_PATTERN})]
 
 
+def iso_time(value: Any) -> Any:
+    """A time given as text, read as ISO (a date is its midnight); other values as given.
+
+    Raises:
+        PydanticCustomError: a text that is not an ISO date or time, in words that say so.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return datetime.fromisoformat(value.strip())
+    except ValueError:
+        shown = repr(value) if len(value) <= 60 else repr(value[:60]) + "…"
+        raise PydanticCustomError(
+            "iso_time", "{given} is not an ISO date or time (e.g. {example})",
+            {"given": shown, "example": ISO_EXAMPLE}) from None
+
+
 def optional(json_type: str, inner: Any, description: str, pattern: str | None = None,
              **bounds: float) -> Any:
     """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
@@ -150,6 +167,7 @@ def optional(json_type: str, inner: Any, description: str, pattern: str | None =
         schema["enum"] = list(get_args(inner))
     if json_type == "string" and inner is datetime:
         schema["format"] = "date-time"
+        inner = Annotated[datetime, BeforeValidator(iso_time)]
     return Annotated[
         Annotated[inner, Field(**bounds)] | None,
         Field(description=description),
@@ -301,6 +319,48 @@ def _field_kind(model: type[BaseModel], name: str) -> str | None:
     return _kind(model.model_fields[name].annotation)
 
 
+def plain_value(value: Any, kind: str | None) -> Any:
+    """``value`` if it is of the plain kind its field takes (and holds no NUL), else an error.
+
+    A boolean for a number, or a number for a boolean, was read as 0 or false
+    (``{"limit": false}``, ``{"include_superseded": 0}``); a NUL was silently removed.
+
+    Args:
+        value: what the caller gave.
+        kind: ``"bool"``, ``"number"`` or None (any other field).
+
+    Returns:
+        The value, unchanged.
+
+    Raises:
+        PydanticCustomError: the value is of the wrong kind, or a text with NUL.
+    """
+    if value is None:
+        return value
+    if isinstance(value, str) and "\x00" in value:
+        raise PydanticCustomError("nul_character", "must not contain NUL (\\u0000)")
+    if kind == "number" and isinstance(value, bool):
+        raise PydanticCustomError("number_type", "expected a number, got {got}",
+                                  {"got": json.dumps(value)})
+    if kind == "bool" and not isinstance(value, bool):
+        raise PydanticCustomError("bool_type", "expected true or false, got {got}",
+                                  {"got": json.dumps(value, default=str)[:40]})
+    return value
+
+
+def field_kind(model: type[BaseModel], name: str) -> str | None:
+    """Whether a declared field takes only a boolean (``"bool"``) or a number (``"number"``).
+
+    Args:
+        model: the declared request.
+        name: the field.
+
+    Returns:
+        The kind, or None for any other field.
+    """
+    return _field_kind(model, name)
+
+
 class Request(BaseModel):
     """A declared request: no field beyond those declared, strict numbers and booleans."""
 
@@ -308,22 +368,8 @@ class Request(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
-        """Refuse a boolean for a number and a number for a boolean.
-
-        ``{"limit": false}`` or ``{"include_superseded": 0}`` was read as 0 or false.
-        """
-        if value is None or info.field_name is None:
+    def _plain(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every field through :func:`plain_value`."""
+        if info.field_name is None:
             return value
-        if isinstance(value, str) and "\x00" in value:
-            raise PydanticCustomError("nul_character", "must not contain NUL (\\u0000)")
-        kind = _field_kind(cls, info.field_name)
-        if kind == "number" and isinstance(value, bool):
-            raise PydanticCustomError("number_type", "expected a number, got {got}",
-                                      {"got": json.dumps(value)})
-        if kind == "bool" and not isinstance(value, bool):
-            raise PydanticCustomError("bool_type", "expected true or false, got {got}",
-                                      {"got": json.dumps(value, default=str)[:40]})
-        return value
-
-
+        return plain_value(value, _field_kind(cls, info.field_name))

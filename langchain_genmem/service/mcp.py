@@ -26,39 +26,23 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from langchain_genmem.core.errors import GenMemError
 from langchain_genmem.core.extras import require_extra
-from langchain_genmem.core.modes import (
-    LEXICAL_WEIGHT,
-    POIGNANCY,
-    RELEVANCE,
-    RelevanceMode,
-    describe,
-)
+from langchain_genmem.core.modes import RELEVANCE, describe
 from langchain_genmem.core.recall_sizes import SHOWN_RECALL_K
-from langchain_genmem.core.validation import K_MIN
 from langchain_genmem.memory.idempotency import KEY_MAX_CHARS
-from langchain_genmem.numerics.candidate_filter import when
-from langchain_genmem.retrieval.presets import Preset
+from langchain_genmem.operations.derive import Argument, declared_fields, parameters
+from langchain_genmem.operations.fields import MAX_PERSONA_CHARS
+from langchain_genmem.operations.forget import ForgetRequest
+from langchain_genmem.operations.recall import KeywordRequest, RetrieveRequest
+from langchain_genmem.operations.remember import MemoryItem
+from langchain_genmem.retrieval.presets import MODEL_FACING_PRESET
 from langchain_genmem.service.operations import MemoryService
 from langchain_genmem.service.readiness import retry_advice
-from langchain_genmem.service.schemas import (
-    MAX_FIELD_CHARS,
-    MAX_IDS_CHARS,
-    MAX_PERSONA_CHARS,
-    MAX_TEXT_CHARS,
-    MAX_TOP_K,
-    Duration,
-    ErrorReply,
-    ForgetRequest,
-    KeywordRequest,
-    MemoryItem,
-    NodeKind,
-    RetrieveRequest,
-)
+from langchain_genmem.service.schemas import ErrorReply
 from langchain_genmem.service.security import OPEN_ACCESS, ApiKey, KeyRing
 
 require_extra("mcp", "service", "genmem mcp")
@@ -112,9 +96,7 @@ def create_mcp_server(
     # and the streams must outlive sessions. run_stdio and mcp_http_app close them once.
     mcp = _Server("genmem", instructions=INSTRUCTIONS, host=host, port=port,
                   log_level="WARNING")
-    tools = _Tools(service, default_persona, ring)
-    for fn in (tools.remember, tools.recall, tools.recall_keywords, tools.reflect,
-               tools.persona_stats, tools.forget):
+    for fn in _Tools(service, default_persona, ring).all():
         mcp.add_tool(fn, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""))
     mcp.genmem_keys = ring  # type: ignore[attr-defined]
     mcp.genmem_service = service  # type: ignore[attr-defined]
@@ -202,6 +184,126 @@ def quiet_sdk_noise() -> None:
             log.addFilter(_QUIET)
 
 
+REMEMBER = {
+    "description": Argument("description", "The memory in one sentence, e.g. 'Isabella is "
+                            "planning a Valentine's Day party at Hobbs Cafe'."),
+    "poignancy": Argument("poignancy", "Importance 1 (mundane) to 10 (life-changing); leave "
+                          "empty to let the server rate it (needs its chat model)."),
+    "type": Argument("type", "event (something seen or done), thought (a conclusion), or chat "
+                     "(a conversation summary)."),
+    "subject": Argument("subject", "Who or what it is about (default: the persona)."),
+    "predicate": Argument("predicate", "The verb, e.g. 'is planning'."),
+    "object": Argument("object", "The object, e.g. 'a party'."),
+    "evidence": Argument("evidence", "For a thought: the node ids it rests on, comma-separated "
+                         "(e.g. 'node_3, node_7')."),
+    "conversation": Argument("conversation", "For a turn of a conversation: its id (e.g. the "
+                             "session); the turn is embedded with the turns before it."),
+    "speaker": Argument("speaker", "For a turn: who said it."),
+    "expires_in": Argument("expires_in", "How long it stays true: seconds, or e.g. '30d', "
+                           "'12h', '90m'; it is never recalled after that (default: never "
+                           "expires)."),
+    "supersedes": Argument("supersedes", "The node ids this memory corrects, comma-separated "
+                           "(e.g. 'node_3' when the user moved); they are no longer recalled."),
+}
+"""The ``remember`` tool's arguments: fields of :class:`MemoryItem`, in words for a model."""
+
+RECALL = {
+    "query": Argument("focal_text", "The question, situation or topic to remember things "
+                      "about."),
+    "k": Argument("top_k", "How many memories.", default=SHOWN_RECALL_K),
+    "since": Argument("created_after", "Only memories created at or after this ISO time, e.g. "
+                      "'2023-02-13' (for 'what happened last week')."),
+    "until": Argument("created_before", "Only memories created before this ISO time."),
+    "relevance": Argument("relevance", "How relevance is measured: "
+                          f"{describe(RELEVANCE, for_model=True)}. Leave empty for the "
+                          "persona's setting."),
+    "lexical_weight": Argument("lexical_weight", "For hybrid: the share of the lexical "
+                               "signal, 0 to 1 (leave empty for the persona's setting)."),
+    "idle_filter": Argument("idle_filter", "Leave out memories marked idle, as the original "
+                            "simulation does (leave empty for the preset's: kept in "
+                            "conversation, left out in simulation)."),
+    "preset": Argument("preset", "'conversation' (default): relevance alone, a time the query "
+                       "names ('last weekend', '上周') narrows the memories to it; "
+                       "'simulation': the original's recency, relevance and importance "
+                       "weights.", default=MODEL_FACING_PRESET),
+    "include_superseded": Argument("include_superseded", "Also recall memories a newer memory "
+                                   "corrected (left out by default)."),
+}
+"""The ``recall`` tool's arguments: fields of :class:`RetrieveRequest`. A model reads fewer
+memories (:data:`~langchain_genmem.core.recall_sizes.SHOWN_RECALL_K`) and recalls what was
+said (:data:`~langchain_genmem.retrieval.presets.MODEL_FACING_PRESET`)."""
+
+RECALL_KEYWORDS = {
+    "subject": Argument("subject", "Subject of what was just perceived, e.g. 'Klaus Mueller'."),
+    "predicate": Argument("predicate", "Its predicate."),
+    "object": Argument("object", "Its object."),
+    "limit": Argument("limit", "Most memories per type.", default=SHOWN_RECALL_K),
+}
+"""The ``recall_keywords`` tool's arguments: fields of :class:`KeywordRequest`."""
+
+FORGET = {
+    "node_ids": Argument("node_ids", "The memories to forget: node ids, comma-separated (e.g. "
+                         "'node_3, node_7'), as remember and recall return them."),
+    "since": Argument("created_after", "Only memories created at or after this ISO time."),
+    "until": Argument("created_before", "Only memories created before this ISO time."),
+    "types": Argument("types", "Only these types, comma-separated: event, thought, chat "
+                      "(default: every type)."),
+    "conversation": Argument("conversation", "Only the turns of this conversation."),
+    "speaker": Argument("speaker", "Only what this speaker said."),
+    "text": Argument("text", "Only memories whose text contains this (any case), e.g. a name "
+                     "or a phone number."),
+    "expired": Argument("expired", "Only memories whose expiration passed."),
+    "keep_derived": Argument("keep_derived", "Keep the thoughts concluded from a forgotten "
+                             "memory (by default they are forgotten too)."),
+    "dry_run": Argument("dry_run", "Only list what would be forgotten; forget nothing."),
+}
+"""The ``forget`` tool's arguments: fields of :class:`ForgetRequest`."""
+
+TOOL_ARGUMENTS: dict[str, tuple[type[BaseModel], dict[str, Argument]]] = {
+    "remember": (MemoryItem, REMEMBER),
+    "recall": (RetrieveRequest, RECALL),
+    "recall_keywords": (KeywordRequest, RECALL_KEYWORDS),
+    "forget": (ForgetRequest, FORGET),
+}
+"""Each tool that takes an operation's fields: the declaration and the arguments it offers."""
+
+_PERSONA = inspect.Parameter("persona", inspect.Parameter.KEYWORD_ONLY, annotation=Persona,
+                             default=None)
+_IDEMPOTENCY_KEY = inspect.Parameter(
+    "idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None,
+    annotation=Annotated[str | None, Field(
+        max_length=KEY_MAX_CHARS, description="A unique id of this memory (e.g. a UUID): "
+        "calling again with the same id stores nothing new and returns the memory stored the "
+        "first time.")],
+)
+
+
+def _signed(fn: Callable[..., Any], extra: list[inspect.Parameter]) -> Callable[..., Any]:
+    """``fn`` with the signature FastMCP reads: its declared arguments, the persona, ``extra``.
+
+    Args:
+        fn: a tool method taking ``ctx``, ``persona`` and keyword arguments.
+        extra: parameters of the tool besides the declared ones and the persona.
+
+    Returns:
+        A function FastMCP can add as a tool.
+    """
+    params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
+    if fn.__name__ in TOOL_ARGUMENTS:
+        model, arguments = TOOL_ARGUMENTS[fn.__name__]
+        params += parameters(model, arguments)
+    params += [_PERSONA, *extra]
+
+    async def tool(**kwargs: Any) -> Any:
+        return await fn(**kwargs)
+
+    tool.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params}
+    tool.__name__ = fn.__name__
+    tool.__doc__ = fn.__doc__
+    return tool
+
+
 class _Tools:
     """The tools; their docstrings are the descriptions the model reads."""
 
@@ -210,116 +312,27 @@ class _Tools:
         self.default = default
         self.keys = keys
 
-    async def remember(
-        self,
-        description: Annotated[
-            str,
-            Field(max_length=MAX_TEXT_CHARS, description="The memory in one sentence, e.g. "
-                  "'Isabella is planning a Valentine's Day party at Hobbs Cafe'."),
-        ],
-        ctx: Context,
-        persona: Persona = None,
-        poignancy: Annotated[
-            float | None,
-            Field(**POIGNANCY.field(), description="Importance 1 (mundane) to 10 (life-changing); "
-                  "leave empty to let the server rate it (needs its chat model)."),
-        ] = None,
-        type: Annotated[  # noqa: A002 - the memory type, as the library names it
-            NodeKind, Field(description="event (something seen or done), thought (a "
-                            "conclusion), or chat (a conversation summary).")
-        ] = "event",
-        subject: Annotated[
-            str | None, Field(max_length=MAX_FIELD_CHARS, description="Who or what it is about "
-                              "(default: the persona).")
-        ] = None,
-        predicate: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="The verb, "
-                                        "e.g. 'is planning'.")] = "",
-        object: Annotated[  # noqa: A002 - the triple's object, as the library names it
-            str, Field(max_length=MAX_FIELD_CHARS, description="The object, e.g. 'a party'.")
-        ] = "",
-        evidence: Annotated[
-            str | None, Field(max_length=MAX_FIELD_CHARS, description="For a thought: the "
-                              "node ids it rests on, comma-separated (e.g. 'node_3, node_7').")
-        ] = None,
-        conversation: Annotated[
-            str | None, Field(max_length=MAX_PERSONA_CHARS, description="For a turn of a "
-                              "conversation: its id (e.g. the session); the turn is embedded "
-                              "with the turns before it.")
-        ] = None,
-        speaker: Annotated[
-            str | None, Field(max_length=MAX_PERSONA_CHARS, description="For a turn: who said "
-                              "it.")
-        ] = None,
-        expires_in: Annotated[
-            Duration | None, Field(description="How long it stays true: seconds, or e.g. "
-                                   "'30d', '12h', '90m'; it is never recalled after that "
-                                   "(default: never expires).")
-        ] = None,
-        supersedes: Annotated[
-            str | None, Field(max_length=MAX_FIELD_CHARS, description="The node ids this "
-                              "memory corrects, comma-separated (e.g. 'node_3' when the user "
-                              "moved); they are no longer recalled.")
-        ] = None,
-        idempotency_key: Annotated[
-            str | None, Field(max_length=KEY_MAX_CHARS, description="A unique id of this "
-                              "memory (e.g. a UUID): calling again with the same id stores "
-                              "nothing new and returns the memory stored the first time.")
-        ] = None,
-    ) -> dict[str, Any]:
+    def all(self) -> list[Callable[..., Any]]:
+        """The tools, signed as FastMCP reads them, in the order a client lists them."""
+        return [_signed(self.remember, [_IDEMPOTENCY_KEY]), _signed(self.recall, []),
+                _signed(self.recall_keywords, []), _signed(self.reflect, [_FORCE]),
+                _signed(self.persona_stats, []), _signed(self.forget, [])]
+
+    async def remember(self, ctx: Context, persona: str | None = None,
+                       idempotency_key: str | None = None, **arguments: Any) -> dict[str, Any]:
         """Store one memory of the persona: something it saw, did, said or concluded.
 
         Use it after anything worth remembering happens; one memory per fact. Returns the
         stored memory with its node_id (cite node ids as evidence of later thoughts).
         """
         name = await self._persona(persona, ctx)
-        fields = {"type": type, "description": description, "poignancy": poignancy,
-                  "subject": subject, "predicate": predicate, "object": object,
-                  "evidence": evidence, "conversation": conversation, "speaker": speaker,
-                  "expires_in": expires_in, "supersedes": supersedes}
-        item = _valid(MemoryItem, fields)
+        item = _valid(MemoryItem, declared_fields(arguments, REMEMBER), REMEMBER)
         out = await self._call(self.service.add, name, [item], idempotency_key,
                                names={"items[0].": ""})
         return out.memories[0].model_dump(mode="json")
 
-    async def recall(
-        self,
-        query: Annotated[
-            str, Field(max_length=MAX_TEXT_CHARS, description="The question, situation or "
-                       "topic to remember things about.")
-        ],
-        ctx: Context,
-        persona: Persona = None,
-        k: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K,
-                                description="How many memories.")] = SHOWN_RECALL_K,
-        since: Annotated[str | None, Field(
-            max_length=64, description="Only memories created at or after this ISO time, "
-            "e.g. '2023-02-13' (for 'what happened last week')."
-        )] = None,
-        until: Annotated[str | None, Field(
-            max_length=64, description="Only memories created before this ISO time."
-        )] = None,
-        relevance: Annotated[RelevanceMode | None, Field(
-            description=f"How relevance is measured: {describe(RELEVANCE, for_model=True)}. "
-            "Leave empty for the persona's setting."
-        )] = None,
-        lexical_weight: Annotated[float | None, Field(
-            **LEXICAL_WEIGHT.field(),
-            description="For hybrid: the share of the lexical signal, 0 to 1 "
-            "(leave empty for the persona's setting)."
-        )] = None,
-        idle_filter: Annotated[bool | None, Field(
-            description="Leave out memories marked idle, as the original simulation does "
-            "(leave empty for the preset's: kept in conversation, left out in simulation)."
-        )] = None,
-        preset: Annotated[Preset, Field(
-            description="'conversation' (default): relevance alone, a time the query names "
-            "('last weekend', '上周') narrows the memories to it; 'simulation': the original's "
-            "recency, relevance and importance weights."
-        )] = "conversation",
-        include_superseded: Annotated[bool, Field(
-            description="Also recall memories a newer memory corrected (left out by default)."
-        )] = False,
-    ) -> dict[str, Any]:
+    async def recall(self, ctx: Context, persona: str | None = None,
+                     **arguments: Any) -> dict[str, Any]:
         """Recall the persona's memories that matter most for a question or situation.
 
         By default memories are found by what they say (hybrid relevance), within the period
@@ -331,46 +344,26 @@ class _Tools:
         memories yet (or none in the period).
         """
         name = await self._persona(persona, ctx)
-        window = _window(since, until)
-        request = _valid(RetrieveRequest, names=_RECALL_NAMES, fields={
-            "persona_name": name, "focal_text": query, "top_k": k, "relevance": relevance,
-            "lexical_weight": lexical_weight, "idle_filter": idle_filter, "preset": preset,
-            "include_superseded": include_superseded, **window})
-        out = await self._call(self.service.retrieve, request, names=_RECALL_NAMES)
+        fields = {"persona_name": name, **declared_fields(arguments, RECALL)}
+        request = _valid(RetrieveRequest, fields, RECALL)
+        out = await self._call(self.service.retrieve, request, names=_names(RECALL))
         return out.model_dump(mode="json")
 
-    async def recall_keywords(
-        self,
-        subject: Annotated[str, Field(max_length=MAX_FIELD_CHARS, description="Subject of "
-                                      "what was just perceived, e.g. 'Klaus Mueller'.")],
-        ctx: Context,
-        predicate: Annotated[str, Field(max_length=MAX_FIELD_CHARS,
-                                        description="Its predicate.")] = "",
-        object: Annotated[str, Field(max_length=MAX_FIELD_CHARS,  # noqa: A002
-                                     description="Its object.")] = "",
-        persona: Persona = None,
-        limit: Annotated[int, Field(ge=K_MIN, le=MAX_TOP_K,
-                                    description="Most memories per type.")] = SHOWN_RECALL_K,
-    ) -> dict[str, Any]:
+    async def recall_keywords(self, ctx: Context, persona: str | None = None,
+                              **arguments: Any) -> dict[str, Any]:
         """Find events and thoughts filed under a subject, predicate or object (exact keywords).
 
         The original Generative Agents retrieval on perceiving an event: everything the
         persona remembers about these words, newest first. Prefer recall for open questions.
         """
         name = await self._persona(persona, ctx)
-        request = _valid(KeywordRequest, {"persona_name": name, "subject": subject,
-                                          "predicate": predicate, "object": object,
-                                          "limit": limit})
+        fields = {"persona_name": name, **declared_fields(arguments, RECALL_KEYWORDS)}
+        request = _valid(KeywordRequest, fields, RECALL_KEYWORDS)
         out = await self._call(self.service.keyword_retrieve, request)
         return out.model_dump(mode="json")
 
-    async def reflect(
-        self,
-        ctx: Context,
-        persona: Persona = None,
-        force: Annotated[bool, Field(description="Reflect even if not enough has happened "
-                                     "since the last reflection.")] = False,
-    ) -> dict[str, Any]:
+    async def reflect(self, ctx: Context, persona: str | None = None,
+                      force: bool = False) -> dict[str, Any]:
         """Reflect: turn the persona's recent memories into higher-level thoughts.
 
         Asks the salient questions about recent memories and writes insights with their
@@ -381,7 +374,7 @@ class _Tools:
         out = await self._call(self.service.reflect, name, force=force)
         return out.model_dump(mode="json")
 
-    async def persona_stats(self, ctx: Context, persona: Persona = None) -> dict[str, Any]:
+    async def persona_stats(self, ctx: Context, persona: str | None = None) -> dict[str, Any]:
         """How many memories the persona has, its reflection trigger and its settings.
 
         Counts per type and depth, the importance trigger, the retrieval weights and the
@@ -395,45 +388,8 @@ class _Tools:
             raise ToolError(msg)
         return stats.model_dump(mode="json")
 
-    async def forget(
-        self,
-        ctx: Context,
-        persona: Persona = None,
-        node_ids: Annotated[str | None, Field(
-            max_length=MAX_IDS_CHARS, description="The memories to forget: node ids, "
-            "comma-separated (e.g. 'node_3, node_7'), as remember and recall return them."
-        )] = None,
-        since: Annotated[str | None, Field(
-            max_length=64, description="Only memories created at or after this ISO time."
-        )] = None,
-        until: Annotated[str | None, Field(
-            max_length=64, description="Only memories created before this ISO time."
-        )] = None,
-        types: Annotated[str | None, Field(
-            max_length=MAX_FIELD_CHARS, description="Only these types, comma-separated: "
-            "event, thought, chat (default: every type)."
-        )] = None,
-        conversation: Annotated[str | None, Field(
-            max_length=MAX_PERSONA_CHARS, description="Only the turns of this conversation."
-        )] = None,
-        speaker: Annotated[str | None, Field(
-            max_length=MAX_PERSONA_CHARS, description="Only what this speaker said."
-        )] = None,
-        text: Annotated[str | None, Field(
-            max_length=MAX_TEXT_CHARS, description="Only memories whose text contains this "
-            "(any case), e.g. a name or a phone number."
-        )] = None,
-        expired: Annotated[bool, Field(
-            description="Only memories whose expiration passed."
-        )] = False,
-        keep_derived: Annotated[bool, Field(
-            description="Keep the thoughts concluded from a forgotten memory (by default "
-            "they are forgotten too)."
-        )] = False,
-        dry_run: Annotated[bool, Field(
-            description="Only list what would be forgotten; forget nothing."
-        )] = False,
-    ) -> dict[str, Any]:
+    async def forget(self, ctx: Context, persona: str | None = None,
+                     **arguments: Any) -> dict[str, Any]:
         """Forget memories of the persona for good, when the user asks that something be forgotten.
 
         Name the memories by node_ids, or select them: since/until (a period), types,
@@ -443,12 +399,9 @@ class _Tools:
         an id forgotten before is listed in already_forgotten.
         """
         name = await self._persona(persona, ctx)
-        window = _window(since, until)
-        request = _valid(ForgetRequest, names=_FORGET_NAMES, fields={
-            "persona_name": name, "node_ids": node_ids, "types": types,
-            "conversation": conversation, "speaker": speaker, "text": text,
-            "expired": expired, "keep_derived": keep_derived, "dry_run": dry_run, **window})
-        out = await self._call(self.service.forget, request, names=_FORGET_NAMES)
+        fields = {"persona_name": name, **declared_fields(arguments, FORGET)}
+        request = _valid(ForgetRequest, fields, FORGET)
+        out = await self._call(self.service.forget, request, names=_names(FORGET))
         return out.model_dump(mode="json")
 
     async def _persona(self, persona: str | None, ctx: Context) -> str:
@@ -482,20 +435,17 @@ class _Tools:
             raise ToolError(_renamed(retry_advice(e), names or {})) from e
 
 
-# The request fields recall fills, by the names of recall's own arguments.
-_RECALL_NAMES = {"focal_text": "query", "top_k": "k", "created_after": "since",
-                 "created_before": "until", "persona_name": "persona"}
+_FORCE = inspect.Parameter(
+    "force", inspect.Parameter.KEYWORD_ONLY, default=False,
+    annotation=Annotated[bool, Field(description="Reflect even if not enough has happened "
+                                     "since the last reflection.")],
+)
 
-# The request fields forget fills, by the names of forget's own arguments.
-_FORGET_NAMES = {"created_after": "since", "created_before": "until", "persona_name": "persona"}
 
-
-def _window(since: str | None, until: str | None) -> dict[str, Any]:
-    """A tool's since/until as the request's time filter; a bad time names the argument."""
-    try:
-        return {"created_after": when(since, "since"), "created_before": when(until, "until")}
-    except GenMemError as e:
-        raise ToolError(str(e)) from e
+def _names(arguments: dict[str, Argument]) -> dict[str, str]:
+    """The tool's name of each declared field it fills under another name (and the persona)."""
+    names = {a.field: name for name, a in arguments.items() if a.field != name}
+    return {**names, "persona_name": "persona"}
 
 
 def _renamed(message: str, names: dict[str, str]) -> str:
@@ -506,11 +456,12 @@ def _renamed(message: str, names: dict[str, str]) -> str:
     return message
 
 
-def _valid(model: Any, fields: dict[str, Any], names: dict[str, str] | None = None) -> Any:
+def _valid(model: Any, fields: dict[str, Any], arguments: dict[str, Argument]) -> Any:
+    """The declared request of a tool call; a rule it breaks names the tool's argument."""
     try:
         return model.model_validate(fields)
     except PydanticValidationError as e:
-        raise ToolError(_renamed(plain_error(e), names or {})) from e
+        raise ToolError(_renamed(plain_error(e), _names(arguments))) from e
 
 
 def plain_error(error: PydanticValidationError) -> str:

@@ -5,7 +5,6 @@ the MCP tools' fields."""
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -111,7 +110,6 @@ def test_forget_expired_and_the_sweep_of_open_personas(client, service) -> None:
 
 
 def test_the_mcp_tools_take_the_new_fields() -> None:
-    remember = typing.get_type_hints(mcp._Tools.remember, include_extras=True)
-    assert {"expires_in", "supersedes"} <= set(remember)
-    assert "include_superseded" in typing.get_type_hints(mcp._Tools.recall)
-    assert "expired" in typing.get_type_hints(mcp._Tools.forget)
+    assert {"expires_in", "supersedes"} <= set(mcp.REMEMBER)
+    assert "include_superseded" in mcp.RECALL
+    assert "expired" in mcp.FORGET

@@ -416,10 +416,11 @@ def test_k_has_one_rule_everywhere(client):
         "persona_name": PERSONA, "focal_text": "咖啡", "top_k": -1})
     assert r.status_code == 422 and r.json()["field"] == "top_k"
     assert typing.get_args(options.K)[1].min == validation.K_MIN  # the command line's -k
+    from langchain_genmem.operations.derive import parameters
     from langchain_genmem.service import mcp
 
-    hints = typing.get_type_hints(mcp._Tools.recall, include_extras=True)
-    assert TypeAdapter(hints["k"]).json_schema()["minimum"] == validation.K_MIN
+    k = next(p for p in parameters(RetrieveRequest, mcp.RECALL) if p.name == "k")
+    assert TypeAdapter(k.annotation).json_schema()["minimum"] == validation.K_MIN
 
 
 def test_a_batch_is_written_all_or_nothing(client):

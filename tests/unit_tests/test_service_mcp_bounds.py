@@ -73,9 +73,8 @@ def test_remember_refuses_an_expires_in_beyond_the_bound_naming_it(store: Store)
 def test_remember_declares_the_bound_the_http_schema_declares(store: Store) -> None:
     tools, _ = calls(store)
     remember = next(t for t in tools if t.name == "remember").inputSchema["properties"]
-    text, number = kinds(remember["expires_in"])
-    assert text == {"type": "string", "maxLength": MAX_DURATION_CHARS}
-    assert number == {"type": "number"}  # seconds, bounded by the lifetime they make
+    (text,) = kinds(remember["expires_in"])  # seconds are taken too, as over HTTP
+    assert text["type"] == "string" and text["maxLength"] == MAX_DURATION_CHARS
     with TestClient(create_app(create_service(store))) as client:
         schema = client.get("/openapi.json").json()["components"]["schemas"]
         assert schema["MemoryItem"]["properties"]["expires_in"]["maxLength"] == MAX_DURATION_CHARS
@@ -94,7 +93,8 @@ def test_every_mcp_tool_input_is_bounded(store: Store) -> None:
             alternatives = kinds(prop)
             text = [k for k in alternatives if k.get("type") == "string"]
             numbers = [k for k in alternatives if k.get("type") in ("integer", "number")]
-            bounded = (all("maxLength" in k or "enum" in k for k in text)
+            bounded = (all("maxLength" in k or "enum" in k or k.get("format") == "date-time"
+                           for k in text)
                        and all("minimum" in k and "maximum" in k for k in numbers)
                        and all(k.get("type") in ("string", "integer", "number", "boolean")
                                for k in alternatives))
