@@ -23,7 +23,7 @@ TYPE_CHOICES = f"{', '.join(NODE_TYPES[:-1])} or {NODE_TYPES[-1]}"  # for help a
 # What a weighted retrieval scores unless its filter names types: the original's events and
 # thoughts. Chats are scored only when a filter asks for them by type.
 CANDIDATE_TYPES: tuple[NodeType, ...] = ("event", "thought")
-NODE_ID_RE = re.compile(r"^node_([1-9][0-9]*)$")
+NODE_ID_RE = re.compile(r"^node_([1-9][0-9]*)\Z")
 # The number each type is stored as in numeric columns (the cache, scoring, SQL ranking).
 TYPE_CODES: dict[str, int] = {"event": 0, "thought": 1, "chat": 2}
 TYPE_NAMES: tuple[str, ...] = tuple(TYPE_CODES)

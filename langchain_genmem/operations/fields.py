@@ -104,12 +104,17 @@ _GAP = r"[,，、;；\s]*"
 NAME_PATTERN = r"^(?=[\s\S]*\S)[^\u0000-\u001f\u007f-\u009f]+$"
 """A persona, conversation or speaker name: not blank, no control character (the library's
 rule, :func:`~langchain_genmem.core.validation.persona_name`)."""
+NODE_ID_PATTERN = r"^node_[1-9][0-9]*$"
+"""One node id, ``node_N`` (N from 1)."""
 NODE_IDS_PATTERN = rf"^{_GAP}node_[1-9][0-9]*(\s*{_SEP}{_GAP}node_[1-9][0-9]*)*{_GAP}$"
 """Node ids, each ``node_N`` (N from 1), separated by commas (also ``，``, ``、``, ``;``)."""
 TYPES_PATTERN = rf"^{_GAP}(event|thought|chat)(\s*{_SEP}{_GAP}(event|thought|chat))*{_GAP}$"
 """Memory types, each ``event``, ``thought`` or ``chat``, separated as node ids are."""
 NOT_BLANK_PATTERN = r"^(?=[\s\S]*\S)[^\u0000]*$"
 """A text with a character that is not a space (and no NUL)."""
+DURATION_PATTERN = (r"^\s*(?=[^1-9]*[1-9])(?:[0-9]+(?:\.[0-9]+)?\s*"
+                    r"|(?:[0-9]+(?:\.[0-9]+)?\s*[dhmsDHMS]\s*)+)$")
+"""A lifetime as text: seconds, or parts such as ``30d``, ``12h``, ``1d12h`` (not zero)."""
 NO_NUL_PATTERN = r"^[^\u0000]*$"
 """A free text: anything but NUL, which no store keeps (a request holding one is refused,
 not silently changed)."""
@@ -117,6 +122,8 @@ not silently changed)."""
 
 def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any:
     """A required free text of at most ``max_length`` characters, stated with no NUL.
+
+    One that must hold something (``min_length``) must not be blank either.
 
     Args:
         description: what the field holds.
@@ -126,9 +133,9 @@ def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any
     Returns:
         The annotated ``str`` type.
     """
+    pattern = NOT_BLANK_PATTERN if min_length else NO_NUL_PATTERN
     return Annotated[str, Field(min_length=min_length, max_length=max_length,
-                                description=description,
-                                json_schema_extra={"pattern": NO_NUL_PATTERN})]
+                                description=description, json_schema_extra={"pattern": pattern})]
 
 
 def iso_time(value: Any) -> Any:
@@ -257,7 +264,10 @@ def _seconds_as_text(value: Any) -> Any:
 
 
 def _a_lifetime(value: str) -> str:
-    """The text, once :func:`~langchain_genmem.memory.expiry.lifetime` read it as one."""
+    """The text, once it matched :data:`DURATION_PATTERN` and ``lifetime`` read it as one."""
+    if not _DURATION.fullmatch(value):
+        msg = f"expected {FORMS}"
+        raise ValueError(msg)
     lifetime(value)
     return value
 
@@ -273,9 +283,13 @@ duration text of at most :data:`MAX_DURATION_CHARS` characters, kept as its text
 is checked before the text is read as a duration."""
 
 
+_BLANK = re.compile(r"\s*")
+_DURATION = re.compile(DURATION_PATTERN.removeprefix("^").removesuffix("$"))
+
+
 def not_blank(value: str) -> str:
     """The text, if it holds a character that is not a space (else ValueError)."""
-    if not value.strip():
+    if _BLANK.fullmatch(value):
         msg = "must not be blank"
         raise ValueError(msg)
     return value

@@ -24,6 +24,7 @@ from langchain_genmem.operations.fields import (
     MAX_TEXT_CHARS,
     NAME_PATTERN,
     NODE_IDS_PATTERN,
+    NOT_BLANK_PATTERN,
     TYPES_PATTERN,
     PersonaName,
     Request,
@@ -70,8 +71,8 @@ class ForgetRequest(Request):
         pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
     ) = None
     text: optional(
-        "string", str, "Forget only memories whose description contains this text (any case).",
-        max_length=MAX_TEXT_CHARS,
+        "string", str, "Forget only memories whose description contains this text (any case; "
+        "not blank).", pattern=NOT_BLANK_PATTERN, max_length=MAX_TEXT_CHARS,
     ) = None
     expired: Annotated[
         bool, Field(description="Forget only memories expired at the persona's clock (their "

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
 from langchain_genmem.core.validation import PERSONA_NAME_MAX
 from langchain_genmem.operations.fields import (
+    DURATION_PATTERN,
     MAX_BATCH,
     MAX_BATCH_CHARS,
     MAX_DURATION_CHARS,
@@ -28,7 +29,6 @@ from langchain_genmem.operations.fields import (
     MAX_TEXT_CHARS,
     NAME_PATTERN,
     NODE_IDS_PATTERN,
-    NOT_BLANK_PATTERN,
     Duration,
     PersonaName,
     Poignancy,
@@ -71,7 +71,7 @@ class MemoryItem(Request):
     expires_in: optional(
         "string", Duration, "How long after it was made the memory expires: seconds (a number) "
         "or a duration such as '30d', '12h', '90m', '45s' (default: never; not with "
-        "expiration).", pattern=NOT_BLANK_PATTERN, max_length=MAX_DURATION_CHARS,
+        "expiration).", pattern=DURATION_PATTERN, max_length=MAX_DURATION_CHARS,
     ) = None
     supersedes: optional(
         "string", str, "The memories this one corrects: comma-separated node ids, e.g. "

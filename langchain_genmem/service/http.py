@@ -73,6 +73,8 @@ from langchain_genmem.service.schemas import (
     LIMITS,
     MAX_BODY_BYTES,
     MAX_PERSONA_CHARS,
+    NAME_PATTERN,
+    NODE_ID_PATTERN,
     AddResponse,
     ErrorReply,
     ForgetRequest,
@@ -108,6 +110,7 @@ from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+from starlette.routing import Match  # noqa: E402
 from starlette.types import ASGIApp, Message, Receive, Scope, Send  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -124,6 +127,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorReply, "description": "The request body is over the limit."},
     422: {"model": ErrorReply, "description": "Bad input; names the field."},
     503: {"model": ErrorReply, "description": "The store (or the chat model) is unavailable."},
+    500: {"model": ErrorReply, "description": "A fault of the server (logged with its "
+          "traceback); the request may be sent again."},
 }
 _NOT_FOUND = {404: {"model": ErrorReply, "description": "No memories for this persona."}}
 _NEVER_STORED = {404: {"model": ErrorReply, "description": "No memories for this persona, or "
@@ -132,7 +137,7 @@ _REFLECT = {
     409: {"model": ErrorReply, "description": "A reflection of this persona is running."},
     502: {"model": ErrorReply, "description": "The chat model's reply could not be read."},
 }
-_ANYONE = {413: _ERRORS[413], 503: _ERRORS[503]}  # no key needed
+_ANYONE = {413: _ERRORS[413], 503: _ERRORS[503], 500: _ERRORS[500]}  # no key needed
 _STATUS_OF: tuple[tuple[type[GenMemError], int], ...] = (
     (NotStoredError, 404),
     (ValidationError, 422),
@@ -227,6 +232,12 @@ IdempotencyKey = Annotated[str, Header(
 """The ``Idempotency-Key`` header of a write (see :mod:`langchain_genmem.memory.idempotency`)."""
 
 
+PersonaPath = Annotated[str, Path(
+    max_length=MAX_PERSONA_CHARS, description="The persona (not blank, no control character).",
+    json_schema_extra={"pattern": NAME_PATTERN})]
+"""A persona named in the path, with the rule a body's ``persona_name`` states."""
+
+
 def _allow(key: ApiKey, persona: str) -> None:
     if not key.allows(persona):
         raise HTTPException(403, f"persona_name: this API key may not use persona {persona!r}")
@@ -317,7 +328,7 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
     @app.get("/personas/{name:path}", operation_id="get_persona",
              responses={**_ERRORS, **_NOT_FOUND})
     def get_persona(
-        name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
+        name: PersonaPath,
         key: Caller,
     ) -> PersonaStats:
         """Memory counts, depths, keyword strengths, reflection trigger and settings."""
@@ -331,9 +342,10 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
     @app.delete("/personas/{name:path}/memories/{node_id}", operation_id="forget_memory",
                 responses={**_ERRORS, **_NEVER_STORED})
     def forget_memory(
-        name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
+        name: PersonaPath,
         node_id: Annotated[str, Path(max_length=MAX_PERSONA_CHARS,
-                                     description="The memory, e.g. node_3.")],
+                                     description="The memory, e.g. node_3.",
+                                     json_schema_extra={"pattern": NODE_ID_PATTERN})],
         key: Caller,
         keep_derived: Annotated[bool, Query(description="Keep thoughts citing it.")] = False,
     ) -> ForgetResponse:
@@ -349,7 +361,7 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
     @app.delete("/personas/{name:path}", operation_id="forget_persona",
                 responses={**_ERRORS, **_NEVER_STORED})
     def forget_persona(
-        name: Annotated[str, Path(max_length=MAX_PERSONA_CHARS, description="The persona.")],
+        name: PersonaPath,
         key: Caller,
         dry_run: Annotated[bool, Query(description="Only list what would go.")] = False,
     ) -> ForgetResponse:
@@ -403,6 +415,12 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # a body FastAPI could not read (not UTF-8, say)
+            return _error(422, f"body: {exc.detail}: expected a JSON object", "body")
+        if exc.status_code == 405:  # Starlette lists the methods of one route of the path
+            allowed = ", ".join(_methods(request.app, request.scope))
+            return _error(405, f"method {request.method} is not allowed here; allowed: "
+                          f"{allowed}", headers={"Allow": allowed})
         return _error(exc.status_code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(GenMemError)
@@ -416,6 +434,16 @@ def _add_error_handlers(app: FastAPI) -> None:
         logger.error("%s %s failed", request.method, request.url.path,
                      exc_info=(type(exc), exc, exc.__traceback__))
         return _error(500, "internal error: the server failed this request (see its log)")
+
+
+def _methods(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method some route serves at the request's path."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def _error(

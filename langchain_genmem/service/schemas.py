@@ -23,6 +23,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from langchain_genmem.core.modes import RecencyMode, RelevanceMode, TimeInQuery
 from langchain_genmem.core.nodes import NodeType
 from langchain_genmem.operations.fields import (  # noqa: F401 - the service's names for them
+    DURATION_PATTERN,
     LIMITS,
     MAX_BATCH,
     MAX_BATCH_CHARS,
@@ -37,6 +38,7 @@ from langchain_genmem.operations.fields import (  # noqa: F401 - the service's n
     MAX_WEIGHT,
     NAME_PATTERN,
     NO_NUL_PATTERN,
+    NODE_ID_PATTERN,
     NODE_IDS_PATTERN,
     NOT_BLANK_PATTERN,
     TYPES_PATTERN,
