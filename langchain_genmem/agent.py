@@ -286,15 +286,16 @@ def chat_retriever(
         The retriever.
 
     Raises:
-        ValidationError: an argument the retriever does not take, ``stream`` or ``k`` among
-            them (they are this function's), or a bad value, naming it.
+        ValidationError: an argument the retriever does not take, ``stream`` (or its field
+            name ``memory_stream``) or ``k`` among them (they are this function's), or a bad
+            value, naming it.
     """
     given = dict(CHAT_RETRIEVAL if retrieval is None else retrieval)
-    for name in ("stream", "k"):
+    for name in ("stream", "memory_stream", "k"):
         if name in given:
             msg = f"retrieval: {name!r} is set by the agent (pass k= for how many memories)"
             raise ValidationError(msg, field="retrieval")
-    return GenerativeAgentsRetriever(stream=stream, k=k, **given)
+    return GenerativeAgentsRetriever(memory_stream=stream, k=k, **given)
 
 
 def exchange_memories(

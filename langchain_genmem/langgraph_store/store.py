@@ -300,7 +300,8 @@ class GenerativeAgentsStore(BaseStore):
         Returns:
             A retriever over the persona's stream with ``retriever_kwargs``.
         """
-        return GenerativeAgentsRetriever(stream=self.stream(persona), **self.retriever_kwargs)
+        return GenerativeAgentsRetriever(memory_stream=self.stream(persona),
+                                         **self.retriever_kwargs)
 
     def close(self) -> None:
         """Stop the sweeper, flush access times and close every stream and the backend."""

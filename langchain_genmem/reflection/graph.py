@@ -331,7 +331,8 @@ def make_stages(
         msg = "retriever: expected a GenerativeAgentsRetriever over the same stream"
         raise ValidationError(msg, field="retriever")
     if retriever is None:
-        retriever = GenerativeAgentsRetriever(stream=stream, k=settings.k, update_access=False)
+        retriever = GenerativeAgentsRetriever(memory_stream=stream, k=settings.k,
+                                              update_access=False)
     else:
         retriever = retriever.model_copy(update={"update_access": False})
     return Stages(

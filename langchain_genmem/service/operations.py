@@ -111,7 +111,7 @@ class MemoryService:
 
     def _retrieve(self, stream: MemoryStream, request: RetrieveRequest) -> RetrieveResponse:
         retriever = GenerativeAgentsRetriever(
-            stream=stream, score_in=self.score_in,
+            memory_stream=stream, score_in=self.score_in,
             **request.scoring(in_database=self.score_in == "database"), **request.filters()
         )
         try:
