@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypedDict, get_args
+from typing import Literal, TypedDict, TypeVar, get_args
 
 __all__ = [
     "DATABASE_RELEVANCE_MODES",
@@ -160,7 +160,10 @@ WEIGHT = Range(0.0)
 """A retrieval weight or gain: any finite number >= 0 (the service caps it lower)."""
 
 
-def describe(table: Mapping[str, ModeText], *, for_model: bool = False) -> str:
+_Mode = TypeVar("_Mode", bound=str)
+
+
+def describe(table: Mapping[_Mode, ModeText], *, for_model: bool = False) -> str:
     """Every mode of a table, explained.
 
     Args:
