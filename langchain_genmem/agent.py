@@ -36,7 +36,7 @@ import json
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
@@ -251,7 +251,8 @@ def create_memory_agent(
         return {"written": keys}
 
     def route(state: AgentState) -> Literal["reflect", "__end__"]:
-        return "reflect" if reflect and stream.committed.reflection_due else END
+        end = cast(Literal["__end__"], END)  # langgraph types END, "__end__", as a str
+        return "reflect" if reflect and stream.committed.reflection_due else end
 
     def run_reflection(state: AgentState) -> dict[str, Any]:
         graph = create_reflection_graph(model, stream, importance=scorer, settings=settings)
@@ -286,15 +287,16 @@ def chat_retriever(
         The retriever.
 
     Raises:
-        ValidationError: an argument the retriever does not take, ``stream`` or ``k`` among
-            them (they are this function's), or a bad value, naming it.
+        ValidationError: an argument the retriever does not take, ``stream`` (or its field
+            name ``memory_stream``) or ``k`` among them (they are this function's), or a bad
+            value, naming it.
     """
     given = dict(CHAT_RETRIEVAL if retrieval is None else retrieval)
-    for name in ("stream", "k"):
+    for name in ("stream", "memory_stream", "k"):
         if name in given:
             msg = f"retrieval: {name!r} is set by the agent (pass k= for how many memories)"
             raise ValidationError(msg, field="retrieval")
-    return GenerativeAgentsRetriever(stream=stream, k=k, **given)
+    return GenerativeAgentsRetriever(memory_stream=stream, k=k, **given)
 
 
 def exchange_memories(

@@ -189,7 +189,9 @@ class MemoryBackend(Protocol):
             folder has snapshots, a Chroma server has none) provides, by name.
     """
 
-    capabilities: frozenset[Capability]
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """The optional protocols provided (read-only: a class attribute or a property)."""
 
     def read_head(self, persona: str) -> Head | None:
         """The persona's revision and node count, or None for a persona never written."""

@@ -899,7 +899,7 @@ class ChromaBackend:
         stored = {i: (m or {}).get("last_accessed") for i, m in pairs}
         return {
             i: t for i, t in zip(ids, times, strict=True)
-            if i in stored and (stored[i] is None or t > float(stored[i]))
+            if i in stored and ((held := stored[i]) is None or t > float(held))
         }
 
     # snapshots (embedded folders only)

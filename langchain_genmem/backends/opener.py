@@ -81,7 +81,7 @@ def open_backend(
             client = chromadb.EphemeralClient()
             name = f"{collection}-{uuid.uuid4().hex[:12]}"  # a fresh store of its own
         else:
-            folder = None if host is not None else Path(path)
+            folder = Path(path) if host is None and path is not None else None  # a server: none
             if not create and folder is not None and folder.is_dir() and not (
                 folder / CHROMA_FILE
             ).is_file():

@@ -269,11 +269,11 @@ def resolve_request_timeout(given: float | None, connect_timeout: float) -> floa
     return _text_seconds(text, field, source=STORE_TIMEOUT_VARIABLE)
 
 
-def _text_seconds(text: str, field: str, *, source: str | None = None) -> float:
+def _text_seconds(text: str | int, field: str, *, source: str | None = None) -> float:
     """A setting's text (from a DSN or a variable) as seconds > 0.
 
     Args:
-        text: the text.
+        text: the text (psycopg types a DSN's values as text or int).
         field: the setting it is, named in the error.
         source: where the text came from (a variable), named instead of ``field`` when it
             is no number.
@@ -1162,6 +1162,7 @@ class PostgresBackend:
                 self._check_dimension(conn, replaced)
                 self._rekey(conn, persona, replaced)
             _store_strengths(conn, persona, state.kw_strength, strength_changes)
+        return None
 
     @staticmethod
     def _rekey(conn: Any, persona: str, replaced: Sequence[StoredNode]) -> None:
@@ -1463,4 +1464,4 @@ def redacted(dsn: str) -> str:
         parts["password"] = "***"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return make_conninfo(**parts)
+        return make_conninfo("", **parts)  # "" as conninfo: only the parts make the DSN

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
@@ -270,7 +271,7 @@ def _header(f: IO[bytes]) -> dict[str, Any]:
     return header
 
 
-def _body(f: IO[bytes], header: Mapping[str, Any], n: int, spare: int) -> Content:
+def _body(f: io.BufferedIOBase, header: Mapping[str, Any], n: int, spare: int) -> Content:
     content = Content()
     crc, at = 0, _PREFIX.size
     for entry in header["arrays"]:
@@ -301,7 +302,7 @@ def _body(f: IO[bytes], header: Mapping[str, Any], n: int, spare: int) -> Conten
     return content
 
 
-def _read_into(f: IO[bytes], target: memoryview, crc: int) -> int:
+def _read_into(f: io.BufferedIOBase, target: memoryview, crc: int) -> int:
     """Fill ``target`` from ``f`` in chunks, returning the CRC-32 continued over it."""
     done = 0
     while done < len(target):
@@ -318,7 +319,7 @@ def _bytes_of(array: np.ndarray) -> memoryview:
     """A flat byte view of a C-contiguous array (empty arrays give an empty view)."""
     if array.size == 0:
         return memoryview(b"")
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return array.reshape(-1).view(np.uint8).data  # ndarray.data: memoryview(array), typed
 
 
 def index_to_json(index: Mapping[str, Mapping[str, list[str]]]) -> dict[str, dict[str, list]]:

@@ -321,7 +321,8 @@ class Pages:
         payload, at = _varint(data, at)
         end = min(at + self.local_size(payload, False), self.usable)
         header, pos = _varint(data, at)
-        body, columns = at + header, []
+        body = at + header
+        columns: list[bytes] = []
         while len(columns) < 2 and pos < at + header:
             serial, pos = _varint(data, pos)
             size = _serial_size(serial)

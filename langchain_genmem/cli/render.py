@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -211,7 +211,7 @@ def score_table(
         columns[at:at] = RELEVANCE_PARTS
     table = Table(title=title, box=None, title_justify="left", pad_edge=False, header_style="bold")
     for name in columns:
-        justify = "left" if name in ("node", "type") else "right"
+        justify: Literal["left", "right"] = "left" if name in ("node", "type") else "right"
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("description", overflow="fold")
     used = _TABLE_WIDTH + (_PART_WIDTH if parts else 0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypedDict, TypeVar, get_args
 
 __all__ = [
     "DATABASE_RELEVANCE_MODES",
@@ -38,6 +38,7 @@ __all__ = [
     "TIME_IN_QUERY",
     "TIME_IN_QUERY_MODES",
     "WEIGHT",
+    "FieldBounds",
     "ModeText",
     "Range",
     "RecencyMode",
@@ -98,6 +99,20 @@ share of the largest relevance term (relevance weight x gain)."""
 DATABASE_RELEVANCE_MODES: tuple[RelevanceMode, ...] = ("dense",)
 
 
+class FieldBounds(TypedDict, total=False):
+    """Pydantic ``Field`` bound arguments, as :meth:`Range.field` gives them.
+
+    Attributes:
+        gt: the value must be greater than this.
+        ge: the value must be at least this.
+        le: the value must be at most this.
+    """
+
+    gt: float
+    ge: float
+    le: float
+
+
 @dataclass(frozen=True)
 class Range:
     """The values a number may take: ``low <= x <= high`` (``low < x`` when ``low_open``).
@@ -116,9 +131,9 @@ class Range:
         above = value > self.low if self.low_open else value >= self.low
         return above and value <= self.high
 
-    def field(self) -> dict[str, float]:
+    def field(self) -> FieldBounds:
         """The bounds as pydantic ``Field`` arguments (``ge``/``gt``, ``le``)."""
-        out = {"gt" if self.low_open else "ge": self.low}
+        out: FieldBounds = {"gt": self.low} if self.low_open else {"ge": self.low}
         if self.high != math.inf:
             out["le"] = self.high
         return out
@@ -145,7 +160,10 @@ WEIGHT = Range(0.0)
 """A retrieval weight or gain: any finite number >= 0 (the service caps it lower)."""
 
 
-def describe(table: Mapping[str, ModeText], *, for_model: bool = False) -> str:
+_Mode = TypeVar("_Mode", bound=str)
+
+
+def describe(table: Mapping[_Mode, ModeText], *, for_model: bool = False) -> str:
     """Every mode of a table, explained.
 
     Args:

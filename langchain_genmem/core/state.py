@@ -83,6 +83,11 @@ of its items and the numbers of the memories it stored (see
 :mod:`~langchain_genmem.memory.idempotency`)."""
 
 
+def _no_kw_strength() -> dict[str, dict[str, int]]:
+    """The keyword strengths of a new persona: none counted for events or thoughts."""
+    return {"event": {}, "thought": {}}
+
+
 class StreamState(BaseModel):
     """What a persona's stream remembers besides its nodes.
 
@@ -133,9 +138,7 @@ class StreamState(BaseModel):
     recency_decay: float = DEFAULT_RECENCY_DECAY
     relevance_mode: RelevanceMode = DEFAULT_RELEVANCE_MODE
     lexical_weight: float = Field(DEFAULT_LEXICAL_WEIGHT, **LEXICAL_WEIGHT.field())
-    kw_strength: dict[str, dict[str, int]] = Field(
-        default_factory=lambda: {"event": {}, "thought": {}}
-    )
+    kw_strength: dict[str, dict[str, int]] = Field(default_factory=_no_kw_strength)
     extra: dict[str, Any] = Field(default_factory=dict)
     forgotten: list[Forgotten] = Field(default_factory=list)
     idempotency: list[Claimed] = Field(default_factory=list)

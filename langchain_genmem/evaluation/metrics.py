@@ -473,8 +473,9 @@ def _example(raw: Any, where: str) -> Example:
         if value is not None and not isinstance(value, str):
             raise ValidationError(f"{where}: {name}: expected text, got {value!r}", field=name)
         texts[name] = value
+    query: Any = raw.get("question", raw.get("query"))  # unchecked: Example refuses a bad one
     try:
-        return Example(raw.get("question", raw.get("query")), raw["relevant"],
+        return Example(query, raw["relevant"],
                        at=_time(raw.get("at"), where), **texts)
     except ValidationError as e:
         raise ValidationError(f"{where}: {e}", field=e.field) from e
@@ -495,7 +496,7 @@ def _time(value: Any, where: str) -> datetime | None:
 
 def _check_ids(example: Example, known: Known | Mapping[str, Known], where: str) -> None:
     if isinstance(known, Mapping):
-        if example.persona not in known:
+        if example.persona is None or example.persona not in known:
             names = ", ".join(sorted(known)) or "none"
             msg = f"{where}: persona: {example.persona!r} is not one of {names}"
             raise ValidationError(msg, field="persona")

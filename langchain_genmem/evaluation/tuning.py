@@ -418,7 +418,7 @@ def _from_tuple(item: Any) -> Example:
 
 
 def _plain_retriever(stream: MemoryStream) -> GenerativeAgentsRetriever:
-    return GenerativeAgentsRetriever(stream=stream, update_access=False)
+    return GenerativeAgentsRetriever(memory_stream=stream, update_access=False)
 
 
 def _start(stream: MemoryStream, retriever: WeightedRetrieval) -> Setting:

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -110,7 +110,8 @@ class SavedMemory:
         vectors: the saved vector of every embedding_key the nodes use.
         dim: the size of the saved vectors (None without nodes).
         kw_strength: the saved strengths, ``{"event": {...}, "thought": {...}}``.
-        settings: the scratch values the stream keeps as settings.
+        settings: the scratch values the stream keeps as settings (numbers, and
+            ``relevance_mode``'s name).
         extra: the other scalar scratch values (``curr_time``, ``thought_count``...).
     """
 
@@ -119,7 +120,7 @@ class SavedMemory:
     vectors: dict[str, list[float]]
     dim: int | None
     kw_strength: dict[str, dict[str, int]]
-    settings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, float | str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -558,15 +559,19 @@ def _read_scratch(path: Path) -> tuple[dict[str, float | str], dict[str, Any]]:
     return settings, extra
 
 
+class _Keywords(NamedTuple):
+    """The fields of a saved node that keyword strengths read (see ``count_keywords``)."""
+
+    type: str
+    predicate: str
+    object: str
+    keywords: list[str]
+
+
 def _replayed_strength(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     strength: dict[str, dict[str, int]] = {t: {} for t in STRENGTH_TYPES}
     for item in items:
-        node = MemoryNode.model_construct(
-            type=item["type"],
-            predicate=item["predicate"],
-            object=item["object"],
-            keywords=item["keywords"],
-        )
+        node = _Keywords(item["type"], item["predicate"], item["object"], item["keywords"])
         count_keywords(strength, node)
     return strength
 

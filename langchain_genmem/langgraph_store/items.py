@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from langgraph.store.base import Item, SearchItem
@@ -32,6 +32,16 @@ REGISTRY = "langgraph_store"
 
 Key = tuple[tuple[str, ...], str]
 """An item's namespace and key."""
+
+
+class _ItemFields(TypedDict):
+    """The arguments an ``Item`` and a ``SearchItem`` share."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -53,8 +63,9 @@ class Record:
 
     def item(self, score: float | None = None, *, search: bool = False) -> Item:
         """The item as ``get`` (or, with ``search``, as ``search``) returns it."""
-        fields = dict(namespace=self.namespace, key=self.key, value=copy.deepcopy(self.value),
-                      created_at=self.created_at, updated_at=self.updated_at)
+        fields = _ItemFields(namespace=self.namespace, key=self.key,
+                             value=copy.deepcopy(self.value), created_at=self.created_at,
+                             updated_at=self.updated_at)
         return SearchItem(**fields, score=score) if search else Item(**fields)
 
 

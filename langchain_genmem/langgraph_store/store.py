@@ -104,6 +104,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -300,7 +301,8 @@ class GenerativeAgentsStore(BaseStore):
         Returns:
             A retriever over the persona's stream with ``retriever_kwargs``.
         """
-        return GenerativeAgentsRetriever(stream=self.stream(persona), **self.retriever_kwargs)
+        return GenerativeAgentsRetriever(memory_stream=self.stream(persona),
+                                         **self.retriever_kwargs)
 
     def close(self) -> None:
         """Stop the sweeper, flush access times and close every stream and the backend."""
@@ -697,7 +699,7 @@ class GenerativeAgentsStore(BaseStore):
         prefix = op.namespace_prefix
         group = ValueTest(("prefix", prefix), lambda ns: ns[: len(prefix)] == prefix)
         fields = {
-            name: ValueTest(repr(want), lambda have, want=want: compare(have, want),
+            name: ValueTest(repr(want), functools.partial(compare, want=want),
                             only=want if type(want) is str else None)
             for name, want in value_filter.items()
         }
@@ -749,6 +751,7 @@ class GenerativeAgentsStore(BaseStore):
             items = self._items_of[persona]
             best: dict[Key, tuple[float | None, Record]] = {}
             for d in report.documents:
+                assert d.id is not None  # the retriever's Documents carry their node_id
                 # an item deleted (or put anew) since the ranking is left out, not an error
                 held = items.keys.get(node_number_or_none(d.id) - 1)  # type: ignore[operator]
                 record = None if held is None else items.record(*held)

@@ -83,8 +83,9 @@ def ttl_config(given: TTLConfig | Mapping[str, Any] | None) -> TTLConfig | None:
     ttl_minutes(given.get("default_ttl"), "ttl.default_ttl")
     ttl_minutes(given.get("sweep_interval_minutes"), "ttl.sweep_interval_minutes")
     for key in ("refresh_on_read", "omit_expired"):
-        if key in given and not isinstance(given[key], bool):
-            msg = f"ttl.{key}: expected True or False, got {given[key]!r}"
+        flag = given.get(key, False)  # absent is fine
+        if not isinstance(flag, bool):
+            msg = f"ttl.{key}: expected True or False, got {flag!r}"
             raise ValidationError(msg, field=f"ttl.{key}")
     return dict(given)  # type: ignore[return-value]
 

@@ -344,7 +344,9 @@ class ModelCaller:
             return [self._one(calls[0], config)]
         from langchain_core.runnables import RunnableLambda
 
-        runner = RunnableLambda(lambda i, config: self._one(calls[i], config), name="calls")
+        runner: RunnableLambda[int, str] = RunnableLambda(
+            lambda i, config: self._one(calls[i], config), name="calls"
+        )
         return runner.batch(list(range(len(calls))), config)
 
     async def _abatch_structured(

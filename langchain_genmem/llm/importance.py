@@ -109,7 +109,8 @@ class _Scoring:
 
     def _call(self, group: list[int]) -> Call:
         scorer = self.scorer
-        fields = {"persona": self.persona, "persona_description": scorer.persona_description}
+        fields: dict[str, object] = {"persona": self.persona,
+                                     "persona_description": scorer.persona_description}
         if len(group) == 1:
             kind, text = self.items[group[0]]
             text_prompt, structured = (p[kind].format(description=text, **fields)
@@ -505,7 +506,9 @@ def rated_items(
         :data:`FALLBACK_IMPORTANCE` because the model gave no rating.
     """
     wanted = [i for i, item in enumerate(items) if item.get("poignancy") is None]
-    pairs = [(items[i].get("type"), items[i].get("description")) for i in wanted]
+    # as given, unchecked (None when missing): the scorer refuses a bad pair, naming it
+    pairs: list[tuple[Any, Any]] = [(items[i].get("type"), items[i].get("description"))
+                                    for i in wanted]
     ratings = rate_with(scorer, persona, pairs, config=config) if pairs else []
     filled = [dict(item) for item in items]
     for i, score in zip(wanted, with_fallback(ratings, pairs), strict=True):

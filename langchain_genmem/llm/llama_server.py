@@ -270,8 +270,8 @@ class LlamaServer:
         proc = self._proc
         assert proc is not None and proc.stdout is not None  # noqa: S101 - set by start()
         reported: list[str] = []
-        reader = threading.Thread(target=lambda: reported.append(proc.stdout.readline()),
-                                  daemon=True)
+        stdout = proc.stdout
+        reader = threading.Thread(target=lambda: reported.append(stdout.readline()), daemon=True)
         reader.start()
         while True:
             if reported and reported[0].strip():

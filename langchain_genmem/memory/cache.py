@@ -119,6 +119,20 @@ class NodeCache:
         key_row: a live row holding the vector of each embedding_key (the newest such node).
     """
 
+    # The per-row columns of ROW_COLUMNS that are set by name (``setattr``), not in
+    # ``__init__``'s own assignments: declared here so that their type is known.
+    norms: np.ndarray
+    inv_norms: np.ndarray
+    unit_scale: np.ndarray
+    last_accessed: np.ndarray
+    created: np.ndarray
+    expiration: np.ndarray
+    poignancy: np.ndarray
+    type_code: np.ndarray
+    idle: np.ndarray
+    type_count: np.ndarray
+    depth: np.ndarray
+
     def __init__(self) -> None:
         self.n = 0
         self.dead = 0
@@ -766,7 +780,10 @@ class LazyNodes(Sequence[MemoryNode]):
         """
         held = self._held
         unmade = [r for r in rows if held[r] is None]
-        parsed = dict(zip(unmade, self._texts.parse(unmade), strict=True)) if unmade else {}
+        parsed: dict[int, list] = {}
+        if unmade:
+            assert self._texts is not None  # only rows loaded from a snapshot hold no node
+            parsed = dict(zip(unmade, self._texts.parse(unmade), strict=True))
         return [parsed[r][6] if held[r] is None else held[r].filling  # type: ignore[union-attr]
                 for r in rows]
 

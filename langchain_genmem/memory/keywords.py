@@ -32,12 +32,32 @@ _STALE_MAX = 16384  # stale ids past which every list is cleaned of them at once
 __all__ = [  # STRENGTH_TYPES and unique are the vocabulary's, importable here as before
     "STRENGTH_TYPES",
     "KeywordIndex",
+    "Keyworded",
     "count_keywords",
     "counts_toward_strength",
     "default_keywords",
     "unique",
 ]
 
+
+class Keyworded(Protocol):
+    """What keyword strengths read of a memory: a :class:`MemoryNode` has it all."""
+
+    @property
+    def type(self) -> str:
+        """The node type."""
+
+    @property
+    def predicate(self) -> str:
+        """The triple's predicate."""
+
+    @property
+    def object(self) -> str:
+        """The triple's object."""
+
+    @property
+    def keywords(self) -> Sequence[str]:
+        """The keywords as written."""
 
 
 def default_keywords(node_type: str, subject: str, predicate: str, obj: str) -> list[str]:
@@ -63,7 +83,7 @@ def default_keywords(node_type: str, subject: str, predicate: str, obj: str) -> 
     return unique(p for p in parts if p and p.strip())
 
 
-def counts_toward_strength(node: MemoryNode) -> bool:
+def counts_toward_strength(node: Keyworded) -> bool:
     """Whether a node adds to keyword strengths (events and thoughts that are not idle).
 
     Args:
@@ -325,7 +345,7 @@ def changed_strengths(
     return out
 
 
-def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> None:
+def count_keywords(strength: dict[str, dict[str, int]], node: Keyworded) -> None:
     """Add a node's keywords to strength maps when the node counts (see module docstring).
 
     Args:
@@ -339,7 +359,7 @@ def count_keywords(strength: dict[str, dict[str, int]], node: MemoryNode) -> Non
             counts[kw] = counts.get(kw, 0) + 1
 
 
-def _counted(node: MemoryNode) -> list[str]:
+def _counted(node: Keyworded) -> list[str]:
     """The keywords a node adds to its type's strengths (lowercased, once each), if any."""
     if not counts_toward_strength(node):
         return []

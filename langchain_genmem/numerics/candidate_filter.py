@@ -170,7 +170,8 @@ class CandidateFilter:
             parameter ``kinds``, which replaces the ranking query's own (the original's
             events and thoughts).
         """
-        parts, params = [], {}
+        parts: list[str] = []
+        params: dict[str, Any] = {}
         if self.created_after is not None:
             parts.append("extract(epoch FROM m.created_at)::float8 >= %(f_after)s")
             params["f_after"] = to_epoch(self.created_after)

@@ -751,7 +751,8 @@ def _rank_from_bounds(
             constant += 0.5 * gains[0]
         total += np.multiply(i, gains[2], out=temp)
         if share:
-            total += np.multiply(lexical, gains[1] * share, out=temp)  # type: ignore[call-overload]
+            assert lexical is not None  # a lexical share is only taken with lexical scores
+            total += np.multiply(lexical, gains[1] * share, out=temp)
     if bonus is not None:
         total += bonus
     total += constant

@@ -133,9 +133,9 @@ def _reflect(
     conversation: str,
 ) -> Step[ConversationReflection]:
     persona = stream.persona
-    fields = {"conversation": conversation, "partner": partner}
     asked = ("planning", "memo")
-    replies = yield Ask([prompts.call(name, persona, "sentence", sentence_shape(), **fields)
+    replies = yield Ask([prompts.call(name, persona, "sentence", sentence_shape(),
+                                      conversation=conversation, partner=partner)
                          for name in asked])
     planning, memo = (sentence(persona, reply) for reply in replies)
     texts = {"planning": f"For {persona}'s planning: {planning}" if planning else None,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -216,7 +216,8 @@ class _Reflection:
     @staticmethod
     def after_check(state: ReflectionState) -> Literal["focal_points", "__end__"]:
         """Go on to the focal points unless the trigger is not due."""
-        return END if state["status"] == "not_due" else "focal_points"
+        end = cast(Literal["__end__"], END)  # langgraph types END, "__end__", as a str
+        return end if state["status"] == "not_due" else "focal_points"
 
     def focal_points(self, state: ReflectionState) -> Step[dict[str, Any]]:
         """Ask for the questions (focal points) about the trigger's memories."""
@@ -234,7 +235,7 @@ class _Reflection:
     def fan_out(state: ReflectionState) -> list[Send] | Literal["__end__"]:
         """One ``retrieve`` branch per question; the end when there is none."""
         if state["status"] == "no_questions":
-            return END
+            return cast(Literal["__end__"], END)  # langgraph types END, "__end__", as a str
         return [
             Send("retrieve", QuestionTask(index=index, question=question))
             for index, question in enumerate(state["focal_points"])
@@ -331,7 +332,8 @@ def make_stages(
         msg = "retriever: expected a GenerativeAgentsRetriever over the same stream"
         raise ValidationError(msg, field="retriever")
     if retriever is None:
-        retriever = GenerativeAgentsRetriever(stream=stream, k=settings.k, update_access=False)
+        retriever = GenerativeAgentsRetriever(memory_stream=stream, k=settings.k,
+                                              update_access=False)
     else:
         retriever = retriever.model_copy(update={"update_access": False})
     return Stages(

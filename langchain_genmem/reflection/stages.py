@@ -303,9 +303,8 @@ class Stages:
             memories = recent[-(int(state.importance_ele_n) or self.settings.window) :]
             what = GATHERED
         else:
-            threshold = self.settings.threshold
-            if threshold is None:
-                threshold = state.importance_trigger_max / self.scale
+            given = self.settings.threshold
+            threshold = state.importance_trigger_max / self.scale if given is None else given
             memories = sorted(found, key=lambda n: n.node_count)[-self.settings.window :]
             value = sum(n.poignancy for n in memories) / self.scale
             due = bool(memories) and value >= threshold

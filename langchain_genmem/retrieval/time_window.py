@@ -171,8 +171,9 @@ def _resolve(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] |
         return _zh_week(g["zweek"], g["zday"], now)
     if g["zmonth"] is not None:
         return _zh_month(g["zyear"], g["zmonth"], g["zpart"], now)
-    if g["month"] is not None or g["dated"] is not None:
-        window = _parse(g["month"] or g["dated"], now)
+    phrase = g["month"] or g["dated"]  # either group, when matched, holds a month name
+    if phrase:
+        window = _parse(phrase, now)
         part = _en_part(g["part"])
         return window if window is None or part is None else _month_part(window, part)
     text = next(v for k, v in g.items() if v is not None and k != "part")

@@ -111,7 +111,7 @@ class MemoryService:
 
     def _retrieve(self, stream: MemoryStream, request: RetrieveRequest) -> RetrieveResponse:
         retriever = GenerativeAgentsRetriever(
-            stream=stream, score_in=self.score_in,
+            memory_stream=stream, score_in=self.score_in,
             **request.scoring(in_database=self.score_in == "database"), **request.filters()
         )
         try:
@@ -375,7 +375,8 @@ def _live_ids(state: StreamState, ids: Sequence[str]) -> tuple[list[str], list[s
     Raises:
         NotStoredError: an id the persona never stored (numbered after its last memory).
     """
-    live, gone = [], []
+    live: list[str] = []
+    gone: list[str] = []
     forgotten = [(first, last) for first, last, _ in state.forgotten]
     for node_id in ids:
         number = node_number_or_none(node_id)
