@@ -28,6 +28,8 @@ from langchain_genmem.memory.inputs import MemoryInput, validate_items
 
 KEY_MAX_CHARS = 128
 """The longest idempotency key (a UUID is 36 characters)."""
+KEY_PATTERN = rf"^[!-~]{{1,{KEY_MAX_CHARS}}}$"
+"""A key as a JSON schema states it: 1 to :data:`KEY_MAX_CHARS` printable ASCII characters."""
 
 KEYS_KEPT = 1000
 """Keyed writes a persona remembers (its latest); each costs about 100 bytes of state."""

@@ -62,6 +62,7 @@ from langchain_genmem.core.errors import (
     ValidationError,
 )
 from langchain_genmem.core.extras import require_extra
+from langchain_genmem.memory.idempotency import KEY_PATTERN
 from langchain_genmem.service.docs_page import docs_page
 from langchain_genmem.service.operations import (
     MemoryService,
@@ -121,7 +122,9 @@ DESCRIPTION = (
     "Generative Agents memory for one or many personas: add memories, retrieve the ones that "
     "matter for a focal text (recency x relevance x importance), keyword retrieval, reflection."
 )
-_ERRORS: dict[int | str, dict[str, Any]] = {
+Responses = dict[int | str, dict[str, Any]]
+"""FastAPI's ``responses=`` of a route: status code to its reply."""
+_ERRORS: Responses = {
     401: {"model": ErrorReply, "description": "No valid API key."},
     403: {"model": ErrorReply, "description": "The key may not use this persona."},
     413: {"model": ErrorReply, "description": "The request body is over the limit."},
@@ -130,14 +133,18 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     500: {"model": ErrorReply, "description": "A fault of the server (logged with its "
           "traceback); the request may be sent again."},
 }
-_NOT_FOUND = {404: {"model": ErrorReply, "description": "No memories for this persona."}}
-_NEVER_STORED = {404: {"model": ErrorReply, "description": "No memories for this persona, or "
-                       "a node id it never stored (nothing was forgotten)."}}
-_REFLECT = {
+_NOT_FOUND: Responses = {
+    404: {"model": ErrorReply, "description": "No memories for this persona."},
+}
+_NEVER_STORED: Responses = {
+    404: {"model": ErrorReply, "description": "No memories for this persona, or a node id it "
+          "never stored (nothing was forgotten)."},
+}
+_REFLECT: Responses = {
     409: {"model": ErrorReply, "description": "A reflection of this persona is running."},
     502: {"model": ErrorReply, "description": "The chat model's reply could not be read."},
 }
-_ANYONE = {413: _ERRORS[413], 503: _ERRORS[503], 500: _ERRORS[500]}  # no key needed
+_ANYONE: Responses = {code: _ERRORS[code] for code in (413, 503, 500)}  # no key needed
 _STATUS_OF: tuple[tuple[type[GenMemError], int], ...] = (
     (NotStoredError, 404),
     (ValidationError, 422),
@@ -224,7 +231,7 @@ Caller = Annotated[ApiKey, Depends(_caller)]
 
 # str, not str | None: Dify's importer takes plain parameter types only; None when not sent.
 IdempotencyKey = Annotated[str, Header(
-    alias="Idempotency-Key",
+    alias="Idempotency-Key", json_schema_extra={"pattern": KEY_PATTERN},
     description="Names the write (1-128 printable ASCII characters, e.g. a UUID): sent again "
     "with the same body, to any replica, it stores nothing and returns the first write's "
     "memories; with another body it is refused (422).",
