@@ -432,11 +432,14 @@ def compact(eraser: Eraser) -> dict[str, Any] | None:
 
     Returns:
         ``{"bytes_before", "bytes_after", "free_pages_before", ...}``, or None when the
-        folder is not laid out as expected (nothing was changed).
+        installed Chroma is not a tested version or the folder is not laid out as expected
+        (nothing was changed).
 
     Raises:
         sqlite3.Error: SQLite or the erasing process failed.
     """
+    if _refused(eraser):
+        return None
     reply = eraser.call({"op": "compact", "folder": eraser.folder}, timeout=ERASE_TIMEOUT)
     return _answer(eraser, reply)
 
@@ -445,15 +448,24 @@ def _ask(
     eraser: Eraser, op: str, collection: Any, ids: Sequence[str], dim: int,
     state: tuple[Any, str] | None, rekeyed: Sequence[str],
 ) -> dict[str, Any] | None:
-    refused = untested()
-    if refused is not None:  # checked before the erasing process opens any file
-        eraser.refused = refused
-        _warn_once(Path(eraser.folder), refused)
+    if _refused(eraser):
         return None
     request = {"op": op, "folder": eraser.folder, "collection": str(collection.id),
                "ids": list(ids), "dim": dim, "rekeyed": list(rekeyed),
                "state": None if state is None else [str(state[0].id), state[1]]}
     return _answer(eraser, eraser.call(request))
+
+
+def _refused(eraser: Eraser) -> bool:
+    """Whether the installed Chroma is one the erasure was not tested with (said once).
+
+    Checked before the erasing process opens any file; ``eraser.refused`` says why.
+    """
+    refused = untested()
+    if refused is not None:
+        eraser.refused = refused
+        _warn_once(Path(eraser.folder), refused)
+    return refused is not None
 
 
 def _answer(eraser: Eraser, reply: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -80,6 +80,23 @@ def test_an_untested_version_only_deletes_touches_no_file_and_says_so(tmp_path,
     stream.close()
 
 
+def test_an_untested_version_is_not_compacted_either(tmp_path, monkeypatch):
+    # compact rewrites the database and zeroes the index files' room: Chroma's files too
+    folder = tmp_path / "store"
+    stream = filled(folder)
+    stream.forget(["node_1"])
+    stream.flush()
+    monkeypatch.setattr(chromadb, "__version__", "1.4.2")
+    before = files(folder)
+    calls: list[object] = []
+    monkeypatch.setattr(chroma_erase.Eraser, "call", lambda self, *a, **k: calls.append(a))
+    assert stream.compact()["store"] is None
+    assert calls == []
+    assert {k: v for k, v in files(folder).items() if not k.startswith("genmem-")} == {
+        k: v for k, v in before.items() if not k.startswith("genmem-")}
+    stream.close()
+
+
 def test_every_front_end_reports_it(tmp_path, monkeypatch):
     monkeypatch.setattr(chromadb, "__version__", "1.6.0")
     store = Store(tmp_path / "store", now=NOW)
