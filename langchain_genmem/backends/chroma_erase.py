@@ -727,6 +727,9 @@ def _check_layout(db: sqlite3.Connection, fd: int) -> None:
     if not QUEUE_COLUMNS <= columns:
         msg = f"table {QUEUE} lacks {sorted(QUEUE_COLUMNS - columns)}"
         raise _LayoutError(msg)
+    if "schema_str" not in {row[1] for row in db.execute("PRAGMA table_info(collections)")}:
+        msg = "table collections has no schema_str (where a collection's space is said)"
+        raise _LayoutError(msg)
     journal = str(_pragma(db, "journal_mode")).lower()
     if journal not in JOURNALS:
         msg = f"the database's journal mode is {journal}"

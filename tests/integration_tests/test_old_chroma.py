@@ -34,6 +34,9 @@ How it shows that no file was written beyond Chroma's own writes, in two indepen
   The control keeps copies of the secret (its text in the database's free space, its
   vector in ``data_level0.bin``, and the vector index of the records is not written again
   by Chroma here), so an erasure would show.
+
+Were the version declared tested, the erasure's own layout checks would still refuse this
+folder before changing anything: a third copy is asked to prepare the same delete.
 """
 
 from __future__ import annotations
@@ -150,8 +153,16 @@ def check_database(ours: Path, control: Path) -> None:
     assert log_rows(ours / DATABASE) == log_rows(control / DATABASE)
 
 
-def test_a_forget_on_an_older_chroma_only_deletes_and_says_so(tmp_path: Path) -> None:
-    seen = run_script(tmp_path)
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The script's folder and what it saw (it runs once for the module)."""
+    folder = tmp_path_factory.mktemp("old-chroma")
+    return folder, run_script(folder)
+
+
+def test_a_forget_on_an_older_chroma_only_deletes_and_says_so(
+        ran: tuple[Path, dict[str, Any]]) -> None:
+    tmp_path, seen = ran
     version = seen["chroma"]
     assert ".".join(version.split(".")[:2]) not in TESTED_CHROMA, version
 
@@ -184,3 +195,12 @@ def test_a_forget_on_an_older_chroma_only_deletes_and_says_so(tmp_path: Path) ->
     vector = bytes.fromhex(seen["vector"])  # what Chroma's delete leaves stays, as there
     assert any(vector in held_and_room(ours, n)[0] for n in ours if n.endswith("level0.bin"))
     assert secret.encode() in ours[DATABASE] and secret.encode() in theirs[DATABASE]
+
+
+def test_the_erasures_own_checks_refuse_the_older_layout_before_any_change(
+        ran: tuple[Path, dict[str, Any]]) -> None:
+    tmp_path, seen = ran
+    assert "schema_str" in seen["checked"]["layout_problem"]
+    every = {p.relative_to(tmp_path / "checked") for p in (tmp_path / "checked").rglob("*")}
+    assert every == {p.relative_to(tmp_path / "base") for p in (tmp_path / "base").rglob("*")}
+    assert chroma_files(tmp_path / "checked") == chroma_files(tmp_path / "base")

@@ -6,7 +6,9 @@ files), copies it to ``ROOT/forgot`` and ``ROOT/control``, forgets the first mem
 ``forgot`` through a :class:`~langchain_genmem.MemoryStream`, then makes in ``control``,
 through ``chromadb`` alone, every write the stream asked Chroma for (recorded as it made
 them: the state record's updates and the records' delete), and writes what it saw to
-``OUT`` (JSON) for ``tests/integration_tests/test_old_chroma.py`` to check.
+``OUT`` (JSON) for ``tests/integration_tests/test_old_chroma.py`` to check. Last, in a
+third copy, ``ROOT/checked``, the erasure's own checks are asked to prepare that delete,
+as if the version were a tested one.
 
 It imports only the package (the bare install), ``chromadb`` and ``langchain_core``, which
 is what that environment holds.
@@ -18,10 +20,11 @@ import copy
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from chromadb.api.models.Collection import Collection
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_genmem import GenerativeAgentsRetriever, MemoryStream
+from langchain_genmem.backends import chroma_erase
 
 PERSONA = "张三"
 SECRET = "我的身份证号码是一二三四 (id 1234)"
@@ -175,17 +179,34 @@ def replay(folder: Path, calls: list[Call]) -> None:
         getattr(collection, method)(*args, **kwargs)
 
 
+def erasure_checks(folder: Path, calls: list[Call]) -> dict[str, Any]:
+    """The erasing process's reply to preparing the recorded delete in ``folder``.
+
+    Asked straight, past :func:`~langchain_genmem.backends.chroma_erase.untested`; this
+    process's Chroma never opened ``folder``.
+    """
+    name, ids = next((c[0], c[3]["ids"]) for c in calls if c[1] == "delete")
+    uri = f"file:{folder / chroma_erase.DATABASE}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True)) as db:
+        collection = db.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()
+    request = {"op": "prepare", "folder": str(folder), "collection": str(collection[0]),
+               "ids": ids, "dim": EMB.size, "state": None, "rekeyed": []}
+    return chroma_erase.answer(request, chroma_erase.Caches())
+
+
 def main() -> None:
     """Build, copy, forget in one copy, replay its Chroma writes in the other; say what was seen."""
     root, out = Path(sys.argv[1]), Path(sys.argv[2])
     build(root / "base")
     shutil.copytree(root / "base", root / "forgot")
     shutil.copytree(root / "base", root / "control")
+    shutil.copytree(root / "base", root / "checked")
     calls: list[Call] = []
     argvs: list[list[str]] = []
     changed: list[list[str]] = []
     seen = forget_in(root / "forgot", calls, argvs, changed)
     replay(root / "control", calls)
+    seen["checked"] = erasure_checks(root / "checked", calls)
     seen.update(chroma=chromadb.__version__, secret=SECRET, started=argvs, changed=changed,
                 writes=[f"{name}.{method}" for name, method, _, _ in calls])
     out.write_text(json.dumps(seen, ensure_ascii=False), "utf-8")
