@@ -17,14 +17,17 @@ with the folder:
   the earlier versions of the persona's state record (a state lists keyword strengths, an
   earlier one keywords that only forgotten memories had) that Chroma's metadata segment has
   applied lose their metadata (it replays only past that point, so they are never read
-  again). Before changing anything it notes (in ``genmem-erase/pending.json`` beside the
-  store: page numbers only) the pages that hold the records' metadata rows and their entries
-  in Chroma's index of texts, and the pages right before and after them: a page split
-  leaves copies of the cells it moved in the free space of the page they left. Then
-  :func:`blank` updates each record to the neutral vector (Chroma's vector
-  index keeps a deleted element's vector in memory and writes it to its files whenever the
-  element's links change) and Chroma deletes them: the cells Chroma frees then hold nothing
-  of them.
+  again). Each row is checked to be the record's before any changes: a log row by its
+  topic (the collection's) and its ``id`` column (the record's id), with one of Chroma's
+  operations (add, update, upsert, delete; a delete carries no vector); a full-text row by
+  holding the record's document. Before changing anything it notes (in
+  ``genmem-erase/pending.json`` beside the store: page numbers only) the pages that hold
+  the records' metadata rows and their entries in Chroma's index of texts, and the pages
+  right before and after them: a page split leaves copies of the cells it moved in the free
+  space of the page they left. Then :func:`blank` updates each record to the neutral vector
+  (Chroma's vector index keeps a deleted element's vector in memory and writes it to its
+  files whenever the element's links change) and Chroma deletes them: the cells Chroma
+  frees then hold nothing of them.
 - **After Chroma's delete** (:func:`finish`): what Chroma's connections freed earlier
   without zeroing is zeroed in place, page by page, while the erasing connection holds
   SQLite's EXCLUSIVE lock (:mod:`~langchain_genmem.backends.sqlite_pages`): every freelist
@@ -123,9 +126,15 @@ logger = logging.getLogger(__name__)
 CHECKED_WITH = "1.5.9"
 DATABASE = "chroma.sqlite3"
 DELETE_OPERATION = 3
+OPERATIONS = (0, 1, 2, DELETE_OPERATION)  # Chroma's log: add, update, upsert, delete
 QUEUE_COLUMNS = frozenset({"seq_id", "operation", "topic", "id", "vector", "encoding",
                            "metadata"})
 QUEUE = "embeddings_queue"
+# the log rows of the forgotten records that hold them (deletes do not): topic, operation
+FORGOTTEN_ROWS = "topic LIKE ? AND operation <> ? AND id IN (SELECT id FROM temp.forgotten)"
+# the forgotten records' row ids in table embeddings, of a metadata segment
+FORGOTTEN_RECORDS = ("SELECT id FROM embeddings WHERE segment_id = ? "
+                     "AND embedding_id IN (SELECT id FROM temp.forgotten)")
 METADATA = "embedding_metadata"
 DOCUMENT_INDEX = "embedding_metadata_string_value"
 DOCUMENT_KEY = "chroma:document"
@@ -634,8 +643,9 @@ def prepare_here(
             present = [str(r[0]) for r in db.execute(
                 "SELECT embedding_id FROM embeddings WHERE segment_id = ? "
                 "AND embedding_id IN (SELECT id FROM temp.forgotten)", (metadata,))]
+            full_text = _check_rows(db, collection_id, metadata, vector, earlier)
             rows = _rewrite_log(db, collection_id, vector, earlier, applied)
-            rows += _clear_metadata(db, metadata)
+            rows += _clear_metadata(db, metadata, full_text)
     return {"rows": rows, "present": present}
 
 
@@ -884,28 +894,41 @@ def _fill(db: sqlite3.Connection, name: str, ids: Sequence[str]) -> None:
                    ((i,) for i in ids))
 
 
+def _check_rows(db: sqlite3.Connection, collection_id: str, segment: str, vector: bytes,
+                earlier: Earlier | None) -> list[int]:
+    """Check the rows :func:`_rewrite_log` and :func:`_clear_metadata` change, first.
+
+    Returns:
+        The forgotten records' rows of Chroma's full-text index.
+
+    Raises:
+        _LayoutError: a row is not as expected (nothing was changed).
+    """
+    topic = f"%/{collection_id}"
+    _check_log(db, topic, "SELECT id FROM temp.forgotten UNION SELECT id FROM temp.rekeyed")
+    if earlier is not None:
+        _check_log(db, earlier.topic, "SELECT ?", (earlier.record_id,))
+    odd = db.execute(f"SELECT count(*) FROM {QUEUE} WHERE {FORGOTTEN_ROWS} "  # noqa: S608
+                     "AND vector IS NOT NULL "
+                     "AND (encoding <> 'FLOAT32' OR length(vector) <> ?)",
+                     (topic, DELETE_OPERATION, len(vector))).fetchone()[0]
+    if odd:
+        msg = f"{odd} log rows hold vectors of another encoding or size"
+        raise _LayoutError(msg)
+    return _full_text_rows(db, FORGOTTEN_RECORDS, segment)
+
+
 def _rewrite_log(db: sqlite3.Connection, collection_id: str, vector: bytes,
                  earlier: Earlier | None, applied: int) -> int:
     """Rewrite the log rows of the forgotten ids, deletes excepted, to hold nothing of them.
 
     They get no metadata and the neutral vector; the applied rows of re-keyed ids and
-    ``earlier`` lose their metadata.
-
-    Raises:
-        _LayoutError: a row's vector is not a float32 blob of the collection's dimension.
+    ``earlier`` lose their metadata. :func:`_check_rows` checked them.
     """
-    match = "topic LIKE ? AND operation <> ? AND id IN (SELECT id FROM temp.forgotten)"
     where = (f"%/{collection_id}", DELETE_OPERATION)
-    odd = db.execute(f"SELECT count(*) FROM {QUEUE} WHERE {match} "  # noqa: S608
-                     "AND vector IS NOT NULL "
-                     "AND (encoding <> 'FLOAT32' OR length(vector) <> ?)",
-                     (*where, len(vector))).fetchone()[0]
-    if odd:
-        msg = f"{odd} log rows hold vectors of another encoding or size"
-        raise _LayoutError(msg)
     rows = db.execute(f"UPDATE {QUEUE} SET metadata = NULL, "  # noqa: S608
-                      f"vector = CASE WHEN vector IS NULL THEN NULL ELSE ? END WHERE {match}",
-                      (vector, *where)).rowcount
+                      "vector = CASE WHEN vector IS NULL THEN NULL ELSE ? END "
+                      f"WHERE {FORGOTTEN_ROWS}", (vector, *where)).rowcount
     rows += db.execute(f"UPDATE {QUEUE} SET metadata = NULL WHERE topic LIKE ? "  # noqa: S608
                        "AND id IN (SELECT id FROM temp.rekeyed) AND seq_id <= ? "
                        "AND metadata IS NOT NULL", (where[0], applied)).rowcount
@@ -916,23 +939,72 @@ def _rewrite_log(db: sqlite3.Connection, collection_id: str, vector: bytes,
     return int(rows)
 
 
-def _clear_metadata(db: sqlite3.Connection, segment: str) -> int:
+def _check_log(db: sqlite3.Connection, topic: str, ids: str,
+               args: Sequence[object] = ()) -> None:
+    """Check that the log rows of the records ``ids`` selects mean what they are taken for.
+
+    Each is matched by its topic (the collection's) and its ``id`` column (the record's
+    own id); its operation must be one of Chroma's (add, update, upsert, delete), and one
+    taken for a delete must carry no vector.
+
+    Raises:
+        _LayoutError: a row is not as expected (nothing was changed).
+    """
+    rows = db.execute(
+        f"SELECT operation, count(*), sum(vector IS NOT NULL) FROM {QUEUE} "  # noqa: S608
+        f"WHERE topic LIKE ? AND id IN ({ids}) GROUP BY operation", (topic, *args)).fetchall()
+    for operation, count, vectors in rows:
+        if operation not in OPERATIONS:
+            msg = f"{count} log rows of the records hold operation {operation!r}, not Chroma's"
+            raise _LayoutError(msg)
+        if operation == DELETE_OPERATION and vectors:
+            msg = f"{vectors} log rows of the records taken for deletes hold a vector"
+            raise _LayoutError(msg)
+
+
+def _clear_metadata(db: sqlite3.Connection, segment: str, full_text: Sequence[int]) -> int:
     """Delete the forgotten records' metadata but ``persona`` and ``node_count``.
 
-    Their full-text rows (a format-1 record's description) go too.
+    Their full-text rows (a format-1 record's description: ``full_text``, as
+    :func:`_check_rows` found them) go too.
     """
-    ids = ("SELECT id FROM embeddings WHERE segment_id = ? "
-           "AND embedding_id IN (SELECT id FROM temp.forgotten)")
-    rows = db.execute(f"DELETE FROM {METADATA} WHERE id IN ({ids}) "  # noqa: S608
+    rows = db.execute(f"DELETE FROM {METADATA} WHERE id IN ({FORGOTTEN_RECORDS}) "  # noqa: S608
                       f"AND key NOT IN ({', '.join('?' * len(KEPT_KEYS))})",
                       (segment, *KEPT_KEYS)).rowcount
-    if _exists(db, f"{FULL_TEXT}_content"):
-        held = [r[0] for r in db.execute(
-            f"SELECT id FROM {FULL_TEXT}_content WHERE id IN ({ids})", (segment,))]  # noqa: S608
-        db.executemany(f"DELETE FROM {FULL_TEXT} WHERE rowid = ?",  # noqa: S608
-                       ((i,) for i in held))
-        rows += len(held)
-    return int(rows)
+    db.executemany(f"DELETE FROM {FULL_TEXT} WHERE rowid = ?",  # noqa: S608
+                   ((i,) for i in full_text))
+    return int(rows) + len(full_text)
+
+
+def _full_text_rows(db: sqlite3.Connection, ids: str, segment: str) -> list[int]:
+    """The records' rows of Chroma's full-text index, each checked to hold its document.
+
+    Chroma keeps a record's document there under the record's row id in ``embeddings``;
+    a row there holding another text is not taken for the record's.
+
+    Args:
+        db: the connection.
+        ids: a query of the records' row ids in ``embeddings`` (of ``segment``).
+        segment: the records' metadata segment.
+
+    Raises:
+        _LayoutError: the index is not as expected, or a row holds another text.
+    """
+    content = f"{FULL_TEXT}_content"
+    if not _exists(db, content):
+        return []
+    if "c0" not in {row[1] for row in db.execute(f"PRAGMA table_info({content})")}:
+        msg = f"table {content} has no column c0 (the text)"
+        raise _LayoutError(msg)
+    rows = db.execute(
+        f"SELECT c.id, c.c0 IS (SELECT m.string_value FROM {METADATA} m "  # noqa: S608
+        f"WHERE m.id = c.id AND m.key = ?) FROM {content} c WHERE c.id IN ({ids})",
+        (DOCUMENT_KEY, segment)).fetchall()
+    other = sum(1 for _, same in rows if not same)
+    if other:
+        msg = f"{other} rows of Chroma's full-text index hold another text than the record's"
+        raise _LayoutError(msg)
+    return [int(row[0]) for row in rows]
 
 
 def _locate(db: sqlite3.Connection, segment: str) -> tuple[set[int], set[tuple[bytes, bytes]]]:

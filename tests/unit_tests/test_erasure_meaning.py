@@ -1,23 +1,33 @@
-"""The erasure writes Chroma's index files only where they mean what it takes them to mean.
+"""The erasure writes Chroma's files only where they mean what it takes them to mean.
 
-Each test builds a real folder (Chroma 1.5, its vector index files written: more than
-1,000 operations), tampers with a file of its index while Chroma holds the index in memory
-(so only the erasure reads the change), and forgets. Where the files no longer agree (a
-slot holding another label than the pickle gives the record, a count in ``header.bin``
-other than the pickle's, an element past that count) the forget only deletes, says why,
-and the index files keep every byte they had; nothing of the database is zeroed either.
+Each test builds a real folder (Chroma 1.5; for the index files, more than 1,000
+operations, so that Chroma wrote them), tampers with a file while Chroma holds what it read
+of it (so only the erasure reads the change; the database from another process), and
+forgets. Where the files no longer agree (a slot holding another label than the pickle
+gives the record, a count in ``header.bin`` other than the pickle's, an element past that
+count, a log row whose operation is none of Chroma's or a delete holding a vector, a
+full-text row holding another text than the record's document) the forget only deletes,
+says why, and the files keep every byte the erasure would have changed.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
+import shutil
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
+import chromadb
 import numpy as np
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from langchain_genmem import MemoryStream
 from langchain_genmem.backends import chroma_erase
 from langchain_genmem.backends.base import Erasure
 from langchain_genmem.backends.chroma import ChromaBackend, persistent_client
@@ -194,3 +204,64 @@ def test_a_slot_that_changed_after_its_check_is_not_written(
     with pytest.raises(chroma_erase._LayoutError, match="changed before"):  # noqa: SLF001
         chroma_erase._overwrite_slots(index, found, chroma_erase.neutral(DIM).tobytes())  # noqa: SLF001
     assert (index / INDEX_DATA).read_bytes() == before  # not even the first slot
+
+
+def sql(folder: Path, query: str, *params: object) -> list[list[object]]:
+    """Run one statement on the folder's database from another process; the rows, as JSON.
+
+    This process holds Chroma's database open through Chroma's SQLite: a second SQLite
+    library here would break the file locks both rely on.
+    """
+    code = ("import json, sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+            "rows = db.execute(sys.argv[2], json.loads(sys.argv[3])).fetchall(); db.commit(); "
+            "print(json.dumps([[v.hex() if isinstance(v, bytes) else v for v in r] "
+            "for r in rows], ensure_ascii=False))")
+    done = subprocess.run([sys.executable, "-c", code, str(folder / "chroma.sqlite3"), query,
+                           json.dumps(params)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+LOG_ROWS = ("SELECT seq_id, operation, vector, metadata FROM embeddings_queue WHERE id = ? "
+            "ORDER BY seq_id")
+
+
+def test_log_rows_not_meaning_what_they_are_taken_for_are_not_rewritten(
+    folder: Path, backend: ChromaBackend,
+) -> None:
+    # the record's rows coded as deletes (Chroma's code 3) yet holding its vector and fields
+    # (an operation none of Chroma's is refused too, but Chroma itself fails on that row)
+    vectors = random_vectors(10, DIM)
+    commit_nodes(backend, P, vectors)
+    record = f"{P}::node_{GONE}"
+    sql(folder, "UPDATE embeddings_queue SET operation = 3 WHERE id = ?", record)
+    before = sql(folder, LOG_ROWS, record)
+    assert before and all(row[2] and row[3] for row in before)
+    erasure = forget(backend, [GONE])
+    assert erasure is not None and erasure.erased is False
+    assert "taken for deletes hold a vector" in str(erasure.reason)
+    assert sql(folder, LOG_ROWS, record)[: len(before)] == before
+    assert holding(folder, needles(vectors, [GONE]))
+
+
+def test_a_full_text_row_holding_another_text_is_kept(tmp_path: Path) -> None:
+    # a store of format-1 records: each description is the record's document, which Chroma
+    # also keeps in its full-text index under the record's row id
+    folder = tmp_path / "store"
+    legacy = Path(__file__).resolve().parents[2] / "data" / "chroma_format_1" / "store"
+    shutil.copytree(legacy, folder)
+    persona = "玛丽亚 Lopez"
+    sql(folder, "UPDATE embedding_metadata SET string_value = 'another text' "
+        "WHERE key = 'chroma:document' AND id = "
+        "(SELECT id FROM embeddings WHERE embedding_id = ?)", f"{persona}::node_3")
+    stream = MemoryStream(persona, path=str(folder),
+                          embeddings=DeterministicFakeEmbedding(size=8),
+                          clock=lambda: datetime(2023, 2, 14))
+    try:
+        text = sql(folder, "SELECT c0 FROM embedding_fulltext_search_content WHERE id = "
+                   "(SELECT id FROM embeddings WHERE embedding_id = ?)", f"{persona}::node_3")
+        report = stream.forget(["node_3"])
+        assert report.erased is False and "full-text index hold another text" in report.erasure
+        assert holding(folder, {"text": text[0][0].encode()})  # nothing was zeroed
+    finally:
+        stream.close()
+        chromadb.api.client.SharedSystemClient.clear_system_cache()
