@@ -76,7 +76,8 @@ another).
 Fail safe: with a Chroma version the erasure was not tested with (:data:`TESTED_CHROMA`,
 checked before the erasing process opens anything), or a folder not laid out as above or
 whose files disagree on what they hold, a warning is logged once per folder and the records
-are only deleted, as Chroma does; nothing else of the folder is changed, and the forget's
+are only deleted, as Chroma does; nothing else of the folder is changed (once a check
+failed, nothing more is written to that folder until the process ends), and the forget's
 report says so
 (:attr:`~langchain_genmem.memory.forgetting.ForgetReport.erased` False, with the reason).
 When SQLite fails (another process held the database past the timeout), or the erasing
@@ -160,6 +161,7 @@ SLOT_MAPS = "genmem-erase"  # beside the store: per index, the label each slot o
 HEADER = struct.Struct("<i6Qii3QdQ")
 HEADER_VERSION = 1
 _WARNED: set[str] = set()  # the folders warned about
+_REFUSED: dict[str, str] = {}  # the folders found not laid out as expected, and why
 _VIEWS: dict[int, list[mmap.mmap]] = {}  # per open descriptor: the memory maps made of it
 
 ERASER: tuple[str, ...] = (
@@ -503,11 +505,14 @@ def _ask(
 
 
 def _refused(eraser: Eraser) -> bool:
-    """Whether the installed Chroma is one the erasure was not tested with (said once).
+    """Whether the folder's files are left alone (said once): nothing is asked of them.
 
-    Checked before the erasing process opens any file; ``eraser.refused`` says why.
+    So with a Chroma version the erasure was not tested with, checked before the erasing
+    process opens any file, and with a folder found not laid out as expected: once a check
+    failed, nothing more is written to the folder until this process ends (a later process
+    checks it again before it writes). ``eraser.refused`` says why.
     """
-    refused = untested()
+    refused = untested() or _REFUSED.get(str(Path(eraser.folder)))
     if refused is not None:
         eraser.refused = refused
         _warn_once(Path(eraser.folder), refused)
@@ -518,6 +523,7 @@ def _answer(eraser: Eraser, reply: Mapping[str, Any]) -> dict[str, Any] | None:
     problem = reply.get("layout_problem")
     if problem is not None:
         eraser.refused = f"the folder is not laid out as the erasure expects: {problem}"
+        _REFUSED[str(Path(eraser.folder))] = eraser.refused
         _warn_once(Path(eraser.folder), str(problem))
         return None
     eraser.refused = None

@@ -13,6 +13,7 @@ says why, and the files keep every byte the erasure would have changed.
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import shutil
 import struct
@@ -177,6 +178,31 @@ def test_a_pickle_whose_maps_disagree_is_refused(
     ids[first], ids[second] = ids[second], ids[first]  # the map back still says otherwise
     (index / INDEX_IDS).write_bytes(pickle.dumps(meta))
     assert_only_deleted(folder, backend, vectors, "its map back disagree")
+
+
+def test_once_a_check_failed_nothing_more_is_written_to_the_folder(
+    folder: Path, backend: ChromaBackend, vectors: np.ndarray,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = index_of(folder)
+    header = (index / "header.bin").read_bytes()
+    put_count(index, header_fields(index)[3] + 1)
+    with caplog.at_level(logging.WARNING, logger=chroma_erase.__name__):
+        first = forget(backend, [GONE])
+        (index / "header.bin").write_bytes(header)  # the files agree again
+        asked: list[object] = []
+        call = chroma_erase.Eraser.call
+        monkeypatch.setattr(chroma_erase.Eraser, "call",
+                            lambda self, request, *a, **k: asked.append(request) or call(
+                                self, request, *a, **k))
+        before = index_files(index)
+        second = forget(backend, [GONE + 1])
+        assert backend.compact() is None
+    assert first is not None and first.erased is False and "header.bin counts" in first.reason
+    assert second == first and asked == []
+    assert index_files(index) == before
+    assert holding(folder, needles(vectors, [GONE, GONE + 1]))
+    assert len([r for r in caplog.records if r.name == chroma_erase.__name__]) == 1
 
 
 def test_compact_leaves_a_folder_whose_index_files_disagree(
