@@ -4,6 +4,7 @@ tested with, checked before any file is touched, and every forget says whether i
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from langchain_genmem.backends.chroma_erase import SLOT_MAPS, TESTED_CHROMA, unt
 from langchain_genmem.cli import Store, app
 from langchain_genmem.service import create_app, create_service
 
+ROOT = Path(__file__).resolve().parents[2]
 EMB = DeterministicFakeEmbedding(size=8)
 NOW = datetime(2024, 3, 1, 9)
 SECRET = "我的身份证号码是一二三四 (id 1234)"
@@ -47,9 +49,21 @@ def test_the_tested_versions_are_declared_once_and_match_the_installed_chroma():
 
 
 def test_the_dependency_says_which_versions_are_erased():
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text("utf-8")
+    pyproject = (ROOT / "pyproject.toml").read_text("utf-8")
     said = [line for line in pyproject.splitlines() if "TESTED_CHROMA" in line]
     assert said and all(f"Chroma {series}.x" in pyproject for series in TESTED_CHROMA)
+    assert '"chromadb>=1.0",' in pyproject  # every 1.x still installs
+
+
+def test_the_docs_and_the_older_chroma_of_the_suite_say_the_same():
+    # make test runs a forget on an older Chroma (OLD_CHROMA): one the erasure only deletes on
+    makefile = (ROOT / "Makefile").read_text("utf-8")
+    old = re.search(r"^OLD_CHROMA := chromadb==(\S+)$", makefile, re.MULTILINE).group(1)
+    assert untested(old) is not None
+    storage = " ".join((ROOT / "docs" / "storage.md").read_text("utf-8").split())
+    assert "**Which Chroma versions erase:** " + ", ".join(
+        f"{series}.x" for series in TESTED_CHROMA) + " only" in storage
+    assert f"Chroma {old}" in storage and old in (ROOT / "pyproject.toml").read_text("utf-8")
 
 
 def test_a_forget_on_a_tested_version_erases_and_says_so(tmp_path):
