@@ -274,12 +274,14 @@ def forget(
             confirm_all(stream.persona, len(stream))
         report = stream.forget_all(dry_run=dry_run)
     else:
-        selectors.update(window.filters(stream.clock()))
-        selectors.pop("min_poignancy")
-        selectors["expired"] = expired
+        times = window.filters(stream.clock())  # relative times read at the persona's clock
         try:
-            report = stream.forget(node_ids or (), keep_derived=keep_derived, dry_run=dry_run,
-                                   **selectors)
+            report = stream.forget(
+                node_ids or (), created_after=times["created_after"],
+                created_before=times["created_before"], types=times["types"],
+                conversation=conversation, speaker=speaker, text=text, expired=expired,
+                keep_derived=keep_derived, dry_run=dry_run,
+            )
         except ValidationError as e:
             raise renamed(e, _FORGET_OPTIONS.get(e.field or "", e.field or "node_ids")) from None
     if as_json:

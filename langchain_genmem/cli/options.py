@@ -42,16 +42,30 @@ if TYPE_CHECKING:
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-# The choices typer shows, made from the one declaration of the modes (core.modes).
-RecencyMode = Enum("RecencyMode", {m: m for m in RECENCY_MODES}, type=str, module=__name__)
+# The choices typer shows, made from the one declaration of the modes (core.modes) and of
+# the node types. A type checker reads the members of Enum() only from a literal; to it
+# each is a str Enum, its members known at run time.
+if TYPE_CHECKING:
+    class RecencyMode(str, Enum):
+        """The recency modes."""
+
+    class Relevance(str, Enum):
+        """The relevance signals."""
+
+    class TimeInQuery(str, Enum):
+        """What a time named in the query does."""
+
+    class NodeKind(str, Enum):
+        """The kinds of memory ``genmem add`` writes."""
+else:
+    RecencyMode = Enum("RecencyMode", {m: m for m in RECENCY_MODES}, type=str, module=__name__)
+    Relevance = Enum("Relevance", {m: m for m in RELEVANCE_MODES}, type=str, module=__name__)
+    TimeInQuery = Enum("TimeInQuery", {m: m for m in TIME_IN_QUERY_MODES}, type=str,
+                       module=__name__)
+    NodeKind = Enum("NodeKind", [(t, t) for t in NODE_TYPES], type=str, module=__name__)
 RecencyMode.__doc__ = "The recency modes of :class:`~langchain_genmem.GenerativeAgentsRetriever`."
-Relevance = Enum("Relevance", {m: m for m in RELEVANCE_MODES}, type=str, module=__name__)
 Relevance.__doc__ = "The relevance signals of :class:`~langchain_genmem.GenerativeAgentsRetriever`."
-TimeInQuery = Enum("TimeInQuery", {m: m for m in TIME_IN_QUERY_MODES}, type=str, module=__name__)
 TimeInQuery.__doc__ = "What a time named in the query does (``time_in_query``)."
-
-
-NodeKind = Enum("NodeKind", [(t, t) for t in NODE_TYPES], type=str, module=__name__)  # type: ignore[misc]
 NodeKind.__doc__ = "The kinds of memory ``genmem add`` writes: those of ``NODE_TYPES``."
 
 
@@ -229,23 +243,21 @@ class RetrievalOptions:
         Raises:
             ValidationError: a bad value, naming the option.
         """
-        given = {
-            "created_after": _when(self.since, "--since", now),
-            "created_before": _when(self.until, "--until", now),
-            "types": self.types or None,
-            "min_poignancy": self.min_poignancy,
-        }
+        after, before = _when(self.since, "--since", now), _when(self.until, "--until", now)
+        types = self.types or None
         option = {"created_after": "--since", "created_before": "--until", "types": "--type",
                   "min_poignancy": "--min-poignancy"}
         try:
-            make_filter(**given)
+            make_filter(created_after=after, created_before=before, types=types,
+                        min_poignancy=self.min_poignancy)
         except ValidationError as e:  # name the option, not the library's field
             if e.field == "created_before":  # the times are read: the window is empty
                 msg = (f"--until: {self.until!r} is not after --since {self.since!r} (--until "
                        "ends the window and is left out)")
                 raise ValidationError(msg, field="--until") from None
             raise renamed(e, option.get(e.field or "", "--type")) from None
-        return given
+        return {"created_after": after, "created_before": before, "types": types,
+                "min_poignancy": self.min_poignancy}
 
     def filter_options(self) -> str:
         """The candidate filter options given, as typed, e.g. ``--type chat --since 2023-02-13``.

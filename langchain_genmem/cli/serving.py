@@ -19,7 +19,7 @@ import sys
 from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -167,7 +167,7 @@ def openapi(
     ] = None,
 ) -> None:
     """Print the OpenAPI schema of `genmem serve`, ready for Dify's custom-tool import."""
-    def unused() -> Any:
+    def unused(*_: object) -> NoReturn:  # the pool's opener (of a persona) and backend
         raise ConfigurationError("the schema needs no store")
 
     from langchain_genmem.service.operations import MemoryService  # lazy: start-up time

@@ -338,6 +338,9 @@ class Forgetter:
             vector = vectors.get(key)
             if vector is None:
                 vector = cache.vector_of_key(key)
+                # make() embedded every key of the plan that the cache does not hold, and
+                # runs under the mirror's lock: the cache still holds the others
+                assert vector is not None
             out.append(StoredNode(node.model_copy(update={"embedding_key": key}), vector))
         return out
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -234,6 +234,14 @@ def make_filter(
         node_ids=None if node_ids is None else frozenset(_ids(node_ids)),
         node_mask=_node_mask(node_mask),
     )
+
+
+@overload
+def when(value: None, field: str) -> None: ...
+
+
+@overload
+def when(value: datetime | date | str, field: str) -> datetime: ...
 
 
 def when(value: datetime | date | str | None, field: str) -> datetime | None:

@@ -60,7 +60,7 @@ def parameters(
     for name, argument in arguments.items():
         info = model.model_fields[argument.field]
         kind = field_kind(model, argument.field)
-        annotation = Annotated[
+        annotation: Any = Annotated[  # a value built at run time, not a type alias
             info.rebuild_annotation(),
             BeforeValidator(lambda value, kind=kind: plain_value(value, kind)),
             Field(description=argument.description or info.description,

@@ -18,12 +18,13 @@ fields' descriptions.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
 from datetime import datetime
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -32,10 +33,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
 )
+from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
+from typing_extensions import Unpack
 
 from langchain_genmem.core.modes import (
     DECAY,
@@ -120,10 +123,30 @@ NO_NUL_PATTERN = r"^[^\u0000]*$"
 not silently changed)."""
 
 
+def text_info(description: str, max_length: int, *, min_length: int = 0) -> FieldInfo:
+    """A required free text's bounds, description and pattern, for ``Annotated[str, ...]``.
+
+    At most ``max_length`` characters, stated with no NUL; one that must hold something
+    (``min_length``) must not be blank either.
+
+    Args:
+        description: what the field holds.
+        max_length: the most characters.
+        min_length: the fewest characters.
+
+    Returns:
+        The field's bounds, description and stated pattern.
+    """
+    pattern = NOT_BLANK_PATTERN if min_length else NO_NUL_PATTERN
+    return Field(min_length=min_length, max_length=max_length, description=description,
+                 json_schema_extra={"pattern": pattern})
+
+
 def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any:
     """A required free text of at most ``max_length`` characters, stated with no NUL.
 
-    One that must hold something (``min_length``) must not be blank either.
+    Built at run time, so a type checker cannot read it as a type; a declaration writes
+    ``Annotated[str, text_info(...)]`` (:func:`text_info`).
 
     Args:
         description: what the field holds.
@@ -133,9 +156,7 @@ def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any
     Returns:
         The annotated ``str`` type.
     """
-    pattern = NOT_BLANK_PATTERN if min_length else NO_NUL_PATTERN
-    return Annotated[str, Field(min_length=min_length, max_length=max_length,
-                                description=description, json_schema_extra={"pattern": pattern})]
+    return Annotated[str, text_info(description, max_length, min_length=min_length)]
 
 
 def iso_time(value: Any) -> Any:
@@ -155,13 +176,65 @@ def iso_time(value: Any) -> Any:
             {"given": shown, "example": ISO_EXAMPLE}) from None
 
 
-def optional(json_type: str, inner: Any, description: str, pattern: str | None = None,
-             **bounds: float) -> Any:
-    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
+IsoTime = Annotated[datetime, BeforeValidator(iso_time)]
+"""A time: a ``datetime``, or its ISO text read by :func:`iso_time` (a date is its midnight)."""
 
-    A ``Literal`` inner type is listed as the schema's ``enum`` (still a plain string);
-    ``pattern`` states, in the schema only, a rule the field's validation enforces with its
-    own words (a free text states :data:`NO_NUL_PATTERN`).
+
+class Bounds(TypedDict, total=False):
+    """The bounds of an optional field, as pydantic ``Field`` arguments (:func:`optional_info`).
+
+    Attributes:
+        gt: the value must be greater than this.
+        ge: the value must be at least this.
+        le: the value must be at most this.
+        max_length: the text has at most this many characters.
+    """
+
+    gt: float
+    ge: float
+    le: float
+    max_length: int
+
+
+class _Stated:
+    """A ``json_schema_extra`` that shows an optional field as its plain type, not ``anyOf``.
+
+    Pydantic shows ``X | None`` as ``anyOf`` X or null; this puts the stated schema in its
+    place. The field's own title, description and default stay (a front end that words a
+    field its own way keeps its words).
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+
+    def __call__(self, json_schema: JsonDict) -> None:
+        json_schema.pop("anyOf", None)
+        for key, value in self.schema.items():
+            json_schema.setdefault(key, copy.deepcopy(value))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.schema!r})"
+
+
+def optional_info(json_type: str, inner: Any, description: str, pattern: str | None = None,
+                  **bounds: Unpack[Bounds]) -> FieldInfo:
+    """An optional field's bounds, description and schema, for ``Annotated[<inner> | None, ...]``.
+
+    The field is shown as a plain type (no ``anyOf``) and accepts ``null``; the bounds apply
+    to a value that is not ``None``. A ``Literal`` inner type is listed as the schema's
+    ``enum`` (still a plain string); ``pattern`` states, in the schema only, a rule the
+    field's validation enforces with its own words (a free text states
+    :data:`NO_NUL_PATTERN`). A time is declared as :data:`IsoTime`, with ``datetime`` here.
+
+    Args:
+        json_type: the schema's ``type``.
+        inner: the type of a value that is not ``None``.
+        description: what the field holds.
+        pattern: the pattern the schema states.
+        **bounds: the bounds, as pydantic ``Field`` arguments.
+
+    Returns:
+        The field's bounds, description and stated schema.
     """
     names = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "max_length": "maxLength"}
     schema: dict[str, Any] = {"type": json_type, "description": description}
@@ -174,12 +247,18 @@ def optional(json_type: str, inner: Any, description: str, pattern: str | None =
         schema["enum"] = list(get_args(inner))
     if json_type == "string" and inner is datetime:
         schema["format"] = "date-time"
-        inner = Annotated[datetime, BeforeValidator(iso_time)]
-    return Annotated[
-        Annotated[inner, Field(**bounds)] | None,
-        Field(description=description),
-        WithJsonSchema(schema),
-    ]
+    return Field(description=description, json_schema_extra=_Stated(schema), **bounds)
+
+
+def optional(json_type: str, inner: Any, description: str, pattern: str | None = None,
+             **bounds: Unpack[Bounds]) -> Any:
+    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
+
+    Built at run time, so a type checker cannot read it as a type; a declaration writes
+    ``Annotated[<inner> | None, optional_info(...)]`` (:func:`optional_info`, which see).
+    """
+    value = IsoTime if json_type == "string" and inner is datetime else inner
+    return Annotated[value | None, optional_info(json_type, inner, description, pattern, **bounds)]
 
 
 PersonaName = Annotated[
@@ -192,51 +271,51 @@ PersonaName = Annotated[
         json_schema_extra={"pattern": NAME_PATTERN},
     ),
 ]
-Weight = optional(
+Weight = Annotated[float | None, optional_info(
     "number", float, "Weight of this component (default: the persona's own, 1.0 unless changed).",
     ge=0.0, le=MAX_WEIGHT,
-)
-Decay = optional(
+)]
+Decay = Annotated[float | None, optional_info(
     "number", float, f"Recency decay per hour (or per rank), in {DECAY.text()} (default: the "
     f"persona's, {DEFAULT_RECENCY_DECAY} unless changed).", **DECAY.field(),
-)
-Poignancy = optional(
+)]
+Poignancy = Annotated[float | None, optional_info(
     "number", float, f"Importance from {POIGNANCY.low:g} (mundane, e.g. brushing teeth) to "
     f"{POIGNANCY.high:g} (poignant, e.g. a break-up); leave empty to let the server's chat model "
     "rate it (required when the server has no chat model).", **POIGNANCY.field(),
-)
-When = optional(
+)]
+When = Annotated[IsoTime | None, optional_info(
     "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
-)
-ShortText = optional("string", str, "", max_length=MAX_FIELD_CHARS)
-Since = optional(
+)]
+ShortText = Annotated[str | None, optional_info("string", str, "", max_length=MAX_FIELD_CHARS)]
+Since = Annotated[IsoTime | None, optional_info(
     "string", datetime, "Only memories created at or after this ISO time, e.g. '2023-02-13' "
     "(its midnight) or '2023-02-13 07:00:00' (default: no limit).",
-)
-Until = optional(
+)]
+Until = Annotated[IsoTime | None, optional_info(
     "string", datetime, "Only memories created before this ISO time, which must come after "
     "created_after; with created_after '2023-02-13' and created_before '2023-02-14' that day "
     "(default: no limit).",
-)
-Kinds = optional(
+)]
+Kinds = Annotated[str | None, optional_info(
     "string", str, f"Only memories of these types, comma-separated, each {TYPE_CHOICES}, e.g. "
     "'event,thought' (default: events and thoughts, the original's candidates; chats only "
     "when named).", pattern=TYPES_PATTERN, max_length=MAX_FIELD_CHARS,
-)
-Relevance = optional(
+)]
+Relevance = Annotated[RelevanceMode | None, optional_info(
     "string", RelevanceMode, f"The relevance signal: {describe(RELEVANCE)} (default: the "
     f"persona's setting, {DEFAULT_RELEVANCE_MODE} unless changed).",
-)
-LexicalWeight = optional(
+)]
+LexicalWeight = Annotated[float | None, optional_info(
     "number", float, "Share of the lexical signal in the hybrid relevance, 0 (dense only) to 1 "
     f"(lexical only) (default: the persona's setting, {DEFAULT_LEXICAL_WEIGHT} unless changed).",
     **LEXICAL_WEIGHT.field(),
-)
-IdleFilter = optional(
+)]
+IdleFilter = Annotated[bool | None, optional_info(
     "boolean", bool, "Leave out memories whose embedding key contains 'idle', as the original "
     "simulation does; false keeps them (e.g. 'the idle reactor') (default: the preset's, true "
     "for simulation, false for conversation).",
-)
+)]
 PresetField = Annotated[
     Preset,
     Field(description="Defaults of the scoring fields left empty: 'simulation' (the original's "
@@ -244,14 +323,14 @@ PresetField = Annotated[
           "memories: hybrid relevance alone, the time a question names narrows the "
           "candidates, idle memories kept)."),
 ]
-TimeInQueryField = optional(
+TimeInQueryField = Annotated[TimeInQuery | None, optional_info(
     "string", TimeInQuery, f"What a time the focal text names does: {describe(TIME_IN_QUERY)} "
     "(default: the preset's).",
-)
-MinPoignancy = optional(
+)]
+MinPoignancy = Annotated[float | None, optional_info(
     "number", float, "Only memories at least this important, 1..10 (default: no limit).",
     ge=0.0, le=MAX_WEIGHT,
-)
+)]
 
 
 

@@ -26,11 +26,12 @@ from langchain_genmem.operations.fields import (
     NODE_IDS_PATTERN,
     NOT_BLANK_PATTERN,
     TYPES_PATTERN,
+    IsoTime,
     PersonaName,
     Request,
     known_types,
     not_blank,
-    optional,
+    optional_info,
     split_list,
 )
 
@@ -44,36 +45,36 @@ class ForgetRequest(Request):
     """Forget memories of one persona: its node ids, or those a selector picks (both: AND)."""
 
     persona_name: PersonaName
-    node_ids: optional(
+    node_ids: Annotated[str | None, optional_info(
         "string", str, f"The memories to forget: comma-separated node ids, e.g. 'node_3, "
         f"node_7' (at most {MAX_FORGET_IDS}). With a selector, only those of them it picks.",
         pattern=NODE_IDS_PATTERN, max_length=MAX_IDS_CHARS,
-    ) = None
-    created_after: optional(
+    )] = None
+    created_after: Annotated[IsoTime | None, optional_info(
         "string", datetime, "Forget only memories created at or after this ISO time, e.g. "
         "'2023-02-13' (its midnight).",
-    ) = None
-    created_before: optional(
+    )] = None
+    created_before: Annotated[IsoTime | None, optional_info(
         "string", datetime, "Forget only memories created before this ISO time (after "
         "created_after).",
-    ) = None
-    types: optional(
+    )] = None
+    types: Annotated[str | None, optional_info(
         "string", str, f"Forget only memories of these types, comma-separated, each "
         f"{TYPE_CHOICES} (default: every type, chats too).", pattern=TYPES_PATTERN,
         max_length=MAX_FIELD_CHARS,
-    ) = None
-    conversation: optional(
+    )] = None
+    conversation: Annotated[str | None, optional_info(
         "string", str, "Forget only the turns of this conversation (its id, exactly).",
         pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
-    ) = None
-    speaker: optional(
+    )] = None
+    speaker: Annotated[str | None, optional_info(
         "string", str, "Forget only what this speaker said (exactly).",
         pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
-    ) = None
-    text: optional(
+    )] = None
+    text: Annotated[str | None, optional_info(
         "string", str, "Forget only memories whose description contains this text (any case; "
         "not blank).", pattern=NOT_BLANK_PATTERN, max_length=MAX_TEXT_CHARS,
-    ) = None
+    )] = None
     expired: Annotated[
         bool, Field(description="Forget only memories expired at the persona's clock (their "
                     "expiration passed).")

@@ -37,7 +37,7 @@ from langchain_genmem.operations.fields import (
     known_types,
     not_blank,
     split_list,
-    text_field,
+    text_info,
 )
 from langchain_genmem.retrieval.presets import DEFAULT_PRESET, preset_options
 
@@ -46,8 +46,10 @@ class RetrieveRequest(Request):
     """The Dify workflow's retrieval inputs: one focal text, every memory scored."""
 
     persona_name: PersonaName
-    focal_text: text_field("What to remember things about: a question, an event or a topic "
-                           "(not blank).", MAX_TEXT_CHARS, min_length=1)
+    focal_text: Annotated[str, text_info(
+        "What to remember things about: a question, an event or a topic (not blank).",
+        MAX_TEXT_CHARS, min_length=1,
+    )]
     top_k: Annotated[
         int, Field(ge=K_MIN, le=MAX_TOP_K, description="How many memories to return.")
     ] = RECALL_K
@@ -126,9 +128,9 @@ class KeywordRequest(Request):
     """The original's keyword retrieval for a perceived event (subject, predicate, object)."""
 
     persona_name: PersonaName
-    subject: text_field("Event subject.", MAX_FIELD_CHARS)
-    predicate: text_field("Event predicate.", MAX_FIELD_CHARS) = ""
-    object: text_field("Event object.", MAX_FIELD_CHARS) = ""
+    subject: Annotated[str, text_info("Event subject.", MAX_FIELD_CHARS)]
+    predicate: Annotated[str, text_info("Event predicate.", MAX_FIELD_CHARS)] = ""
+    object: Annotated[str, text_info("Event object.", MAX_FIELD_CHARS)] = ""
     limit: Annotated[
         int, Field(ge=K_MIN, le=MAX_TOP_K,
                    description="Most memories listed per type, newest first.")

@@ -30,14 +30,15 @@ from langchain_genmem.operations.fields import (
     NAME_PATTERN,
     NODE_IDS_PATTERN,
     Duration,
+    IsoTime,
     PersonaName,
     Poignancy,
     Request,
     When,
     not_blank,
-    optional,
+    optional_info,
     split_list,
-    text_field,
+    text_info,
 )
 
 
@@ -45,48 +46,50 @@ class MemoryItem(Request):
     """One memory to add, as flat fields."""
 
     type: Annotated[NodeType, Field(description=f"{TYPE_CHOICES}.")] = "event"
-    description: text_field("The memory in words (not blank).", MAX_TEXT_CHARS, min_length=1)
+    description: Annotated[str, text_info(
+        "The memory in words (not blank).", MAX_TEXT_CHARS, min_length=1
+    )]
     poignancy: Poignancy = None
-    subject: optional(
+    subject: Annotated[str | None, optional_info(
         "string", str, "Triple subject (default: the persona).", max_length=MAX_FIELD_CHARS
-    ) = None
-    predicate: optional(
+    )] = None
+    predicate: Annotated[str | None, optional_info(
         "string", str, "Triple predicate, e.g. 'is studying'.", max_length=MAX_FIELD_CHARS
-    ) = None
-    object: optional(
+    )] = None
+    object: Annotated[str | None, optional_info(
         "string", str, "Triple object, e.g. 'physics'.", max_length=MAX_FIELD_CHARS
-    ) = None
-    keywords: optional(
+    )] = None
+    keywords: Annotated[str | None, optional_info(
         "string", str, "Comma-separated keywords (default: from the triple).",
         max_length=MAX_FIELD_CHARS,
-    ) = None
-    evidence: optional(
+    )] = None
+    evidence: Annotated[str | None, optional_info(
         "string", str, "A thought's evidence: comma-separated node ids, e.g. 'node_3, node_7'.",
         pattern=NODE_IDS_PATTERN, max_length=MAX_FIELD_CHARS,
-    ) = None
+    )] = None
     created: When = None
-    expiration: optional(
+    expiration: Annotated[IsoTime | None, optional_info(
         "string", datetime, "ISO time the memory expires (default: never)."
-    ) = None
-    expires_in: optional(
+    )] = None
+    expires_in: Annotated[Duration | None, optional_info(
         "string", Duration, "How long after it was made the memory expires: seconds (a number) "
         "or a duration such as '30d', '12h', '90m', '45s' (default: never; not with "
         "expiration).", pattern=DURATION_PATTERN, max_length=MAX_DURATION_CHARS,
-    ) = None
-    supersedes: optional(
+    )] = None
+    supersedes: Annotated[str | None, optional_info(
         "string", str, "The memories this one corrects: comma-separated node ids, e.g. "
         "'node_3'; retrieval leaves them out from then on.", pattern=NODE_IDS_PATTERN,
         max_length=MAX_FIELD_CHARS,
-    ) = None
-    conversation: optional(
+    )] = None
+    conversation: Annotated[str | None, optional_info(
         "string", str, "The conversation this memory is a turn of (any id, e.g. a session, "
         "not blank, no control character); a turn is embedded with the turns before it.",
         pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
-    ) = None
-    speaker: optional(
+    )] = None
+    speaker: Annotated[str | None, optional_info(
         "string", str, "Who said the turn (not blank, no control character).",
         pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
-    ) = None
+    )] = None
 
     @field_validator("description")
     @classmethod

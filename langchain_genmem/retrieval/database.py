@@ -25,7 +25,7 @@ from langchain_genmem.core.timeutil import naive, to_epoch
 from langchain_genmem.memory.corrections import current_sql
 from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.retrieval.documents import memory_document
-from langchain_genmem.retrieval.report import RetrievalReport
+from langchain_genmem.retrieval.report import RetrievalReport, Skipped
 
 if TYPE_CHECKING:
     from langchain_genmem.numerics.candidate_filter import CandidateFilter
@@ -50,8 +50,9 @@ def retrieve_in_database(
         ValidationError: the stream's backend cannot rank (not PostgreSQL).
     """
     stream = retriever.memory_stream
-    backend = ranking_of(stream.backend)
-    if backend is None:
+    backend = stream.backend
+    ranker = ranking_of(backend)
+    if ranker is None:
         msg = (
             "score_in: 'database' needs a store that ranks (PostgreSQL) "
             "(MemoryStream(..., dsn='postgresql://...')); use score_in='process'"
@@ -63,13 +64,13 @@ def retrieve_in_database(
     vector = embed_query(stream.embeddings, query)
     cache, state = (None, stream.committed) if stream.lazy else stream.view()
     where = current_sql(flt.sql(), state) if retriever.leaves_out_superseded else flt.sql()
-    ranking = backend.rank(
+    ranking = ranker.rank(
         stream.persona, vector, k=k, mode=retriever.recency_mode,
         decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
         weights=retriever.effective_weights(state), now=now,
         include_expired=retriever.include_expired, where=where,
     )
-    skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
+    skipped: Skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
     if cache is not None:
         static = cache.candidates(chats=flt.chats)
         skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt, state)[3]

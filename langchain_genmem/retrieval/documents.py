@@ -17,7 +17,7 @@ def memory_document(
     recency: float,
     relevance: float,
     importance: float,
-    cosine: float,
+    cosine: float | None,
     rank: int,
     **extra: Any,
 ) -> Document:
@@ -30,7 +30,7 @@ def memory_document(
         recency: normalised recency.
         relevance: normalised relevance.
         importance: normalised importance.
-        cosine: raw cosine similarity to the query.
+        cosine: raw cosine similarity to the query (None: the relevance had no dense part).
         rank: its place in the result, from 0.
         **extra: more metadata.
 

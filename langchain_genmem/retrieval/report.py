@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 from langchain_core.documents import Document
 
 from langchain_genmem.retrieval.time_window import TimeWindow
 
-__all__ = ["RetrievalReport", "TimeUse"]
+__all__ = ["RetrievalReport", "Skipped", "TimeUse"]
 
 TimeUse = Literal["narrowed", "weighted", "no_memory_in_window"]
+
+
+class Skipped(TypedDict):
+    """How many memories a retrieval left out, and why: the report's counts of that name.
+
+    Each of the retrieval's Documents carries them too.
+    """
+
+    skipped_idle: int
+    skipped_expired: int
+    skipped_filtered: int
 
 
 @dataclass

@@ -60,7 +60,7 @@ from langchain_genmem.numerics.scoring import (
 )
 from langchain_genmem.retrieval.database import retrieve_in_database
 from langchain_genmem.retrieval.documents import memory_document
-from langchain_genmem.retrieval.report import RetrievalReport, TimeUse
+from langchain_genmem.retrieval.report import RetrievalReport, Skipped, TimeUse
 from langchain_genmem.retrieval.time_window import TimeWindow, find_time_window
 
 __all__ = ["WeightedRetrieval"]
@@ -428,7 +428,7 @@ class WeightedRetrieval(BaseModel):
     def pick_candidates(
         self, static: Any, cache: Any, now: float, flt: CandidateFilter | None = None,
         state: StreamState | None = None,
-    ) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, ...], dict[str, int]]:
+    ) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, ...], Skipped]:
         """The rows this retrieval scores, and how many memories were left out and why.
 
         Args:
@@ -448,9 +448,11 @@ class WeightedRetrieval(BaseModel):
         flt = self.candidate_filter() if flt is None else flt
         rows, importance = static.rows, static.importance
         cands_static = (static.type_code, static.node_count, static.poignancy)
-        skipped = {"skipped_idle": static.idle, "skipped_expired": 0, "skipped_filtered": 0}
+        skipped: Skipped = {"skipped_idle": static.idle, "skipped_expired": 0,
+                            "skipped_filtered": 0}
 
-        def narrow(keep: np.ndarray, reason: str) -> None:
+        def narrow(keep: np.ndarray, reason: Literal["skipped_expired", "skipped_filtered"]
+                   ) -> None:
             """Keep the rows ``keep`` marks; count the others as skipped for ``reason``."""
             nonlocal rows, importance, cands_static
             if keep.all():
@@ -499,7 +501,7 @@ class WeightedRetrieval(BaseModel):
         i: int,
         place: int,
         r: Ranking,
-        skipped: dict[str, int],
+        skipped: Skipped,
         *,
         with_dense: bool = True,
     ) -> Document:
