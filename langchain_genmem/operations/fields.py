@@ -104,7 +104,8 @@ _SPLIT = re.compile(r"[,，、;；\n]")
 
 _SEP = r"[,，、;；\n]"
 _GAP = r"[,，、;；\s]*"
-NAME_PATTERN = r"^(?=[\s\S]*\S)[^\u0000-\u001f\u007f-\u009f]+$"
+_NAME_CHAR = r"[^\u0000-\u001f\u007f-\u009f]"
+NAME_PATTERN = rf"^{_NAME_CHAR}*[^\s\u0000-\u001f\u007f-\u009f]{_NAME_CHAR}*$"
 """A persona, conversation or speaker name: not blank, no control character (the library's
 rule, :func:`~langchain_genmem.core.validation.persona_name`)."""
 NODE_ID_PATTERN = r"^node_[1-9][0-9]*$"
@@ -113,10 +114,13 @@ NODE_IDS_PATTERN = rf"^{_GAP}node_[1-9][0-9]*(\s*{_SEP}{_GAP}node_[1-9][0-9]*)*{
 """Node ids, each ``node_N`` (N from 1), separated by commas (also ``，``, ``、``, ``;``)."""
 TYPES_PATTERN = rf"^{_GAP}(event|thought|chat)(\s*{_SEP}{_GAP}(event|thought|chat))*{_GAP}$"
 """Memory types, each ``event``, ``thought`` or ``chat``, separated as node ids are."""
-NOT_BLANK_PATTERN = r"^(?=[\s\S]*\S)[^\u0000]*$"
+NOT_BLANK_PATTERN = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
 """A text with a character that is not a space (and no NUL)."""
-DURATION_PATTERN = (r"^\s*(?=[^1-9]*[1-9])(?:[0-9]+(?:\.[0-9]+)?\s*"
-                    r"|(?:[0-9]+(?:\.[0-9]+)?\s*[dhmsDHMS]\s*)+)$")
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_NOT_ZERO = r"(?:[0-9]*[1-9][0-9]*(?:\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)"
+_UNIT = r"\s*[dhmsDHMS]\s*"
+DURATION_PATTERN = (rf"^\s*(?:{_NOT_ZERO}\s*"
+                    rf"|(?:{_NUMBER}{_UNIT})*{_NOT_ZERO}{_UNIT}(?:{_NUMBER}{_UNIT})*)$")
 """A lifetime as text: seconds, or parts such as ``30d``, ``12h``, ``1d12h`` (not zero)."""
 NO_NUL_PATTERN = r"^[^\u0000]*$"
 """A free text: anything but NUL, which no store keeps (a request holding one is refused,
@@ -431,7 +435,8 @@ def plain_value(value: Any, kind: str | None) -> Any:
     if value is None:
         return value
     if isinstance(value, str) and "\x00" in value:
-        raise PydanticCustomError("nul_character", "must not contain NUL (\\u0000)")
+        raise PydanticCustomError("nul_character",
+                                  "must not hold the control character NUL (\\u0000)")
     if kind == "number" and isinstance(value, bool):
         raise PydanticCustomError("number_type", "expected a number, got {got}",
                                   {"got": json.dumps(value)})

@@ -53,9 +53,11 @@ def test_the_service_schema_lists_the_modes_and_ranges():
 
 def test_the_mcp_tool_lists_the_modes_for_a_model():
     pytest.importorskip("mcp")
+    from langchain_genmem.operations.derive import parameters
     from langchain_genmem.service import mcp
 
-    hints = typing.get_type_hints(mcp._Tools.recall, include_extras=True)
+    hints = {p.name: p.annotation for name in ("recall", "remember")
+             for p in parameters(*mcp.TOOL_ARGUMENTS[name])}
     schema = TypeAdapter(hints["relevance"]).json_schema()
     listed = [s for s in schema.get("anyOf", [schema]) if "enum" in s][0]["enum"]
     assert listed == list(RELEVANCE_MODES)

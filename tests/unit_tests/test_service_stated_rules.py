@@ -106,7 +106,7 @@ def test_free_texts_are_refused_exactly_when_the_pattern_says(client, text):
         r = client.post(path, json=body)
         assert (r.status_code == 200) == said, (path, text, r.text)
     if "\x00" in text:
-        assert "must not contain NUL" in r.json()["message"]
+        assert "must not hold the control character NUL" in r.json()["message"]
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/retrieve"), ("OPTIONS", "/personas/x"),
