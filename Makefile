@@ -67,6 +67,7 @@ postgres: $(STAMP)
 # older Chroma's environment: a test that needs it fails without it (run alone, it skips).
 test: $(STAMP) $(LG_STAMP) $(OLD_CHROMA_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy langchain_genmem
 	$(BIN)/python -m compileall -q langchain_genmem tests benchmarks examples
 	GENMEM_OLD_CHROMA_VENV=$(OLD_CHROMA_VENV) $(BIN)/python -m pytest -q -n 2 --dist worksteal
 
@@ -75,6 +76,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy langchain_genmem
 
 clean:
 	rm -rf $(VENV) $(LG_VENV) $(OLD_CHROMA_VENV) .pytest_cache build dist *.egg-info

@@ -332,6 +332,24 @@ class MemoryStream:
         cache = self.columns if columns is None else columns
         self._access.record(cache.node_number[np.asarray(rows, dtype=np.int64)], when)
 
+    def store_access(self, nodes: Sequence[MemoryNode], when: datetime) -> None:
+        """Store at once that ``nodes`` were accessed at ``when`` (a ranking in the database).
+
+        One write to the store (each access time moves to ``when`` where that is later; a
+        memory forgotten since has no record left to move), then the loaded columns and the
+        nodes themselves, so the next ranking, in the database or in process, sees it.
+
+        Args:
+            nodes: the memories returned (read from the store by the ranking).
+            when: the access time (naive UTC, the stream's clock).
+        """
+        epoch = to_epoch(when)
+        self.backend.write_access(self.persona, {n.node_id: epoch for n in nodes})
+        if not self.lazy:
+            self.columns.merge_access({n.node_count: epoch for n in nodes})
+        for node in nodes:
+            node.last_accessed = max(node.last_accessed, when)
+
     # ------------------------------------------------------------------ catching up
 
     def refresh(self) -> bool:

@@ -21,27 +21,49 @@ from typing import TYPE_CHECKING
 
 from langchain_genmem.backends.base import ranking_of
 from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import naive, to_epoch
+from langchain_genmem.memory.cache import NodeCache
 from langchain_genmem.memory.corrections import current_sql
 from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.retrieval.documents import memory_document
+from langchain_genmem.retrieval.plan import RankingPlan, pick_candidates
 from langchain_genmem.retrieval.report import RetrievalReport, Skipped
 
 if TYPE_CHECKING:
-    from langchain_genmem.numerics.candidate_filter import CandidateFilter
-    from langchain_genmem.retrieval.weighted import WeightedRetrieval
+    from langchain_genmem.memory.stream import MemoryStream
+
+Read = tuple[NodeCache | None, StreamState]
+"""What a ranking in the database reads of the stream: its columns (None for a lazy stream)
+and its committed state."""
+
+
+def database_read(stream: MemoryStream) -> Read:
+    """The stream caught up with the store, and the moment of it the ranking reads.
+
+    Pending access times are flushed first, so both ways of scoring see the same history.
+
+    Args:
+        stream: the stream (stored in PostgreSQL).
+
+    Returns:
+        Its columns (None for a lazy stream, which loads none) and its committed state.
+    """
+    stream.flush()
+    stream.refresh()
+    return (None, stream.committed) if stream.lazy else stream.view()
 
 
 def retrieve_in_database(
-    retriever: WeightedRetrieval, query: str, k: int, flt: CandidateFilter
+    stream: MemoryStream, query: str, plan: RankingPlan, read: Read
 ) -> RetrievalReport:
-    """Rank in the database and report as the in-process path does.
+    """Rank by ``plan`` in the database and report as the in-process path does.
 
     Args:
-        retriever: the retriever (its stream must be stored in PostgreSQL).
+        stream: the stream (stored in PostgreSQL).
         query: the focal point.
-        k: how many.
-        flt: the candidate filter (its SQL picks the candidates in the query).
+        plan: the ranking plan (its filter's SQL picks the candidates in the query).
+        read: what :func:`database_read` read of the stream.
 
     Returns:
         The report, with the documents.
@@ -49,42 +71,32 @@ def retrieve_in_database(
     Raises:
         ValidationError: the stream's backend cannot rank (not PostgreSQL).
     """
-    stream = retriever.memory_stream
-    backend = stream.backend
-    ranker = ranking_of(backend)
+    ranker = ranking_of(stream.backend)
     if ranker is None:
         msg = (
             "score_in: 'database' needs a store that ranks (PostgreSQL) "
             "(MemoryStream(..., dsn='postgresql://...')); use score_in='process'"
         )
         raise ValidationError(msg, field="score_in")
-    stream.flush()
-    stream.refresh()
+    cache, state = read
     now = naive(stream.clock())
     vector = embed_query(stream.embeddings, query)
-    cache, state = (None, stream.committed) if stream.lazy else stream.view()
-    where = current_sql(flt.sql(), state) if retriever.leaves_out_superseded else flt.sql()
+    flt = plan.filter
+    where = current_sql(flt.sql(), state) if plan.leaves_out_superseded else flt.sql()
     ranking = ranker.rank(
-        stream.persona, vector, k=k, mode=retriever.recency_mode,
-        decay=state.recency_decay if retriever.recency_decay is None else retriever.recency_decay,
-        weights=retriever.effective_weights(state), now=now,
-        include_expired=retriever.include_expired, where=where,
+        stream.persona, vector, k=plan.k, mode=plan.recency_mode, decay=plan.decay,
+        weights=plan.weights, now=now, include_expired=plan.include_expired, where=where,
     )
     skipped: Skipped = {"skipped_idle": 0, "skipped_expired": 0, "skipped_filtered": 0}
     if cache is not None:
-        static = cache.candidates(chats=flt.chats)
-        skipped = retriever.pick_candidates(static, cache, to_epoch(now), flt, state)[3]
+        static = cache.candidates(plan.idle_filter, chats=flt.chats)
+        skipped = pick_candidates(static, cache, to_epoch(now), plan, state)[3]
     if not ranking.rows:
-        status = "ok" if ranking.candidate_count or k <= 0 else "no_candidates"
+        status = "ok" if ranking.candidate_count or plan.k <= 0 else "no_candidates"
         return RetrievalReport(query=query, status=status, **skipped)
     nodes = [r.node for r in ranking.rows]
-    if retriever.update_access:
-        # stored at once; a memory forgotten since the ranking's snapshot has no row left
-        backend.write_access(stream.persona, {n.node_id: to_epoch(now) for n in nodes})
-        if not stream.lazy:
-            stream.columns.merge_access({n.node_count: to_epoch(now) for n in nodes})
-        for n in nodes:
-            n.last_accessed = max(n.last_accessed, now)
+    if plan.record_access:
+        stream.store_access(nodes, now)
     docs = [
         memory_document(stream.persona, n, score=r.score, recency=r.recency,
                         relevance=r.relevance, importance=r.importance, cosine=r.cosine,
@@ -96,7 +108,7 @@ def retrieve_in_database(
         query=query,
         status="ok",
         documents=docs,
-        accessed_ids=[n.node_id for n in nodes] if retriever.update_access else [],
+        accessed_ids=[n.node_id for n in nodes] if plan.record_access else [],
         candidate_count=ranking.candidate_count,
         min_score=ranking.min_score,
         max_score=ranking.rows[0].score,

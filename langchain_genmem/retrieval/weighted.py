@@ -38,7 +38,6 @@ from langchain_genmem.core.recall_sizes import RECALL_K
 from langchain_genmem.core.state import StreamState
 from langchain_genmem.core.timeutil import to_epoch
 from langchain_genmem.memory.cache import NodeCache
-from langchain_genmem.memory.corrections import current
 from langchain_genmem.memory.query_cache import embed_query
 from langchain_genmem.memory.stream import MemoryStream
 from langchain_genmem.numerics.candidate_filter import (
@@ -58,8 +57,9 @@ from langchain_genmem.numerics.scoring import (
     exact_cosine,
     rank,
 )
-from langchain_genmem.retrieval.database import retrieve_in_database
+from langchain_genmem.retrieval.database import database_read, retrieve_in_database
 from langchain_genmem.retrieval.documents import memory_document
+from langchain_genmem.retrieval.plan import RankingPlan, pick_candidates
 from langchain_genmem.retrieval.report import RetrievalReport, Skipped, TimeUse
 from langchain_genmem.retrieval.time_window import TimeWindow, find_time_window
 
@@ -259,30 +259,32 @@ class WeightedRetrieval(BaseModel):
         # taken once, and rows never move under the columns taken (a forget makes new
         # ones), so ranks, access times and documents all name the same memories.
         cache, state = stream.view()
-        mode, share = self.effective_relevance(state)
+        plan = self.plan(k, flt, state)
+        mode, share = plan.relevance, plan.lexical_share
         window = self.query_window(query)
         now = to_epoch(stream.clock())
-        static = cache.candidates(self.idle_filter, chats=flt.chats)
+        static = cache.candidates(plan.idle_filter, chats=flt.chats)
         # Rows up to the candidates' size only: a write from another thread may append
         # nodes while this retrieval reads.
         n = static.n
         use: TimeUse | None = None
         if window is not None and self.time_in_query == "narrow":
-            picked = self.pick_candidates(static, cache, now, _within(flt, window), state)
+            narrowed = dataclasses.replace(plan, filter=_within(flt, window))
+            picked = pick_candidates(static, cache, now, narrowed, state)
             use = "narrowed" if picked[0].size else "no_memory_in_window"
         if use != "narrowed":
-            picked = self.pick_candidates(static, cache, now, flt, state)
+            picked = pick_candidates(static, cache, now, plan, state)
         rows, importance, cands_static, skipped = picked
         if rows.size == 0:
             return _timed(RetrievalReport(query=query, status="no_candidates", **skipped),
                           window, use)
-        weights = self.effective_weights(state)
+        weights = plan.weights
         bonus = None
         if window is not None and self.time_in_query == "weight":
             bonus, use = self._time_bonus(window, cache.created[rows], weights), "weighted"
         bm25, ceiling = (None, 0.0) if mode == "dense" else (
             stream.lexical_index(cache).scores_and_ceiling(query, rows))
-        if self.scale == "absolute":  # poignancy / 10, not min-max over these candidates
+        if plan.scale == "absolute":  # poignancy / 10, not min-max over these candidates
             importance = None
         pick = slice(0, n) if rows.size == n else rows  # all rows candidates: no gathers
         if mode == "lexical":  # no dense part: no query embedding
@@ -297,21 +299,20 @@ class WeightedRetrieval(BaseModel):
             poignancy=cands_static[2],
             cosine=cosine,
         )
-        decay = state.recency_decay if self.recency_decay is None else self.recency_decay
         order = None
-        if self.recency_mode == "reverie":
+        if plan.recency_mode == "reverie":
             # the order of every memory, idle or not, chats too: one order kept for all
             everything = cache.access_order(cache.candidates(idle_filter=False, chats=True))
             order = _candidate_positions(everything, rows, cache.n)
         raw_recency, recency_error, exact_recency = approximate_recency(
-            cands, self.recency_mode, decay, now, order)
+            cands, plan.recency_mode, plan.decay, now, order)
         ranked = rank(cands, raw_recency, weights, k, exact, error, importance,
                       overwrite=True,  # both arrays are this call's own
                       relevance=mode, lexical_weight=share, bm25=bm25, bonus=bonus,
                       recency_error=recency_error, exact_recency=exact_recency,
-                      scale=self.scale, lexical_max=ceiling)
+                      scale=plan.scale, lexical_max=ceiling)
         best, scored = ranked.best, ranked.scored
-        if self.update_access and best.size:
+        if plan.record_access and best.size:
             stream.record_access(rows[best], now, columns=cache)
         docs = [
             self._document(cache, rows[i], i, place, ranked, skipped,
@@ -323,7 +324,7 @@ class WeightedRetrieval(BaseModel):
             query=query,
             status="ok",
             documents=docs,
-            accessed_ids=accessed if self.update_access else [],
+            accessed_ids=accessed if plan.record_access else [],
             candidate_count=int(rows.size),
             min_score=float(scored.score.min()),
             max_score=float(scored.score.max()),
@@ -334,15 +335,19 @@ class WeightedRetrieval(BaseModel):
 
     def _in_database(self, query: str, k: int, flt: CandidateFilter) -> RetrievalReport:
         """Rank in the database (``score_in="database"``), narrowed to a named time first."""
-        mode, _ = self.effective_relevance()
-        self._check_database(mode)
+        stream = self.memory_stream
+        self._check_database(self.effective_relevance()[0])
+        read = database_read(stream)
+        plan = self.plan(k, flt, read[1])
         window = self.query_window(query)
         if window is None:
-            return retrieve_in_database(self, query, k, flt)
-        report = retrieve_in_database(self, query, k, _within(flt, window))
+            return retrieve_in_database(stream, query, plan, read)
+        narrowed = dataclasses.replace(plan, filter=_within(flt, window))
+        report = retrieve_in_database(stream, query, narrowed, read)
         if report.candidate_count:
             return _timed(report, window, "narrowed")
-        return _timed(retrieve_in_database(self, query, k, flt), window, "no_memory_in_window")
+        return _timed(retrieve_in_database(stream, query, plan, read), window,
+                      "no_memory_in_window")
 
     def query_window(self, query: str) -> TimeWindow | None:
         """The period the query names, as this retriever reads it at the stream's clock.
@@ -431,6 +436,8 @@ class WeightedRetrieval(BaseModel):
     ) -> tuple[np.ndarray, np.ndarray | None, tuple[np.ndarray, ...], Skipped]:
         """The rows this retrieval scores, and how many memories were left out and why.
 
+        :func:`~langchain_genmem.retrieval.plan.pick_candidates` with this retriever's plan.
+
         Args:
             static: the cache's candidate columns (``cache.candidates(idle_filter,
                 chats=flt.chats)``).
@@ -440,37 +447,32 @@ class WeightedRetrieval(BaseModel):
             state: the committed state read with ``cache`` (None: the stream's now).
 
         Returns:
-            The candidate rows, their normalised importance (None when it must be
-            recomputed), their (type code, node count, poignancy) columns, and the counts
-            ``skipped_idle``, ``skipped_expired`` and ``skipped_filtered`` (a memory both
-            expired and filtered out counts as expired).
+            What :func:`~langchain_genmem.retrieval.plan.pick_candidates` returns.
         """
-        flt = self.candidate_filter() if flt is None else flt
-        rows, importance = static.rows, static.importance
-        cands_static = (static.type_code, static.node_count, static.poignancy)
-        skipped: Skipped = {"skipped_idle": static.idle, "skipped_expired": 0,
-                            "skipped_filtered": 0}
+        state = self.memory_stream.committed if state is None else state
+        plan = self.plan(self.k, self.candidate_filter() if flt is None else flt, state)
+        return pick_candidates(static, cache, now, plan, state)
 
-        def narrow(keep: np.ndarray, reason: Literal["skipped_expired", "skipped_filtered"]
-                   ) -> None:
-            """Keep the rows ``keep`` marks; count the others as skipped for ``reason``."""
-            nonlocal rows, importance, cands_static
-            if keep.all():
-                return
-            skipped[reason] += int(rows.size - keep.sum())
-            rows, importance = rows[keep], None
-            cands_static = tuple(col[keep] for col in cands_static)
+    def plan(self, k: int, flt: CandidateFilter, state: StreamState) -> RankingPlan:
+        """This retriever's ranking plan for one call, resolved against ``state``.
 
-        if static.any_expiration and not self.include_expired and self.recency_mode != "reverie":
-            narrow(cache.expiration[rows] > now, "skipped_expired")
-        if self.leaves_out_superseded:
-            held = self.memory_stream.committed if state is None else state
-            narrow(current(cands_static[1], held), "skipped_filtered")
-        if flt.active:
-            type_code, node_count, poignancy = cands_static
-            narrow(flt.mask(cache.created[rows], type_code, poignancy, node_count),
-                   "skipped_filtered")
-        return rows, importance, cands_static, skipped
+        Args:
+            k: how many memories.
+            flt: the call's candidate filter.
+            state: the persona's committed state the read took.
+
+        Returns:
+            The frozen plan both rankers take.
+        """
+        mode, share = self.effective_relevance(state)
+        return RankingPlan(
+            k=k, recency_mode=self.recency_mode,
+            decay=state.recency_decay if self.recency_decay is None else self.recency_decay,
+            weights=self.effective_weights(state), relevance=mode, lexical_share=share,
+            filter=flt, include_expired=self.include_expired,
+            leaves_out_superseded=self.leaves_out_superseded, idle_filter=self.idle_filter,
+            record_access=self.update_access, scale=self.scale,
+        )
 
     @property
     def leaves_out_superseded(self) -> bool:
