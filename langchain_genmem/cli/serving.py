@@ -11,12 +11,16 @@ extra.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import ipaddress
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -29,6 +33,7 @@ from langchain_genmem.cli.options import ScoreIn, ScoreInOption
 from langchain_genmem.cli.store import CHROMA_FILE, Store, store_of
 from langchain_genmem.core.errors import ConfigurationError, ValidationError
 from langchain_genmem.core.extras import require_extra
+from langchain_genmem.operations.fields import BODY_TIMEOUT, HEADER_TIMEOUT
 from langchain_genmem.service.readiness import DEFAULT_STORE_TIMEOUT
 from langchain_genmem.service.security import KEY_VARIABLE, KeyRing, check_listen
 from langchain_genmem.service.streams import DEFAULT_MAX_OPEN, StreamPool
@@ -98,6 +103,81 @@ StoreTimeout = Annotated[
         "while the store is known to be down, requests answer at once.",
     ),
 ]
+HeaderTimeout = Annotated[
+    float,
+    typer.Option("--header-timeout", min=0.001, help="Most seconds a connection may take to "
+                 "send a request's headers (once open, or after a response); a slower one is "
+                 "closed."),
+]
+BodyTimeout = Annotated[
+    float,
+    typer.Option("--body-timeout", min=0.001, help="Most seconds a request may take to send "
+                 "its whole body; a slower one answers 408."),
+]
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The options ``genmem serve`` and ``genmem mcp`` share, declared once.
+
+    Their help is the ``Annotated`` aliases above; :func:`server_command` adds them to a
+    command.
+    """
+
+    host: str
+    api_key: list[str] | None
+    keys_file: Path | None
+    model: str | None
+    base_url: str | None
+    score_in: ScoreIn
+    max_open_personas: int
+    create: bool
+    forget_expired_every: float | None
+    store_timeout: float
+    header_timeout: float
+    body_timeout: float
+
+
+_SERVER_OPTIONS = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                      default=default)
+    for name, annotation, default in (
+        ("host", Host, "127.0.0.1"), ("api_key", ApiKeys, None), ("keys_file", KeysFile, None),
+        ("model", Model, None), ("base_url", BaseUrl, None),
+        ("score_in", ScoreInOption, ScoreIn.process),
+        ("max_open_personas", MaxOpen, DEFAULT_MAX_OPEN), ("create", Create, False),
+        ("forget_expired_every", ForgetExpiredEvery, None),
+        ("store_timeout", StoreTimeout, DEFAULT_STORE_TIMEOUT),
+        ("header_timeout", HeaderTimeout, HEADER_TIMEOUT),
+        ("body_timeout", BodyTimeout, BODY_TIMEOUT),
+    )
+]
+
+
+def server_command(fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn(ctx, server=ServerOptions, ...)`` as a command taking the shared server options.
+
+    Args:
+        fn: the command; its own parameters come first in its help.
+
+    Returns:
+        The command, its signature the command's own parameters and the shared options.
+    """
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+           if p.name != "server"]
+    names = [p.name for p in _SERVER_OPTIONS]
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> None:
+        shared = ServerOptions(**{name: kwargs.pop(name) for name in names})
+        fn(server=shared, **kwargs)
+
+    params = [*own, *_SERVER_OPTIONS]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
 WILDCARD_SHOWN_AS = {4: "127.0.0.1", 6: "::1"}
 """What a client on this machine reaches a server listening on every address (``0.0.0.0``,
 ``::``) at: that is the URL messages give, never the wildcard itself."""
@@ -111,12 +191,11 @@ class Transport(str, Enum):
 
 
 @app.command()
+@server_command
 def serve(
     ctx: typer.Context,
-    host: Host = "127.0.0.1",
+    server: ServerOptions,
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port.")] = 8000,
-    api_key: ApiKeys = None,
-    keys_file: KeysFile = None,
     public_url: Annotated[
         str | None,
         typer.Option(
@@ -126,30 +205,23 @@ def serve(
             "wildcard HOST such as 0.0.0.0 shown as 127.0.0.1).",
         ),
     ] = None,
-    model: Model = None,
-    base_url: BaseUrl = None,
-    score_in: ScoreInOption = ScoreIn.process,
-    max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
-    create: Create = False,
-    forget_expired_every: ForgetExpiredEvery = None,
-    store_timeout: StoreTimeout = DEFAULT_STORE_TIMEOUT,
 ) -> None:
     """Serve the memory over HTTP (FastAPI): the Dify workflow's /retrieve, importable by Dify."""
-    keys = _keys(api_key, keys_file)
+    keys = _keys(server.api_key, server.keys_file)
 
-    check_listen(host, keys)
-    store_of(ctx).request_timeout = store_timeout
-    service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
-    url = client_url(host, port, public_url)
-    where = _open_store(store_of(ctx), "genmem serve", url, create=create)
-    app_ = _http_app(service, keys, url)
-    uvicorn = _uvicorn()
+    check_listen(server.host, keys)
+    store_of(ctx).request_timeout = server.store_timeout
+    service = _service(ctx, server)  # reads nothing yet
+    url = client_url(server.host, port, public_url)
+    where = _open_store(store_of(ctx), "genmem serve", url, create=server.create)
+    app_ = _http_app(service, keys, url, server)
     _log_service("genmem serve")
     _say_without_model(service, "/reflect")
     typer.echo(f"genmem serve: {where} at {url} (docs: {url}/docs; listening on "
-               f"{_url(host, port)}; {len(keys.keys)} API key(s); stop with Ctrl-C)", err=True)
-    with _sweeping(service, forget_expired_every):
-        uvicorn.run(app_, host=host, port=port, log_level="warning")
+               f"{_url(server.host, port)}; {len(keys.keys)} API key(s); stop with Ctrl-C)",
+               err=True)
+    with _sweeping(service, server.forget_expired_every):
+        _run(app_, server, port)
 
 
 @app.command()
@@ -183,50 +255,51 @@ def openapi(
 
 
 @app.command("mcp")
+@server_command
 def mcp_(
     ctx: typer.Context,
+    server: ServerOptions,
     transport: Annotated[
         Transport,
         typer.Option("--transport", help="stdio (the client starts genmem) or http "
                      "(streamable HTTP on /mcp)."),
     ] = Transport.stdio,
-    host: Host = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="HTTP port.")] = 8001,
-    api_key: ApiKeys = None,
-    keys_file: KeysFile = None,
-    model: Model = None,
-    base_url: BaseUrl = None,
-    score_in: ScoreInOption = ScoreIn.process,
-    max_open_personas: MaxOpen = DEFAULT_MAX_OPEN,
-    create: Create = False,
-    forget_expired_every: ForgetExpiredEvery = None,
-    store_timeout: StoreTimeout = DEFAULT_STORE_TIMEOUT,
 ) -> None:
     """Serve MCP tools: remember, recall, recall_keywords, reflect, persona_stats, forget."""
-    keys = _keys(api_key, keys_file)
+    keys = _keys(server.api_key, server.keys_file)
     from langchain_genmem.service import check_listen, create_mcp_server  # lazy: optional extra
 
     if transport is Transport.http:
-        check_listen(host, keys)
-    store_of(ctx).request_timeout = store_timeout
+        check_listen(server.host, keys)
+    store_of(ctx).request_timeout = server.store_timeout
     http = transport is Transport.http
-    service = _service(ctx, model, base_url, score_in, max_open_personas)  # reads nothing yet
-    url = f"{client_url(host, port)}/mcp" if http else None
-    where = _open_store(store_of(ctx), "genmem mcp", url, create=create)
-    server = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
-                               host=host, port=port)
+    service = _service(ctx, server)  # reads nothing yet
+    url = f"{client_url(server.host, port)}/mcp" if http else None
+    where = _open_store(store_of(ctx), "genmem mcp", url, create=server.create)
+    mcp = create_mcp_server(service, default_persona=store_of(ctx).persona, keys=keys,
+                            host=server.host, port=port)
     _log_service("genmem mcp")
     _say_without_model(service, "the reflect tool")
     from langchain_genmem.service.mcp import mcp_http_app, run_stdio  # lazy: optional extra
 
     if transport is Transport.stdio:
-        with _sweeping(service, forget_expired_every):
-            run_stdio(server)
+        with _sweeping(service, server.forget_expired_every):
+            run_stdio(mcp)
         return
 
-    typer.echo(f"genmem mcp: {where} at {url} (listening on {_url(host, port)})", err=True)
-    with _sweeping(service, forget_expired_every):
-        _uvicorn().run(mcp_http_app(server), host=host, port=port, log_level="warning")
+    typer.echo(f"genmem mcp: {where} at {url} (listening on {_url(server.host, port)})",
+               err=True)
+    with _sweeping(service, server.forget_expired_every):
+        _run(mcp_http_app(mcp, body_timeout=server.body_timeout), server, port)
+
+
+def _run(app_: Any, server: ServerOptions, port: int) -> None:
+    """Serve ``app_`` with uvicorn, slow clients cut off after the header deadline."""
+    from langchain_genmem.service.slow_clients import header_protocol  # lazy: optional extra
+
+    _uvicorn().run(app_, host=server.host, port=port, log_level="warning",
+                   http=header_protocol(server.header_timeout))
 
 
 def _sweeping(service: MemoryService, every: float | None) -> AbstractContextManager[Any]:
@@ -250,14 +323,12 @@ def _keys(api_key: list[str] | None, keys_file: Path | None) -> KeyRing:
     return KeyRing.from_options(api_key or (), keys_file)
 
 
-def _service(
-    ctx: typer.Context, model: str | None, base_url: str | None, score_in: ScoreIn,
-    max_open: int,
-) -> MemoryService:
+def _service(ctx: typer.Context, server: ServerOptions) -> MemoryService:
     from langchain_genmem.service.operations import create_service  # lazy: start-up time
 
-    return create_service(store_of(ctx), model=_chat_model(model, base_url),
-                          score_in=score_in.value, max_open_personas=max_open)
+    return create_service(store_of(ctx), model=_chat_model(server.model, server.base_url),
+                          score_in=server.score_in.value,
+                          max_open_personas=server.max_open_personas)
 
 
 def _open_store(store: Store, command: str, url: str | None, *, create: bool) -> str:
@@ -336,11 +407,15 @@ def _say_without_model(service: MemoryService, reflect: str) -> None:
               "unavailable and memories need a poignancy", file=sys.stderr)
 
 
-def _http_app(service: MemoryService, keys: KeyRing, public_url: str) -> Any:
+def _http_app(service: MemoryService, keys: KeyRing, public_url: str,
+              server: ServerOptions | None = None) -> Any:
     require_extra("fastapi", "service", "genmem serve")
     from langchain_genmem.service.http import create_app  # lazy: optional extra
 
-    return create_app(service, keys=keys, public_url=public_url)
+    if server is None:  # the schema only
+        return create_app(service, keys=keys, public_url=public_url)
+    return create_app(service, keys=keys, public_url=public_url,
+                      header_timeout=server.header_timeout, body_timeout=server.body_timeout)
 
 
 def _uvicorn() -> Any:

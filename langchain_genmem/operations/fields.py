@@ -83,6 +83,11 @@ MAX_WEIGHT = 1000.0
 """Largest retrieval weight."""
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """Largest request body (413 beyond it)."""
+HEADER_TIMEOUT = 10.0
+"""Seconds a connection has to send a request's headers, once open or after a response
+(closed beyond it)."""
+BODY_TIMEOUT = 60.0
+"""Seconds a request has to send its whole body (408 beyond it): 4 MB at about 70 KB/s."""
 
 LIMITS: dict[str, float] = {
     "persona_name characters": MAX_PERSONA_CHARS,
@@ -96,6 +101,8 @@ LIMITS: dict[str, float] = {
     "expires_in characters": MAX_DURATION_CHARS,
     "weights": MAX_WEIGHT,
     "request body bytes": MAX_BODY_BYTES,
+    "header seconds": HEADER_TIMEOUT,
+    "body seconds": BODY_TIMEOUT,
 }
 """Every limit, as the README and ``GET /healthz`` state them."""
 

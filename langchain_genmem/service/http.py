@@ -71,6 +71,8 @@ from langchain_genmem.service.operations import (
 )
 from langchain_genmem.service.readiness import Ready, check_store, retry_headers
 from langchain_genmem.service.schemas import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
     LIMITS,
     MAX_BODY_BYTES,
     MAX_PERSONA_CHARS,
@@ -93,6 +95,7 @@ from langchain_genmem.service.schemas import (
     RetrieveResponse,
 )
 from langchain_genmem.service.security import ApiKey, KeyRing
+from langchain_genmem.service.slow_clients import BodyDeadline
 
 require_extra("fastapi", "service", "genmem serve")
 
@@ -127,6 +130,8 @@ Responses = dict[int | str, dict[str, Any]]
 _ERRORS: Responses = {
     401: {"model": ErrorReply, "description": "No valid API key."},
     403: {"model": ErrorReply, "description": "The key may not use this persona."},
+    408: {"model": ErrorReply, "description": "The request body took longer than its "
+          "deadline (body seconds in /healthz)."},
     413: {"model": ErrorReply, "description": "The request body is over the limit."},
     422: {"model": ErrorReply, "description": "Bad input; names the field."},
     503: {"model": ErrorReply, "description": "The store (or the chat model) is unavailable."},
@@ -169,6 +174,8 @@ def create_app(
     api_keys: Sequence[str] = (),
     public_url: str = DEFAULT_PUBLIC_URL,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout: float = BODY_TIMEOUT,
+    header_timeout: float = HEADER_TIMEOUT,
 ) -> FastAPI:
     """The FastAPI app over a memory service.
 
@@ -180,6 +187,10 @@ def create_app(
         public_url: the URL clients reach the server at (``servers[0].url`` of the schema,
             which Dify calls).
         max_body_bytes: the largest request body (413 beyond).
+        body_timeout: the most seconds a request's body may take (408 beyond).
+        header_timeout: the header deadline the server runs with
+            (:func:`~langchain_genmem.service.slow_clients.header_protocol`), as
+            ``/healthz`` shows it.
 
     Returns:
         The app; ``app.state.service`` is the service.
@@ -203,7 +214,10 @@ def create_app(
     )
     app.state.service = service
     app.state.keys = ring
+    app.state.limits = {**LIMITS, "request body bytes": max_body_bytes,
+                        "body seconds": body_timeout, "header seconds": header_timeout}
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(BodyDeadline, seconds=body_timeout)
     _add_error_handlers(app)
     _add_routes(app, service)
     _add_docs(app)
@@ -379,7 +393,7 @@ def _add_routes(app: FastAPI, service: MemoryService) -> None:
     @app.get("/healthz", operation_id="health", responses=_ANYONE)
     def health() -> Health:
         """Liveness, the version, the input limits and the open personas (no key needed)."""
-        return Health(status="ok", version=app.version, limits=LIMITS,
+        return Health(status="ok", version=app.version, limits=app.state.limits,
                       open_personas=service.streams.open_count,
                       max_open_personas=service.streams.max_open)
 

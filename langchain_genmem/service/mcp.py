@@ -35,7 +35,7 @@ from langchain_genmem.core.modes import RELEVANCE, describe
 from langchain_genmem.core.recall_sizes import SHOWN_RECALL_K
 from langchain_genmem.memory.idempotency import KEY_MAX_CHARS
 from langchain_genmem.operations.derive import Argument, declared_fields, parameters
-from langchain_genmem.operations.fields import MAX_PERSONA_CHARS
+from langchain_genmem.operations.fields import BODY_TIMEOUT, MAX_PERSONA_CHARS
 from langchain_genmem.operations.forget import ForgetRequest
 from langchain_genmem.operations.recall import KeywordRequest, RetrieveRequest
 from langchain_genmem.operations.remember import MemoryItem
@@ -44,6 +44,7 @@ from langchain_genmem.service.operations import MemoryService
 from langchain_genmem.service.readiness import retry_advice
 from langchain_genmem.service.schemas import ErrorReply
 from langchain_genmem.service.security import OPEN_ACCESS, ApiKey, KeyRing
+from langchain_genmem.service.slow_clients import BodyDeadline
 
 require_extra("mcp", "service", "genmem mcp")
 
@@ -115,7 +116,7 @@ def run_stdio(mcp: FastMCP) -> None:
         _stopped(mcp.genmem_service.close())  # type: ignore[attr-defined]
 
 
-def mcp_http_app(mcp: FastMCP) -> Any:
+def mcp_http_app(mcp: FastMCP, *, body_timeout: float = BODY_TIMEOUT) -> Any:
     """The streamable HTTP app of an MCP server, with its keys checked (401 without one).
 
     Client sessions come and go while the server runs; the persona streams are closed once,
@@ -125,6 +126,7 @@ def mcp_http_app(mcp: FastMCP) -> Any:
 
     Args:
         mcp: a server from :func:`create_mcp_server`.
+        body_timeout: the most seconds a request's body may take (408 beyond).
 
     Returns:
         An ASGI app serving ``/mcp``.
@@ -143,7 +145,7 @@ def mcp_http_app(mcp: FastMCP) -> Any:
 
     app.router.lifespan_context = lifespan
     quiet_sdk_noise()
-    return _RequireKey(app, mcp.genmem_keys)  # type: ignore[attr-defined]
+    return BodyDeadline(_RequireKey(app, mcp.genmem_keys), body_timeout)  # type: ignore[attr-defined]
 
 
 def _stopped(closed: int) -> None:

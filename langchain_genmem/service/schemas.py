@@ -23,7 +23,9 @@ from pydantic import AfterValidator, BaseModel, Field
 from langchain_genmem.core.modes import RecencyMode, RelevanceMode, TimeInQuery
 from langchain_genmem.core.nodes import NodeType
 from langchain_genmem.operations.fields import (  # noqa: F401 - the service's names for them
+    BODY_TIMEOUT,
     DURATION_PATTERN,
+    HEADER_TIMEOUT,
     LIMITS,
     MAX_BATCH,
     MAX_BATCH_CHARS,
