@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
@@ -173,7 +173,7 @@ def server_command(fn: Callable[..., None]) -> Callable[..., None]:
         fn(server=shared, **kwargs)
 
     params = [*own, *_SERVER_OPTIONS]
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    cast(Any, command).__signature__ = inspect.Signature(params)  # what typer reads
     command.__annotations__ = {p.name: p.annotation for p in params}
     return command
 
