@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import langchain_genmem
 from langchain_genmem.core import errors
 
@@ -52,3 +55,17 @@ def test_one_exception_root():
             assert issubclass(obj, errors.GenMemError), name
     assert issubclass(errors.ValidationError, ValueError)
     assert issubclass(errors.UnknownNodeError, KeyError)
+
+
+def test_what_type_checkers_read_is_what_the_package_exports():
+    """The ``TYPE_CHECKING`` imports of the package (for type checkers) name each exported
+    name once, from the module the package loads it from, and nothing else."""
+    tree = ast.parse(Path(langchain_genmem.__file__).read_text("utf-8"))
+    guarded = next(n for n in tree.body if isinstance(n, ast.If)
+                   and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    read = {(node.module, alias.name) for node in guarded.body
+            if isinstance(node, ast.ImportFrom) for alias in node.names
+            if alias.asname == alias.name}
+    exported = {(module, name) for module, names in langchain_genmem._EXPORTS.items()
+                for name in names}
+    assert read == exported
