@@ -89,27 +89,42 @@ HEADER_TIMEOUT = 10.0
 BODY_TIMEOUT = 60.0
 """Seconds a request has to send its whole body (408 beyond it): 4 MB at about 70 KB/s."""
 
-LIMITS: dict[str, float] = {
-    "persona_name characters": MAX_PERSONA_CHARS,
-    "description / focal_text characters": MAX_TEXT_CHARS,
-    "subject / predicate / object / keywords / evidence characters": MAX_FIELD_CHARS,
-    "top_k and limit": MAX_TOP_K,
-    "memories per batch": MAX_BATCH,
-    "description characters per batch": MAX_BATCH_CHARS,
-    "node ids per forget": MAX_FORGET_IDS,
-    "node_ids characters": MAX_IDS_CHARS,
-    "expires_in characters": MAX_DURATION_CHARS,
-    "weights": MAX_WEIGHT,
-    "request body bytes": MAX_BODY_BYTES,
-    "header seconds": HEADER_TIMEOUT,
-    "body seconds": BODY_TIMEOUT,
-}
-"""Every limit, as the README and ``GET /healthz`` state them."""
 
-_SPLIT = re.compile(r"[,，、;；\n]")
 
+def limits(*, body_bytes: int = MAX_BODY_BYTES, header_seconds: float = HEADER_TIMEOUT,
+           body_seconds: float = BODY_TIMEOUT) -> dict[str, float]:
+    """Every limit, as the README and ``GET /healthz`` state them.
+
+    Args:
+        body_bytes: the largest request body the server takes.
+        header_seconds: the header deadline the server runs with.
+        body_seconds: the body deadline the server runs with.
+
+    Returns:
+        The limits by name.
+    """
+    return {
+        "persona_name characters": MAX_PERSONA_CHARS,
+        "description / focal_text characters": MAX_TEXT_CHARS,
+        "subject / predicate / object / keywords / evidence characters": MAX_FIELD_CHARS,
+        "top_k and limit": MAX_TOP_K,
+        "memories per batch": MAX_BATCH,
+        "description characters per batch": MAX_BATCH_CHARS,
+        "node ids per forget": MAX_FORGET_IDS,
+        "node_ids characters": MAX_IDS_CHARS,
+        "expires_in characters": MAX_DURATION_CHARS,
+        "weights": MAX_WEIGHT,
+        "request body bytes": body_bytes,
+        "header seconds": header_seconds,
+        "body seconds": body_seconds,
+    }
+
+
+LIMITS = limits()
+"""Every limit at its default (:func:`limits`)."""
 
 _SEP = r"[,，、;；\n]"
+_SPLIT = re.compile(_SEP)
 _GAP = r"[,，、;；\s]*"
 _NAME_CHAR = r"[^\u0000-\u001f\u007f-\u009f]"
 NAME_PATTERN = rf"^{_NAME_CHAR}*[^\s\u0000-\u001f\u007f-\u009f]{_NAME_CHAR}*$"
@@ -153,21 +168,20 @@ def text_info(description: str, max_length: int, *, min_length: int = 0) -> Fiel
                  json_schema_extra={"pattern": pattern})
 
 
-def text_field(description: str, max_length: int, *, min_length: int = 0) -> Any:
-    """A required free text of at most ``max_length`` characters, stated with no NUL.
+def name_info(description: str) -> FieldInfo:
+    """An optional conversation or speaker name's bounds and stated rule (:data:`NAME_PATTERN`).
 
-    Built at run time, so a type checker cannot read it as a type; a declaration writes
-    ``Annotated[str, text_info(...)]`` (:func:`text_info`).
+    For ``Annotated[str | None, name_info(...)]``; the names are held to the persona name's
+    length.
 
     Args:
         description: what the field holds.
-        max_length: the most characters.
-        min_length: the fewest characters.
 
     Returns:
-        The annotated ``str`` type.
+        The field's bounds, description and stated schema.
     """
-    return Annotated[str, text_info(description, max_length, min_length=min_length)]
+    return optional_info("string", str, description, pattern=NAME_PATTERN,
+                         max_length=PERSONA_NAME_MAX)
 
 
 def iso_time(value: Any) -> Any:
@@ -261,17 +275,6 @@ def optional_info(json_type: str, inner: Any, description: str, pattern: str | N
     return Field(description=description, json_schema_extra=_Stated(schema), **bounds)
 
 
-def optional(json_type: str, inner: Any, description: str, pattern: str | None = None,
-             **bounds: Unpack[Bounds]) -> Any:
-    """An optional field shown as a plain type (no ``anyOf``) that accepts ``null``.
-
-    Built at run time, so a type checker cannot read it as a type; a declaration writes
-    ``Annotated[<inner> | None, optional_info(...)]`` (:func:`optional_info`, which see).
-    """
-    value = IsoTime if json_type == "string" and inner is datetime else inner
-    return Annotated[value | None, optional_info(json_type, inner, description, pattern, **bounds)]
-
-
 PersonaName = Annotated[
     str,
     Field(
@@ -298,7 +301,6 @@ Poignancy = Annotated[float | None, optional_info(
 When = Annotated[IsoTime | None, optional_info(
     "string", datetime, "ISO time, e.g. '2023-02-13 18:00:00' (default: now).",
 )]
-ShortText = Annotated[str | None, optional_info("string", str, "", max_length=MAX_FIELD_CHARS)]
 Since = Annotated[IsoTime | None, optional_info(
     "string", datetime, "Only memories created at or after this ISO time, e.g. '2023-02-13' "
     "(its midnight) or '2023-02-13 07:00:00' (default: no limit).",
@@ -342,7 +344,6 @@ MinPoignancy = Annotated[float | None, optional_info(
     "number", float, "Only memories at least this important, 1..10 (default: no limit).",
     ge=0.0, le=MAX_WEIGHT,
 )]
-
 
 
 def _seconds_as_text(value: Any) -> Any:
@@ -417,12 +418,6 @@ def _kind(annotation: Any) -> str | None:
     return None
 
 
-@functools.cache
-def _field_kind(model: type[BaseModel], name: str) -> str | None:
-    """:func:`_kind` of a request field, worked out once (every request asks again)."""
-    return _kind(model.model_fields[name].annotation)
-
-
 def plain_value(value: Any, kind: str | None) -> Any:
     """``value`` if it is of the plain kind its field takes (and holds no NUL), else an error.
 
@@ -453,8 +448,11 @@ def plain_value(value: Any, kind: str | None) -> Any:
     return value
 
 
+@functools.cache
 def field_kind(model: type[BaseModel], name: str) -> str | None:
     """Whether a declared field takes only a boolean (``"bool"``) or a number (``"number"``).
+
+    Worked out once per model and field (every request asks again).
 
     Args:
         model: the declared request.
@@ -463,7 +461,7 @@ def field_kind(model: type[BaseModel], name: str) -> str | None:
     Returns:
         The kind, or None for any other field.
     """
-    return _field_kind(model, name)
+    return _kind(model.model_fields[name].annotation)
 
 
 class Request(BaseModel):
@@ -477,4 +475,4 @@ class Request(BaseModel):
         """Every field through :func:`plain_value`."""
         if info.field_name is None:
             return value
-        return plain_value(value, _field_kind(cls, info.field_name))
+        return plain_value(value, field_kind(cls, info.field_name))

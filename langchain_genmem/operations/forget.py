@@ -16,13 +16,11 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from langchain_genmem.core.nodes import TYPE_CHOICES, node_number_or_none
-from langchain_genmem.core.validation import PERSONA_NAME_MAX
 from langchain_genmem.operations.fields import (
     MAX_FIELD_CHARS,
     MAX_FORGET_IDS,
     MAX_IDS_CHARS,
     MAX_TEXT_CHARS,
-    NAME_PATTERN,
     NODE_IDS_PATTERN,
     NOT_BLANK_PATTERN,
     TYPES_PATTERN,
@@ -30,6 +28,7 @@ from langchain_genmem.operations.fields import (
     PersonaName,
     Request,
     known_types,
+    name_info,
     not_blank,
     optional_info,
     split_list,
@@ -63,13 +62,11 @@ class ForgetRequest(Request):
         f"{TYPE_CHOICES} (default: every type, chats too).", pattern=TYPES_PATTERN,
         max_length=MAX_FIELD_CHARS,
     )] = None
-    conversation: Annotated[str | None, optional_info(
-        "string", str, "Forget only the turns of this conversation (its id, exactly).",
-        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
+    conversation: Annotated[str | None, name_info(
+        "Forget only the turns of this conversation (its id, exactly).",
     )] = None
-    speaker: Annotated[str | None, optional_info(
-        "string", str, "Forget only what this speaker said (exactly).",
-        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
+    speaker: Annotated[str | None, name_info(
+        "Forget only what this speaker said (exactly).",
     )] = None
     text: Annotated[str | None, optional_info(
         "string", str, "Forget only memories whose description contains this text (any case; "

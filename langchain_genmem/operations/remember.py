@@ -19,7 +19,6 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from langchain_genmem.core.nodes import TYPE_CHOICES, NodeType
-from langchain_genmem.core.validation import PERSONA_NAME_MAX
 from langchain_genmem.operations.fields import (
     DURATION_PATTERN,
     MAX_BATCH,
@@ -27,7 +26,6 @@ from langchain_genmem.operations.fields import (
     MAX_DURATION_CHARS,
     MAX_FIELD_CHARS,
     MAX_TEXT_CHARS,
-    NAME_PATTERN,
     NODE_IDS_PATTERN,
     Duration,
     IsoTime,
@@ -35,6 +33,7 @@ from langchain_genmem.operations.fields import (
     Poignancy,
     Request,
     When,
+    name_info,
     not_blank,
     optional_info,
     split_list,
@@ -81,14 +80,12 @@ class MemoryItem(Request):
         "'node_3'; retrieval leaves them out from then on.", pattern=NODE_IDS_PATTERN,
         max_length=MAX_FIELD_CHARS,
     )] = None
-    conversation: Annotated[str | None, optional_info(
-        "string", str, "The conversation this memory is a turn of (any id, e.g. a session, "
+    conversation: Annotated[str | None, name_info(
+        "The conversation this memory is a turn of (any id, e.g. a session, "
         "not blank, no control character); a turn is embedded with the turns before it.",
-        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
     )] = None
-    speaker: Annotated[str | None, optional_info(
-        "string", str, "Who said the turn (not blank, no control character).",
-        pattern=NAME_PATTERN, max_length=PERSONA_NAME_MAX,
+    speaker: Annotated[str | None, name_info(
+        "Who said the turn (not blank, no control character).",
     )] = None
 
     @field_validator("description")

@@ -63,6 +63,7 @@ from langchain_genmem.core.errors import (
 )
 from langchain_genmem.core.extras import require_extra
 from langchain_genmem.memory.idempotency import KEY_PATTERN
+from langchain_genmem.operations.fields import limits
 from langchain_genmem.service.docs_page import docs_page
 from langchain_genmem.service.operations import (
     MemoryService,
@@ -73,7 +74,6 @@ from langchain_genmem.service.readiness import Ready, check_store, retry_headers
 from langchain_genmem.service.schemas import (
     BODY_TIMEOUT,
     HEADER_TIMEOUT,
-    LIMITS,
     MAX_BODY_BYTES,
     MAX_PERSONA_CHARS,
     NAME_PATTERN,
@@ -214,8 +214,8 @@ def create_app(
     )
     app.state.service = service
     app.state.keys = ring
-    app.state.limits = {**LIMITS, "request body bytes": max_body_bytes,
-                        "body seconds": body_timeout, "header seconds": header_timeout}
+    app.state.limits = limits(body_bytes=max_body_bytes, header_seconds=header_timeout,
+                              body_seconds=body_timeout)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(BodyDeadline, seconds=body_timeout)
     _add_error_handlers(app)
