@@ -20,10 +20,10 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast, get_type_hints
 
 import typer
 
@@ -120,38 +120,29 @@ BodyTimeout = Annotated[
 class ServerOptions:
     """The options ``genmem serve`` and ``genmem mcp`` share, declared once.
 
-    Their help is the ``Annotated`` aliases above; :func:`server_command` adds them to a
-    command.
+    Each field's type is its option (the ``Annotated`` aliases above) and its default the
+    option's; :func:`server_command` adds them to a command.
     """
 
-    host: str
-    api_key: list[str] | None
-    keys_file: Path | None
-    model: str | None
-    base_url: str | None
-    score_in: ScoreIn
-    max_open_personas: int
-    create: bool
-    forget_expired_every: float | None
-    store_timeout: float
-    header_timeout: float
-    body_timeout: float
+    host: Host = "127.0.0.1"
+    api_key: ApiKeys = None
+    keys_file: KeysFile = None
+    model: Model = None
+    base_url: BaseUrl = None
+    score_in: ScoreInOption = ScoreIn.process
+    max_open_personas: MaxOpen = DEFAULT_MAX_OPEN
+    create: Create = False
+    forget_expired_every: ForgetExpiredEvery = None
+    store_timeout: StoreTimeout = DEFAULT_STORE_TIMEOUT
+    header_timeout: HeaderTimeout = HEADER_TIMEOUT
+    body_timeout: BodyTimeout = BODY_TIMEOUT
 
 
-_SERVER_OPTIONS = [
-    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                      default=default)
-    for name, annotation, default in (
-        ("host", Host, "127.0.0.1"), ("api_key", ApiKeys, None), ("keys_file", KeysFile, None),
-        ("model", Model, None), ("base_url", BaseUrl, None),
-        ("score_in", ScoreInOption, ScoreIn.process),
-        ("max_open_personas", MaxOpen, DEFAULT_MAX_OPEN), ("create", Create, False),
-        ("forget_expired_every", ForgetExpiredEvery, None),
-        ("store_timeout", StoreTimeout, DEFAULT_STORE_TIMEOUT),
-        ("header_timeout", HeaderTimeout, HEADER_TIMEOUT),
-        ("body_timeout", BodyTimeout, BODY_TIMEOUT),
-    )
-]
+def _server_options() -> list[inspect.Parameter]:
+    """:class:`ServerOptions`' fields as keyword-only parameters, typed by their options."""
+    hints = get_type_hints(ServerOptions, include_extras=True)
+    return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+                              default=f.default) for f in fields(ServerOptions)]
 
 
 def server_command(fn: Callable[..., None]) -> Callable[..., None]:
@@ -165,14 +156,15 @@ def server_command(fn: Callable[..., None]) -> Callable[..., None]:
     """
     own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
            if p.name != "server"]
-    names = [p.name for p in _SERVER_OPTIONS]
+    shared_params = _server_options()
+    names = [p.name for p in shared_params]
 
     @functools.wraps(fn)
     def command(**kwargs: Any) -> None:
         shared = ServerOptions(**{name: kwargs.pop(name) for name in names})
         fn(server=shared, **kwargs)
 
-    params = [*own, *_SERVER_OPTIONS]
+    params = [*own, *shared_params]
     cast(Any, command).__signature__ = inspect.Signature(params)  # what typer reads
     command.__annotations__ = {p.name: p.annotation for p in params}
     return command
