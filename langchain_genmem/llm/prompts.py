@@ -35,6 +35,9 @@ Fields:
   ``{conversation}`` the utterances, one "speaker: utterance" a line; ``{persona}`` the
   persona's name. Both end with an opening quote and the name, so the reply continues a
   sentence about the persona.
+* ``DEFAULT_SUB_QUESTIONS_PROMPT`` (a recall that splits its question,
+  :mod:`~langchain_genmem.llm.sub_questions`): ``{question}`` the question; ``{n}`` the most
+  sub-questions. It ends with "1)" like the focal points, and is read the same way.
 * System prompts of the stepwise design: ``DEFAULT_IMPORTANCE_SYSTEM_PROMPT``,
   ``DEFAULT_QUESTIONS_SYSTEM_PROMPT`` and ``DEFAULT_INSIGHTS_SYSTEM_PROMPT`` have no
   field; ``DEFAULT_CONDENSE_SYSTEM_PROMPT`` has ``{n}``, the most bullet points to keep
@@ -50,6 +53,7 @@ describes (:mod:`~langchain_genmem.llm.shapes`) instead of the text format:
   ``{"rating": 7}``.
 * ``STRUCTURED_BATCH_IMPORTANCE_PROMPT``: ``{"ratings": [7, 3]}``, one per memory.
 * ``STRUCTURED_FOCAL_POINTS_PROMPT``: ``{"questions": [...]}``, at most ``{n}``.
+* ``STRUCTURED_SUB_QUESTIONS_PROMPT``: the same shape.
 * ``STRUCTURED_INSIGHTS_SYSTEM_PROMPT`` and ``STRUCTURED_INSIGHTS_PROMPT``:
   ``{"insights": [{"insight": "...", "evidence": [1, 5]}]}``.
 * ``STRUCTURED_CONDENSE_SYSTEM_PROMPT`` (``{n}``) and ``STRUCTURED_CONDENSE_PROMPT``: the
@@ -83,6 +87,7 @@ __all__ = [
     "DEFAULT_MEMO_PROMPT",
     "DEFAULT_PLANNING_THOUGHT_PROMPT",
     "DEFAULT_QUESTIONS_SYSTEM_PROMPT",
+    "DEFAULT_SUB_QUESTIONS_PROMPT",
     "DEFAULT_THOUGHT_IMPORTANCE_PROMPT",
     "STRUCTURED_BATCH_IMPORTANCE_PROMPT",
     "STRUCTURED_BATCH_TRIPLE_PROMPT",
@@ -96,6 +101,7 @@ __all__ = [
     "STRUCTURED_INSIGHTS_SYSTEM_PROMPT",
     "STRUCTURED_MEMO_PROMPT",
     "STRUCTURED_PLANNING_THOUGHT_PROMPT",
+    "STRUCTURED_SUB_QUESTIONS_PROMPT",
     "STRUCTURED_THOUGHT_IMPORTANCE_PROMPT",
 ]
 
@@ -189,6 +195,19 @@ _FOCAL_POINTS = (
 DEFAULT_FOCAL_POINTS_PROMPT = _FOCAL_POINTS + "1)"
 STRUCTURED_FOCAL_POINTS_PROMPT = _FOCAL_POINTS + (
     'Answer in JSON as {{"questions": [...]}}, at most {n} questions.'
+)
+
+# --- recall: a question split into the parts its answer gathers ------------------------
+
+_SUB_QUESTIONS = (
+    "Question: {question}\n\n"
+    "The answer may be spread over several moments of a long conversation. Write at most {n} "
+    "short search queries, each one self-contained and asking for one part of the answer. "
+    "Keep every name as it is and write in the language of the question.\n"
+)
+DEFAULT_SUB_QUESTIONS_PROMPT = _SUB_QUESTIONS + "1)"
+STRUCTURED_SUB_QUESTIONS_PROMPT = _SUB_QUESTIONS + (
+    'Answer in JSON as {{"questions": [...]}}, at most {n} queries.'
 )
 
 _INSIGHTS_SYSTEM = (

@@ -22,6 +22,7 @@ FIELDS = {
     "DEFAULT_CHAT_IMPORTANCE_PROMPT": {"persona", "persona_description", "description"},
     "DEFAULT_BATCH_IMPORTANCE_PROMPT": {"persona", "persona_description", "n", "memories"},
     "DEFAULT_FOCAL_POINTS_PROMPT": {"statements", "n"},
+    "DEFAULT_SUB_QUESTIONS_PROMPT": {"question", "n"},
     "DEFAULT_INSIGHTS_PROMPT": {"statements", "n"},
     "DEFAULT_CONDENSE_PROMPT": {"insights"},
     "DEFAULT_BATCH_TRIPLE_PROMPT": {"statements", "n"},
@@ -42,6 +43,7 @@ CHINESE = {
     "statements": format_numbered(["玛丽亚在学习物理", "克劳斯在写论文", "伊莎贝拉在准备派对"]),
     "insights": "1. 玛丽亚很努力【0，1】\n2. 伊莎贝拉喜欢社交 [2]",
     "conversation": "克劳斯：你周末有空吗？\n玛丽亚：有，我们去图书馆吧。",
+    "question": "玛丽亚这学期都在忙些什么？",
 }
 
 
