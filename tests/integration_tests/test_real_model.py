@@ -32,6 +32,7 @@ from langchain_core.outputs import LLMResult
 
 from langchain_genmem import (
     CallLimits,
+    GenerativeAgentsRetriever,
     ImportanceScorer,
     MemoryStream,
     ReflectionSettings,
@@ -42,6 +43,7 @@ from langchain_genmem.agent import create_memory_agent
 from langchain_genmem.llm.importance import UnratedWarning, add_rated, unrated_ids
 from langchain_genmem.llm.limits import FALLBACK_IMPORTANCE, ReplyKind
 from langchain_genmem.llm.llama_server import LlamaServer
+from langchain_genmem.llm.sub_questions import SubQuestionRetriever
 from langchain_genmem.reflection.state import ReflectionStatus
 from tests.support.llama_server import small_model_chat
 from tests.support.warm import shared
@@ -432,3 +434,26 @@ def test_chat_agent_example_answers_every_scripted_turn(small_model_server, serv
     # an answer and a batch of ratings a turn, and a rating alone for each left unrated
     assert 2 * len(TURNS) <= len(generated) <= 5 * len(TURNS)
     assert all(n <= CallLimits().answer for n in generated), generated
+
+
+@pytest.mark.parametrize("output", ["structured", "text"])
+def test_a_split_question_makes_one_bounded_call_and_ranks_the_same_pool(recorded, tmp_path,
+                                                                         output):
+    model, log = recorded
+    stream = MemoryStream("陈静", path=str(tmp_path))
+    stream.add_many([{"type": "event", "description": text, "poignancy": 3} for text in (
+        "年糕又吐了，带它去了宠物医院", "医生说是毛球，花了三百多", "年糕下周绝育，手术费八百",
+        "Maya ran the Halden half marathon in 1:52", "周末去爬山了")])
+    base = GenerativeAgentsRetriever(stream=stream, k=3, update_access=False,
+                                     relevance="lexical", recency_w=0.0, importance_w=0.0)
+    recall = SubQuestionRetriever(retriever=base, llm=model, limits=SMALL, output=output,
+                                  pool=5)
+    docs = recall.invoke("年糕去过几次宠物医院？每次花了多少钱？")
+    assert log.check(SMALL, ["questions"]) == 1
+    assert len(docs) == 3
+    parts = docs[0].metadata["sub_questions"]
+    assert len(parts) <= 3
+    assert all(0 < len(p) <= 160 for p in parts), parts
+    question = "年糕去过几次宠物医院？每次花了多少钱？"
+    pool = {d.metadata["node_id"] for d in base.invoke(question, k=5)}
+    assert {d.metadata["node_id"] for d in docs} <= pool
