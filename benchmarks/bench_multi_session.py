@@ -200,7 +200,8 @@ def print_row(name: str, table: dict[str, float], ms: float, base_ms: float) -> 
 def model_variant(run: Conversations, model: str) -> tuple[Ranked, list[float]]:
     from langchain_openai import ChatOpenAI
 
-    from langchain_genmem.llm.llama_server import LOCAL_SERVER_KEY, LlamaServer, smollm2_gguf
+    from langchain_genmem.llm.chat import LOCAL_SERVER_KEY
+    from langchain_genmem.llm.llama_server import LlamaServer, smollm2_gguf
 
     path = smollm2_gguf() if model == "smollm2" else Path(model)
     ranked: Ranked = {}

@@ -121,7 +121,8 @@ class SubQuestionRetriever(BaseRetriever):
     Example:
         .. code-block:: python
 
-            from langchain_genmem import CHAT_RETRIEVAL, GenerativeAgentsRetriever
+            from langchain_genmem import GenerativeAgentsRetriever
+            from langchain_genmem.agent import CHAT_RETRIEVAL
             from langchain_genmem.llm.sub_questions import SubQuestionRetriever
 
             recall = SubQuestionRetriever(
