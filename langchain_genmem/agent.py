@@ -47,6 +47,7 @@ from langchain_core.messages import (
     SystemMessage,
     trim_messages,
 )
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
@@ -136,7 +137,7 @@ def create_memory_agent(
     model: BaseChatModel,
     stream: MemoryStream,
     *,
-    retriever: GenerativeAgentsRetriever | None = None,
+    retriever: BaseRetriever | None = None,
     retrieval: Mapping[str, Any] | None = None,
     importance: ImportanceScorer | None = None,
     k: int = CHAT_RECALL_K,
@@ -154,7 +155,10 @@ def create_memory_agent(
     Args:
         model: the chat model that answers, rates importance and reflects.
         stream: the agent's memory stream (its persona is the agent's name).
-        retriever: the retriever to recall with; default :func:`chat_retriever` over
+        retriever: the retriever to recall with, whose Documents carry ``node_id`` (a
+            :class:`~langchain_genmem.GenerativeAgentsRetriever`, or a
+            :class:`~langchain_genmem.llm.sub_questions.SubQuestionRetriever` that splits
+            each question with a chat model); default :func:`chat_retriever` over
             ``stream`` with ``k`` and ``retrieval``.
         retrieval: the default retriever's arguments (weights, ``relevance``,
             ``lexical_weight``, ``idle_filter``...); None = :data:`CHAT_RETRIEVAL`, measured

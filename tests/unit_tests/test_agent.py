@@ -18,6 +18,7 @@ from langchain_genmem.agent import (
     create_memory_agent,
 )
 from langchain_genmem.core.errors import ValidationError
+from langchain_genmem.llm.sub_questions import SubQuestionRetriever
 
 LENA = "User said to Ada: My sister Lena lives in Porto."
 LAPTOP = "User said to Ada: my laptop sits idle at home since the move"
@@ -88,6 +89,21 @@ def test_the_agent_recalls_what_was_said_not_what_is_recent(stream):
         persona="Ada", user="User", memories="\n".join(f"- {m}" for m in memories))
     assert [(m.type, m.content) for m in prompts.calls[0]] == [
         ("system", system), ("human", question)]
+    assert out["messages"][-1].content == "She lives in Porto."
+
+
+def test_the_agent_recalls_with_a_question_split_by_a_model(stream):
+    """The agent takes any retriever whose Documents carry node ids: one that splits."""
+    splitter = FakeListChatModel(responses=["1) Lena\n2) 妈妈什么时候来"])
+    split = SubQuestionRetriever(retriever=chat_retriever(stream), llm=splitter)
+    prompts = Prompts()
+    agent = create_memory_agent(model(), stream, retriever=split, reflect=False)
+    out = agent.invoke({"messages": [("user", "Who is visiting me, and where does Lena live?")]},
+                       {"callbacks": [prompts]})
+    recalled = [stream.get(i).description for i in out["recalled"]]
+    assert len(recalled) == 5 and LENA in recalled and SAID[-1][0] in recalled
+    assert [m.content for m in prompts.calls[0]][-1].startswith(
+        "Question: Who is visiting me, and where does Lena live?")  # the split came first
     assert out["messages"][-1].content == "She lives in Porto."
 
 
