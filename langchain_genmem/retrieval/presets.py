@@ -24,9 +24,10 @@ question names, and no memory dropped for saying "idle".
 
 Chosen on the training half of the labelled conversational set
 (``benchmarks/bench_quality.py --set conversations``: ten chats in English and Chinese, 305
-questions, before 64 more on answers spread over sessions were added) among 60 rows (turns embedded alone or with one to three earlier turns; lexical
-weight .25, .4, .5, dense or lexical alone; ``time_in_query`` off, narrow or weight), together
-with the default ``context_turns=2``. Held-out recall@10, against the previous chat default
+questions, before 64 more on answers spread over sessions were added) among 60 rows (turns
+embedded alone or with one to three earlier turns; lexical weight .25, .4, .5, dense or
+lexical alone; ``time_in_query`` off, narrow or weight), together with the default
+``context_turns=2``. Held-out recall@10, against the previous chat default
 (these options without ``time_in_query``, turns embedded alone):
 
 ==========================================  =====  =====  ======  =====
