@@ -197,19 +197,6 @@ STRUCTURED_FOCAL_POINTS_PROMPT = _FOCAL_POINTS + (
     'Answer in JSON as {{"questions": [...]}}, at most {n} questions.'
 )
 
-# --- recall: a question split into the parts its answer gathers ------------------------
-
-_SUB_QUESTIONS = (
-    "Question: {question}\n\n"
-    "The answer may be spread over several moments of a long conversation. Write at most {n} "
-    "short search queries, each one self-contained and asking for one part of the answer. "
-    "Keep every name as it is and write in the language of the question.\n"
-)
-DEFAULT_SUB_QUESTIONS_PROMPT = _SUB_QUESTIONS + "1)"
-STRUCTURED_SUB_QUESTIONS_PROMPT = _SUB_QUESTIONS + (
-    'Answer in JSON as {{"questions": [...]}}, at most {n} queries.'
-)
-
 _INSIGHTS_SYSTEM = (
     "You are an intelligent AI system designed to reflect on past experiences and generate "
     "meaningful insights.\n"
@@ -311,3 +298,16 @@ DEFAULT_PLANNING_THOUGHT_PROMPT = _PLANNING_THOUGHT + '"{persona}'
 DEFAULT_MEMO_PROMPT = _MEMO + '"{persona}'
 STRUCTURED_PLANNING_THOUGHT_PROMPT = _PLANNING_THOUGHT + _SENTENCE_JSON
 STRUCTURED_MEMO_PROMPT = _MEMO + _SENTENCE_JSON
+
+# --- recall: a question split into the parts its answer gathers ------------------------
+
+_SUB_QUESTIONS = (
+    "Question: {question}\n\n"
+    "The answer may be spread over several moments of a long conversation. Write at most {n} "
+    "short search queries, each one self-contained and asking for one part of the answer. "
+    "Keep every name as it is and write in the language of the question.\n"
+)
+DEFAULT_SUB_QUESTIONS_PROMPT = _SUB_QUESTIONS + "1)"
+STRUCTURED_SUB_QUESTIONS_PROMPT = _SUB_QUESTIONS + (
+    'Answer in JSON as {{"questions": [...]}}, at most {n} queries.'
+)
