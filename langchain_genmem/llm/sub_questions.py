@@ -186,7 +186,7 @@ class SubQuestionRetriever(BaseRetriever):
         config: RunnableConfig = {"callbacks": run_manager.get_child()}
         reply = self._caller().batch([sub_questions_call(query, self.max_sub_questions)], config)
         parts = read_sub_questions(reply[0], query, self.max_sub_questions)
-        ids = [d.metadata["node_id"] for d in pool]
+        ids = _ids(pool)
         rankings = [quiet.invoke(part, k=len(ids), **{**filters, "node_ids": ids})
                     for part in parts] if ids else []
         chosen = self._chosen(pool, rankings, parts, want)
@@ -205,7 +205,7 @@ class SubQuestionRetriever(BaseRetriever):
         reply = await self._caller().abatch(
             [sub_questions_call(query, self.max_sub_questions)], config)
         parts = read_sub_questions(reply[0], query, self.max_sub_questions)
-        ids = [d.metadata["node_id"] for d in pool]
+        ids = _ids(pool)
         rankings = [await quiet.ainvoke(part, k=len(ids), **{**filters, "node_ids": ids})
                     for part in parts] if ids else []
         chosen = self._chosen(pool, rankings, parts, want)
